@@ -1,0 +1,7 @@
+//! The validation checks. Each takes parsed inputs and returns field errors; none does I/O.
+//!
+//! - [`logical`]: the Composition by itself;
+//! - [`schemas`]: which schemas a Composition needs and which are missing.
+
+pub mod logical;
+pub mod schemas;

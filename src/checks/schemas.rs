@@ -1,0 +1,225 @@
+//! The schemas a Composition needs: its composite resource's (XR) and each composed
+//! resource's. Each missing or unusable schema is one finding at the field that needs it;
+//! everything else is still validated.
+
+use std::sync::Arc;
+
+use crate::findings::{BadValue, ErrorType, FieldError, Finding, Path, Stage};
+use crate::model::{Composition, gvk_string, split_api_version};
+use crate::schema::{Catalog, LookupError, Schema};
+
+/// A schema found for a kind, owned so that any schema source can hand it out.
+#[derive(Debug, Clone)]
+pub struct SchemaInfo {
+    /// Name of the CRD (or of the CRD generated from an XRD).
+    pub crd_name: String,
+    /// The schema of the requested version; `None` when the CRD has none for it.
+    pub schema: Option<Arc<Schema>>,
+    /// Why the schema of the requested version is unusable, if it is.
+    pub schema_error: Option<String>,
+    /// Whether the CRD has the requested version at all.
+    pub version_found: bool,
+    /// The versions the CRD serves.
+    pub served_versions: Vec<String>,
+    /// Whether the CRD was generated from a CompositeResourceDefinition.
+    pub from_xrd: bool,
+}
+
+/// Where schemas come from: files (the [`Catalog`]) or, in a cluster, the API server.
+pub trait SchemaSource {
+    /// The schema of `group`, `kind` at `version`.
+    fn resolve(&self, group: &str, kind: &str, version: &str) -> Result<SchemaInfo, LookupError>;
+}
+
+impl SchemaSource for Catalog {
+    fn resolve(&self, group: &str, kind: &str, version: &str) -> Result<SchemaInfo, LookupError> {
+        let r = self.lookup(group, kind, version)?;
+        Ok(SchemaInfo {
+            crd_name: r.name().to_string(),
+            schema: r.schema.cloned(),
+            schema_error: r.schema_error.map(|e| e.to_string()),
+            version_found: r.version_found,
+            served_versions: r.served_versions.iter().map(|v| v.to_string()).collect(),
+            from_xrd: r.origin().is_generated(),
+        })
+    }
+}
+
+/// The schemas of a Composition's XR and of each of its resources (`None` where missing).
+#[derive(Debug, Clone, Default)]
+pub struct NeededSchemas {
+    /// The composite resource's schema.
+    pub composite: Option<Arc<Schema>>,
+    /// Each `spec.resources[i]` base's schema.
+    pub resources: Vec<Option<Arc<Schema>>>,
+}
+
+/// Looks up every schema the Composition needs and reports the ones that are missing or
+/// unusable, and references to versions a CRD does not have.
+pub fn resolve(c: &Composition, source: &dyn SchemaSource) -> (NeededSchemas, Vec<Finding>) {
+    let mut findings = Vec::new();
+    let type_ref = &c.spec.composite_type_ref;
+    let composite = if type_ref.api_version.is_empty() || type_ref.kind.is_empty() {
+        None // Reported by the logical checks.
+    } else {
+        lookup(
+            source,
+            &type_ref.api_version,
+            &type_ref.kind,
+            &Path::new("spec").child("compositeTypeRef"),
+            "the composite resource",
+            &mut findings,
+        )
+    };
+    let resources = c
+        .spec
+        .resources
+        .iter()
+        .enumerate()
+        .map(|(i, res)| {
+            let (Some(api_version), Some(kind)) = (res.base_api_version(), res.base_kind()) else {
+                return None; // Reported by the logical checks.
+            };
+            if api_version.is_empty() || kind.is_empty() {
+                return None;
+            }
+            let base = Path::new("spec").child("resources").index(i).child("base");
+            lookup(
+                source,
+                api_version,
+                kind,
+                &base,
+                "this resource",
+                &mut findings,
+            )
+        })
+        .collect();
+    (
+        NeededSchemas {
+            composite,
+            resources,
+        },
+        findings,
+    )
+}
+
+fn lookup(
+    source: &dyn SchemaSource,
+    api_version: &str,
+    kind: &str,
+    at: &Path,
+    what: &str,
+    findings: &mut Vec<Finding>,
+) -> Option<Arc<Schema>> {
+    let (group, version) = split_api_version(api_version);
+    let gvk = BadValue::from(gvk_string(api_version, kind));
+    let skipped = format!("checks against the schema of {what} were skipped");
+    let info = match source.resolve(group, kind, version) {
+        Ok(info) => info,
+        Err(e @ LookupError::NotFound { .. }) => {
+            let why = if is_builtin_group(group) {
+                format!(
+                    "{kind} is a built-in Kubernetes kind: there is no CRD to check it against ({e})"
+                )
+            } else {
+                format!("no CRD or XRD defines {kind}.{group} ({e})")
+            };
+            findings.push(Finding::new(
+                Stage::Crds,
+                FieldError::not_found(at, gvk, format!("{why}; {skipped}")),
+            ));
+            return None;
+        }
+        Err(e) => {
+            let sources: Vec<String> = e
+                .candidates()
+                .iter()
+                .map(|c| format!("{} from {}", c.name, c.source))
+                .collect();
+            findings.push(Finding::new(
+                Stage::Crds,
+                FieldError::internal(
+                    at.as_str(),
+                    format!("{e} ({}); {skipped}", sources.join(", ")),
+                ),
+            ));
+            return None;
+        }
+    };
+    let definition = if info.from_xrd {
+        format!("the CompositeResourceDefinition of {}", info.crd_name)
+    } else {
+        format!("CRD {}", info.crd_name)
+    };
+    if !info.version_found || !info.served_versions.iter().any(|v| v == version) {
+        let problem = if info.version_found {
+            "does not serve"
+        } else {
+            "has no"
+        };
+        findings.push(Finding::new(
+            Stage::Schema,
+            FieldError::invalid(
+                at.child("apiVersion"),
+                api_version,
+                format!(
+                    "{definition} {problem} version {version}; served versions: {}",
+                    if info.served_versions.is_empty() {
+                        "none".to_string()
+                    } else {
+                        info.served_versions.join(", ")
+                    }
+                ),
+            ),
+        ));
+    }
+    if let Some(err) = &info.schema_error {
+        findings.push(Finding::new(
+            Stage::Crds,
+            FieldError::new(
+                ErrorType::NotFound,
+                at.as_str(),
+                gvk,
+                format!("the schema of version {version} in {definition} cannot be used: {err}; {skipped}"),
+            ),
+        ));
+        return None;
+    }
+    if info.schema.is_none() && info.version_found {
+        findings.push(Finding::new(
+            Stage::Crds,
+            FieldError::new(
+                ErrorType::NotFound,
+                at.as_str(),
+                gvk,
+                format!("{definition} has no schema for version {version}; {skipped}"),
+            ),
+        ));
+    }
+    info.schema
+}
+
+/// API groups served by Kubernetes itself, whose kinds never have a CRD.
+pub fn is_builtin_group(group: &str) -> bool {
+    matches!(
+        group,
+        "" | "apps"
+            | "batch"
+            | "autoscaling"
+            | "policy"
+            | "networking.k8s.io"
+            | "rbac.authorization.k8s.io"
+            | "storage.k8s.io"
+            | "scheduling.k8s.io"
+            | "coordination.k8s.io"
+            | "discovery.k8s.io"
+            | "node.k8s.io"
+            | "certificates.k8s.io"
+            | "admissionregistration.k8s.io"
+            | "apiextensions.k8s.io"
+            | "apiregistration.k8s.io"
+            | "events.k8s.io"
+            | "flowcontrol.apiserver.k8s.io"
+            | "resource.k8s.io"
+    )
+}

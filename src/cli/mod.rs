@@ -1,0 +1,250 @@
+//! The `composition-webhook` command line.
+//!
+//! `composition-webhook validate [--crds PATH]... [--mode warn|loose|strict]
+//! [--output text|json] FILE_OR_DIR...` validates every Composition found in the inputs
+//! against the CRDs and XRDs given with `--crds` and those found in the inputs themselves.
+//! Exit status: 0 when every Composition is allowed, 1 when any is denied, 2 for usage or
+//! input errors (unreadable file, YAML syntax error, no Composition found).
+
+mod output;
+
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use serde_json::Value;
+
+use crate::document::{self, Document, DocumentError};
+use crate::mode::Mode;
+use crate::model::APIEXTENSIONS_GROUP;
+use crate::schema::Catalog;
+use crate::validate::{Options, Report, Validator};
+
+/// Exit status: every Composition allowed.
+pub const EXIT_ALLOWED: u8 = 0;
+/// Exit status: at least one Composition denied.
+pub const EXIT_DENIED: u8 = 1;
+/// Exit status: usage or input error.
+pub const EXIT_INPUT_ERROR: u8 = 2;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "composition-webhook",
+    version,
+    about = "Validates Crossplane Compositions: as an admission webhook, or offline on files"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Validate Compositions in files against CRD and XRD files.
+    Validate(ValidateArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct ValidateArgs {
+    /// A CRD or XRD file or directory (recursive; YAML, JSON, multi-document, List). Repeatable.
+    #[arg(
+        long = "crds",
+        value_name = "PATH",
+        env = "COMPOSITION_WEBHOOK_CRDS",
+        value_delimiter = ','
+    )]
+    crds: Vec<PathBuf>,
+
+    /// Mode of Compositions without the crossplane.io/composition-schema-aware-validation-mode annotation.
+    #[arg(long, value_enum, default_value_t = ModeArg::Loose, env = "COMPOSITION_WEBHOOK_MODE")]
+    mode: ModeArg,
+
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    output: OutputFormat,
+
+    /// Files or directories holding Compositions (CRDs and XRDs among them are used as schemas); `-` reads standard input.
+    #[arg(value_name = "FILE_OR_DIR", required = true)]
+    inputs: Vec<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum ModeArg {
+    Strict,
+    Loose,
+    Warn,
+}
+
+impl From<ModeArg> for Mode {
+    fn from(m: ModeArg) -> Mode {
+        match m {
+            ModeArg::Strict => Mode::Strict,
+            ModeArg::Loose => Mode::Loose,
+            ModeArg::Warn => Mode::Warn,
+        }
+    }
+}
+
+/// How results are printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    /// One line per finding (`file:line: severity: field: message`) and a summary.
+    Text,
+    /// One JSON object.
+    Json,
+}
+
+/// A validated Composition with where it came from.
+#[derive(Debug)]
+pub struct Validated {
+    /// The file it was read from.
+    pub file: String,
+    /// The document it was read from (for line numbers).
+    pub document: Document,
+    /// The result.
+    pub report: Report,
+}
+
+/// Runs the binary: parses the arguments, runs the command, returns the exit status.
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { EXIT_INPUT_ERROR } else { 0 });
+        }
+    };
+    match cli.command {
+        Command::Validate(args) => ExitCode::from(run_validate(&args)),
+    }
+}
+
+fn run_validate(args: &ValidateArgs) -> u8 {
+    let mut stderr = io::stderr().lock();
+    let mut errors: Vec<DocumentError> = Vec::new();
+    let schema_docs = load_all(&args.crds, &mut errors);
+    let input_docs = load_all(&args.inputs, &mut errors);
+
+    let mut catalog = Catalog::new();
+    for doc in schema_docs.iter().chain(&input_docs) {
+        if !doc.value.is_object() {
+            continue; // Reported below for inputs; a --crds file must hold objects.
+        }
+        if let Err(e) = catalog.add_document(&doc.value, &doc.source) {
+            errors.push(DocumentError::Invalid {
+                file: location(doc, None),
+                message: e.to_string(),
+            });
+        }
+    }
+    for doc in schema_docs.iter().chain(&input_docs) {
+        if !doc.value.is_object() {
+            errors.push(DocumentError::Invalid {
+                file: location(doc, Some(doc.first_line)),
+                message: format!(
+                    "document {} is a {}, not a Kubernetes object",
+                    doc.index + 1,
+                    crate::model::json_type(&doc.value)
+                ),
+            });
+        }
+    }
+
+    let validator = Validator::new(
+        &catalog,
+        Options {
+            default_mode: args.mode.into(),
+        },
+    );
+    let results: Vec<Validated> = input_docs
+        .into_iter()
+        .filter(|d| is_composition(&d.value))
+        .map(|document| {
+            let report = validator.validate_value(&document.value);
+            Validated {
+                file: document.source.clone(),
+                report,
+                document,
+            }
+        })
+        .collect();
+
+    for e in &errors {
+        let _ = writeln!(stderr, "error: {e}");
+    }
+    if results.is_empty() && errors.is_empty() {
+        let _ = writeln!(
+            stderr,
+            "error: no Composition ({APIEXTENSIONS_GROUP}/v1) found in {}",
+            args.inputs
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        return EXIT_INPUT_ERROR;
+    }
+
+    let mut stdout = io::stdout().lock();
+    let printed = match args.output {
+        OutputFormat::Text => output::write_text(&mut stdout, &results, catalog.len()),
+        OutputFormat::Json => output::write_json(&mut stdout, &results),
+    };
+    if let Err(e) = printed {
+        // A closed pipe (e.g. `| head`) is not worth a panic.
+        let _ = writeln!(stderr, "error: writing output: {e}");
+        return EXIT_INPUT_ERROR;
+    }
+    if !errors.is_empty() {
+        EXIT_INPUT_ERROR
+    } else if results.iter().any(|r| !r.report.verdict.allowed) {
+        EXIT_DENIED
+    } else {
+        EXIT_ALLOWED
+    }
+}
+
+/// `file:line` (or `file` when there is no line).
+fn location(doc: &Document, line: Option<u32>) -> String {
+    match line {
+        Some(l) if l > 0 => format!("{}:{l}", doc.source),
+        _ => doc.source.clone(),
+    }
+}
+
+/// Whether a document is a Crossplane v1 Composition.
+pub fn is_composition(value: &Value) -> bool {
+    value.get("kind").and_then(Value::as_str) == Some("Composition")
+        && value.get("apiVersion").and_then(Value::as_str)
+            == Some(&format!("{APIEXTENSIONS_GROUP}/v1") as &str)
+}
+
+/// Loads every document of every path (files, directories, `-` for stdin), collecting
+/// errors instead of stopping at the first.
+fn load_all(paths: &[PathBuf], errors: &mut Vec<DocumentError>) -> Vec<Document> {
+    let mut docs = Vec::new();
+    for path in paths {
+        if path == Path::new("-") {
+            match document::load_reader(document::STDIN_NAME, io::stdin().lock()) {
+                Ok(d) => docs.extend(d),
+                Err(e) => errors.push(e),
+            }
+            continue;
+        }
+        let files = match document::collect_files(path) {
+            Ok(files) => files,
+            Err(e) => {
+                errors.push(e);
+                continue;
+            }
+        };
+        for file in files {
+            match document::load_path(&file) {
+                Ok(d) => docs.extend(d),
+                Err(e) => errors.push(e),
+            }
+        }
+    }
+    docs
+}

@@ -1,0 +1,244 @@
+//! Crossplane's field path grammar (crossplane-runtime `pkg/fieldpath`).
+//!
+//! A path is a sequence of segments: `spec.containers[0].name`,
+//! `metadata.labels[app.kubernetes.io/name]`, `data[.config.yml]`, `spec.items[*].id`.
+//! Bracket contents that parse as an unsigned 32-bit decimal integer are indexes, everything
+//! else is a field name; `'` and `"` around names are trimmed. Parse errors carry the byte
+//! position, worded as upstream words them (`unexpected '.' at position 9`).
+
+use std::fmt;
+
+/// One segment of a field path.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Segment {
+    /// An object field (or map key). `*` is the wildcard the runtime expands.
+    Field(String),
+    /// An array index.
+    Index(u32),
+}
+
+impl Segment {
+    /// Whether this segment is the `[*]` wildcard.
+    pub fn is_wildcard(&self) -> bool {
+        matches!(self, Segment::Field(f) if f == "*")
+    }
+}
+
+/// A parsed field path.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct Segments(pub Vec<Segment>);
+
+impl Segments {
+    /// The segments as a slice.
+    pub fn as_slice(&self) -> &[Segment] {
+        &self.0
+    }
+
+    /// Whether the path has no segments (the empty path).
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Number of segments.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+}
+
+/// A syntax error in a field path, at a byte position.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{kind} at position {position}")]
+pub struct ParseError {
+    /// What went wrong, e.g. `unexpected '.'`.
+    pub kind: ParseErrorKind,
+    /// Byte offset of the offending character in the path.
+    pub position: usize,
+}
+
+/// The kinds of field path syntax errors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParseErrorKind {
+    /// A character that may not appear where it does (`.`, `[` or `]`).
+    Unexpected(char),
+    /// A `[` with no `]` after it.
+    Unterminated(char),
+}
+
+impl fmt::Display for ParseErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ParseErrorKind::Unexpected(c) => write!(f, "unexpected '{c}'"),
+            ParseErrorKind::Unterminated(c) => write!(f, "unterminated '{c}'"),
+        }
+    }
+}
+
+fn err(kind: ParseErrorKind, position: usize) -> ParseError {
+    ParseError { kind, position }
+}
+
+/// Parses a field path. The empty string is the empty path.
+///
+/// Iterative, linear in the length of the path: a path of any length parses without recursion.
+pub fn parse(path: &str) -> Result<Segments, ParseError> {
+    let bytes = path.as_bytes();
+    let mut segments = Vec::new();
+    let mut pos = 0;
+    let mut start = 0;
+    // The state machine of upstream's lexer: a field, then '.', '[' or the end.
+    while pos < bytes.len() {
+        match bytes[pos] {
+            b']' => return Err(err(ParseErrorKind::Unexpected(']'), pos)),
+            b'.' => {
+                push_field(&mut segments, &path[start..pos]);
+                // A period may not lead, trail or repeat, nor be followed by '['.
+                if pos == 0 || pos == bytes.len() - 1 || bytes[pos - 1] == b'.' {
+                    return Err(err(ParseErrorKind::Unexpected('.'), pos));
+                }
+                pos += 1;
+                match bytes[pos] {
+                    b'[' => return Err(err(ParseErrorKind::Unexpected('['), pos)),
+                    b'.' => return Err(err(ParseErrorKind::Unexpected('.'), pos)),
+                    _ => {}
+                }
+                start = pos;
+            }
+            b'[' => {
+                push_field(&mut segments, &path[start..pos]);
+                let open = pos;
+                let Some(rel_close) = path[open..].find(']') else {
+                    return Err(err(ParseErrorKind::Unterminated('['), open));
+                };
+                let content_start = open + 1;
+                let close = open + rel_close;
+                if close == content_start {
+                    return Err(err(ParseErrorKind::Unexpected(']'), content_start));
+                }
+                let content = &path[content_start..close];
+                if let Some(nested) = content.find('[') {
+                    return Err(err(ParseErrorKind::Unexpected('['), content_start + nested));
+                }
+                segments.push(field_or_index(content));
+                pos = close + 1;
+                start = pos;
+            }
+            _ => pos += 1,
+        }
+    }
+    push_field(&mut segments, &path[start..]);
+    Ok(Segments(segments))
+}
+
+fn push_field(segments: &mut Vec<Segment>, raw: &str) {
+    // Upstream emits nothing for an empty run (e.g. between `]` and `.`).
+    if !raw.is_empty() {
+        segments.push(Segment::Field(trim_quotes(raw).to_string()));
+    }
+}
+
+fn trim_quotes(s: &str) -> &str {
+    s.trim_matches(|c| c == '\'' || c == '"')
+}
+
+/// Interprets the content of a bracket: an unsigned 32-bit decimal integer is an index,
+/// anything else a field name with surrounding quotes trimmed.
+pub fn field_or_index(content: &str) -> Segment {
+    let trimmed = trim_quotes(content);
+    // Go's ParseUint(base 10) takes digits only: no sign, no underscores.
+    if !trimmed.is_empty()
+        && trimmed.bytes().all(|b| b.is_ascii_digit())
+        && let Ok(index) = trimmed.parse::<u32>()
+    {
+        return Segment::Index(index);
+    }
+    Segment::Field(trimmed.to_string())
+}
+
+impl fmt::Display for Segments {
+    /// Renders the path as upstream's `Segments.String()`: fields containing a period, and the
+    /// wildcard, in brackets.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, segment) in self.0.iter().enumerate() {
+            match segment {
+                Segment::Field(name) if name == "*" || name.contains('.') => write!(f, "[{name}]")?,
+                Segment::Field(name) if i == 0 => f.write_str(name)?,
+                Segment::Field(name) => write!(f, ".{name}")?,
+                Segment::Index(index) => write!(f, "[{index}]")?,
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn field(s: &str) -> Segment {
+        Segment::Field(s.to_string())
+    }
+
+    #[test]
+    fn parses_fields_indexes_and_bracket_keys() {
+        assert_eq!(
+            parse("metadata.labels[app.kubernetes.io/name]").unwrap().0,
+            vec![
+                field("metadata"),
+                field("labels"),
+                field("app.kubernetes.io/name")
+            ]
+        );
+        assert_eq!(
+            parse("a[0]b").unwrap().0,
+            vec![field("a"), Segment::Index(0), field("b")]
+        );
+        assert_eq!(
+            parse("metadata.annotations[\"foo\"]").unwrap().0,
+            vec![field("metadata"), field("annotations"), field("foo")]
+        );
+        assert!(parse("").unwrap().is_empty());
+    }
+
+    #[test]
+    fn index_rules_follow_go_parse_uint() {
+        assert_eq!(field_or_index("+3"), field("+3"));
+        assert_eq!(field_or_index("1_0"), field("1_0"));
+        assert_eq!(field_or_index("007"), Segment::Index(7));
+        assert_eq!(field_or_index("4294967295"), Segment::Index(u32::MAX));
+        assert_eq!(field_or_index("''"), field(""));
+    }
+
+    #[test]
+    fn errors_carry_byte_positions() {
+        assert_eq!(
+            parse(".").unwrap_err().to_string(),
+            "unexpected '.' at position 0"
+        );
+        assert_eq!(
+            parse("a[0].").unwrap_err().to_string(),
+            "unexpected '.' at position 4"
+        );
+        assert_eq!(
+            parse("ä..b").unwrap_err().to_string(),
+            "unexpected '.' at position 3"
+        );
+        assert_eq!(
+            parse("a[").unwrap_err().to_string(),
+            "unterminated '[' at position 1"
+        );
+    }
+
+    #[test]
+    fn very_long_paths_parse_linearly() {
+        let path = vec!["seg"; 10_000].join(".");
+        assert_eq!(parse(&path).unwrap().len(), 10_000);
+        let path = "a".to_string() + &"[1]".repeat(10_000);
+        assert_eq!(parse(&path).unwrap().len(), 10_001);
+    }
+
+    #[test]
+    fn renders_like_upstream() {
+        let s = parse("spec.items[*].data[.config.yml][0]").unwrap();
+        assert_eq!(s.to_string(), "spec.items[*].data[.config.yml][0]");
+    }
+}

@@ -1,0 +1,509 @@
+//! Findings: Kubernetes field errors (`k8s.io/apimachinery/pkg/util/validation/field`) with the
+//! stage that produced them and the severity the validation mode gives them.
+//!
+//! A message reads exactly as the API server prints one:
+//! `<field>: <Type words>[: <value>][: <detail>]`, e.g.
+//! `spec.resources[0].patches[1].toFieldPath: Invalid value: "spec.forProvider.engin": ...`,
+//! except that structured values are printed as compact JSON instead of Go's `%#v` dump.
+
+use std::fmt::{self, Write as _};
+
+use serde::Serialize;
+
+/// The kind of a field error, as `field.ErrorType`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub enum ErrorType {
+    /// `Not found`.
+    NotFound,
+    /// `Required value`.
+    Required,
+    /// `Duplicate value`.
+    Duplicate,
+    /// `Invalid value`.
+    Invalid,
+    /// `Unsupported value`.
+    NotSupported,
+    /// `Forbidden`.
+    Forbidden,
+    /// `Too long`.
+    TooLong,
+    /// `Too many`.
+    TooMany,
+    /// `Internal error`.
+    Internal,
+    /// `Invalid value` (a value of the wrong type).
+    TypeInvalid,
+}
+
+impl ErrorType {
+    /// The words Kubernetes prints for this type.
+    pub fn words(self) -> &'static str {
+        match self {
+            ErrorType::NotFound => "Not found",
+            ErrorType::Required => "Required value",
+            ErrorType::Duplicate => "Duplicate value",
+            ErrorType::Invalid | ErrorType::TypeInvalid => "Invalid value",
+            ErrorType::NotSupported => "Unsupported value",
+            ErrorType::Forbidden => "Forbidden",
+            ErrorType::TooLong => "Too long",
+            ErrorType::TooMany => "Too many",
+            ErrorType::Internal => "Internal error",
+        }
+    }
+
+    /// The `metav1.CauseType` of this type (`FieldValueRequired`, ...), as the API server puts
+    /// it in `details.causes[].reason`.
+    pub fn cause_type(self) -> &'static str {
+        match self {
+            ErrorType::NotFound => "FieldValueNotFound",
+            ErrorType::Required => "FieldValueRequired",
+            ErrorType::Duplicate => "FieldValueDuplicate",
+            ErrorType::Invalid => "FieldValueInvalid",
+            ErrorType::NotSupported => "FieldValueNotSupported",
+            ErrorType::Forbidden => "FieldValueForbidden",
+            ErrorType::TooLong => "FieldValueTooLong",
+            ErrorType::TooMany => "FieldValueTooMany",
+            ErrorType::Internal => "InternalError",
+            ErrorType::TypeInvalid => "FieldValueTypeInvalid",
+        }
+    }
+
+    /// The short name used in the CLI's JSON output (`Required`, `Invalid`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorType::NotFound => "NotFound",
+            ErrorType::Required => "Required",
+            ErrorType::Duplicate => "Duplicate",
+            ErrorType::Invalid => "Invalid",
+            ErrorType::NotSupported => "NotSupported",
+            ErrorType::Forbidden => "Forbidden",
+            ErrorType::TooLong => "TooLong",
+            ErrorType::TooMany => "TooMany",
+            ErrorType::Internal => "Internal",
+            ErrorType::TypeInvalid => "TypeInvalid",
+        }
+    }
+
+    /// Whether the API server prints the bad value for this type.
+    fn prints_value(self) -> bool {
+        !matches!(
+            self,
+            ErrorType::Required | ErrorType::Forbidden | ErrorType::TooLong | ErrorType::Internal
+        )
+    }
+}
+
+/// The offending value of a field error.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum BadValue {
+    /// No value is printed.
+    #[default]
+    Omit,
+    /// A string, printed quoted.
+    Str(String),
+    /// An integer.
+    Int(i64),
+    /// A floating point number, printed as Go's `%v` does.
+    Float(f64),
+    /// A boolean.
+    Bool(bool),
+    /// JSON null.
+    Null,
+    /// A structured value, printed as compact JSON.
+    Json(serde_json::Value),
+}
+
+impl BadValue {
+    /// The bad value for a JSON value: scalars as themselves, structures as JSON.
+    pub fn from_json(value: &serde_json::Value) -> BadValue {
+        match value {
+            serde_json::Value::Null => BadValue::Null,
+            serde_json::Value::Bool(b) => BadValue::Bool(*b),
+            serde_json::Value::Number(n) => match n.as_i64() {
+                Some(i) => BadValue::Int(i),
+                None => BadValue::Float(n.as_f64().unwrap_or(f64::NAN)),
+            },
+            serde_json::Value::String(s) => BadValue::Str(s.clone()),
+            other => BadValue::Json(other.clone()),
+        }
+    }
+
+    /// The value as JSON, for machine-readable output (`None` when omitted).
+    pub fn to_json(&self) -> Option<serde_json::Value> {
+        Some(match self {
+            BadValue::Omit => return None,
+            BadValue::Str(s) => serde_json::Value::from(s.as_str()),
+            BadValue::Int(i) => serde_json::Value::from(*i),
+            BadValue::Float(f) => serde_json::Value::from(*f),
+            BadValue::Bool(b) => serde_json::Value::from(*b),
+            BadValue::Null => serde_json::Value::Null,
+            BadValue::Json(v) => v.clone(),
+        })
+    }
+}
+
+impl From<&str> for BadValue {
+    fn from(s: &str) -> Self {
+        BadValue::Str(s.to_string())
+    }
+}
+
+impl From<String> for BadValue {
+    fn from(s: String) -> Self {
+        BadValue::Str(s)
+    }
+}
+
+impl From<i64> for BadValue {
+    fn from(i: i64) -> Self {
+        BadValue::Int(i)
+    }
+}
+
+impl fmt::Display for BadValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BadValue::Omit => Ok(()),
+            BadValue::Str(s) => f.write_str(&go_quote(s)),
+            BadValue::Int(i) => write!(f, "{i}"),
+            BadValue::Float(x) => f.write_str(&go_float(*x)),
+            BadValue::Bool(b) => write!(f, "{b}"),
+            BadValue::Null => f.write_str("null"),
+            BadValue::Json(v) => f.write_str(&v.to_string()),
+        }
+    }
+}
+
+/// Quotes a string as Go's `%q` does (printable Unicode kept, control characters escaped).
+pub fn go_quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{7}' => out.push_str("\\a"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            '\u{b}' => out.push_str("\\v"),
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+                let _ = write!(out, "\\x{:02x}", c as u32);
+            }
+            c if c.is_control() => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// Formats a float as Go's `%v` (`strconv.FormatFloat(f, 'g', -1, 64)`): shortest digits,
+/// exponent form when the decimal exponent is below -4 or at least 6 (so `1e+06`).
+pub fn go_float(x: f64) -> String {
+    if x.is_nan() {
+        return "NaN".into();
+    }
+    if x.is_infinite() {
+        return if x > 0.0 { "+Inf" } else { "-Inf" }.into();
+    }
+    if x == 0.0 {
+        return if x.is_sign_negative() { "-0" } else { "0" }.into();
+    }
+    // Rust's `{:e}` gives the shortest round-trip digits: `d.ddde<exp>`.
+    let sci = format!("{x:e}");
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    if !(-4..6).contains(&exp) {
+        let sign = if exp < 0 { '-' } else { '+' };
+        return format!("{mantissa}e{sign}{:02}", exp.abs());
+    }
+    format!("{x}")
+}
+
+/// A Kubernetes field error: type, field path, bad value and detail.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FieldError {
+    /// The kind of error.
+    pub error_type: ErrorType,
+    /// The field path, e.g. `spec.resources[0].patches[1].toFieldPath`.
+    pub field: String,
+    /// The offending value.
+    pub bad_value: BadValue,
+    /// What is wrong, in words.
+    pub detail: String,
+}
+
+impl FieldError {
+    /// A `Required value` error.
+    pub fn required(field: impl Into<String>, detail: impl Into<String>) -> Self {
+        Self::new(ErrorType::Required, field, BadValue::Omit, detail)
+    }
+
+    /// An `Invalid value` error.
+    pub fn invalid(
+        field: impl Into<String>,
+        value: impl Into<BadValue>,
+        detail: impl Into<String>,
+    ) -> Self {
+        Self::new(ErrorType::Invalid, field, value.into(), detail)
+    }
+
+    /// A `Duplicate value` error.
+    pub fn duplicate(field: impl Into<String>, value: impl Into<BadValue>) -> Self {
+        Self::new(ErrorType::Duplicate, field, value.into(), String::new())
+    }
+
+    /// A `Forbidden` error.
+    pub fn forbidden(field: impl Into<String>, detail: impl Into<String>) -> Self {
+        Self::new(ErrorType::Forbidden, field, BadValue::Omit, detail)
+    }
+
+    /// An `Internal error`.
+    pub fn internal(field: impl Into<String>, detail: impl Into<String>) -> Self {
+        Self::new(ErrorType::Internal, field, BadValue::Omit, detail)
+    }
+
+    /// A `Not found` error.
+    pub fn not_found(
+        field: impl Into<String>,
+        value: impl Into<BadValue>,
+        detail: impl Into<String>,
+    ) -> Self {
+        Self::new(ErrorType::NotFound, field, value.into(), detail)
+    }
+
+    /// Any error.
+    pub fn new(
+        error_type: ErrorType,
+        field: impl Into<String>,
+        bad_value: BadValue,
+        detail: impl Into<String>,
+    ) -> Self {
+        FieldError {
+            error_type,
+            field: field.into(),
+            bad_value,
+            detail: detail.into(),
+        }
+    }
+
+    /// The same error with its field path put under `prefix` (`transforms[0]` under
+    /// `spec.resources[1].patches[2]` gives `spec.resources[1].patches[2].transforms[0]`).
+    pub fn prefixed(mut self, prefix: &str) -> Self {
+        self.field = join_path(prefix, &self.field);
+        self
+    }
+
+    /// The message without the field: `<Type words>[: <value>][: <detail>]`
+    /// (`field.Error.ErrorBody()`).
+    pub fn body(&self) -> String {
+        let mut s = self.error_type.words().to_string();
+        if self.error_type.prints_value() && self.bad_value != BadValue::Omit {
+            let _ = write!(s, ": {}", self.bad_value);
+        }
+        if !self.detail.is_empty() {
+            let _ = write!(s, ": {}", self.detail);
+        }
+        s
+    }
+}
+
+impl fmt::Display for FieldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.field.is_empty() {
+            f.write_str(&self.body())
+        } else {
+            write!(f, "{}: {}", self.field, self.body())
+        }
+    }
+}
+
+/// Joins two field paths: a relative path starting with `[` attaches without a dot.
+pub fn join_path(prefix: &str, rest: &str) -> String {
+    if prefix.is_empty() {
+        rest.to_string()
+    } else if rest.is_empty() {
+        prefix.to_string()
+    } else if rest.starts_with('[') {
+        format!("{prefix}{rest}")
+    } else {
+        format!("{prefix}.{rest}")
+    }
+}
+
+/// Builds Kubernetes-style field paths (`field.Path`): `spec.resources[0].patches[1]`,
+/// map keys in brackets.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Path(String);
+
+impl Path {
+    /// A root path, e.g. `spec`.
+    pub fn new(root: &str) -> Self {
+        Path(root.to_string())
+    }
+
+    /// `<self>.<name>`.
+    pub fn child(&self, name: &str) -> Self {
+        Path(join_path(&self.0, name))
+    }
+
+    /// `<self>[<i>]`.
+    pub fn index(&self, i: usize) -> Self {
+        Path(format!("{}[{i}]", self.0))
+    }
+
+    /// `<self>[<key>]`.
+    pub fn key(&self, key: &str) -> Self {
+        Path(format!("{}[{key}]", self.0))
+    }
+
+    /// The path as a string.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for Path {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<Path> for String {
+    fn from(p: Path) -> String {
+        p.0
+    }
+}
+
+impl From<&Path> for String {
+    fn from(p: &Path) -> String {
+        p.0.clone()
+    }
+}
+
+/// Which level of validation produced a finding. The order is the order checks run in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Stage {
+    /// The Composition by itself (no schema needed). Errors reject in every mode.
+    Logical,
+    /// The validation mode annotation.
+    Mode,
+    /// Looking up the schemas a Composition needs (CRDs of the XR and composed resources).
+    Crds,
+    /// Patch paths, types, readiness checks and connection details against schemas.
+    Schema,
+    /// Composed resources rendered from a mock XR, validated against their CRDs.
+    Rendered,
+}
+
+impl Stage {
+    /// The lowercase name used in output.
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::Logical => "logical",
+            Stage::Mode => "mode",
+            Stage::Crds => "crds",
+            Stage::Schema => "schema",
+            Stage::Rendered => "rendered",
+        }
+    }
+}
+
+/// How a finding counts for the verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// Denies the Composition.
+    Error,
+    /// Reported, but the Composition is admitted.
+    Warning,
+}
+
+impl Severity {
+    /// The lowercase name used in output.
+    pub fn name(self) -> &'static str {
+        match self {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        }
+    }
+}
+
+/// A field error found by a check, with its stage and (once the mode is applied) severity.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Finding {
+    /// Which validation level found it.
+    pub stage: Stage,
+    /// Whether it denies.
+    pub severity: Severity,
+    /// The error itself.
+    pub error: FieldError,
+}
+
+impl Finding {
+    /// A finding of `stage`; its severity is set by [`crate::mode`] rules.
+    pub fn new(stage: Stage, error: FieldError) -> Self {
+        Finding {
+            stage,
+            severity: Severity::Error,
+            error,
+        }
+    }
+
+    /// The full Kubernetes-style message: `<field>: <Type words>[: <value>][: <detail>]`.
+    pub fn message(&self) -> String {
+        self.error.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_match_apimachinery() {
+        let e = FieldError::duplicate("spec.resources[2].name", "foo");
+        assert_eq!(
+            e.to_string(),
+            r#"spec.resources[2].name: Duplicate value: "foo""#
+        );
+        let e = FieldError::required("spec.resources", "an array of resources is required");
+        assert_eq!(
+            e.to_string(),
+            "spec.resources: Required value: an array of resources is required"
+        );
+        let e = FieldError::new(ErrorType::Required, "x", BadValue::from("v"), "");
+        assert_eq!(e.to_string(), "x: Required value");
+        let e = FieldError::invalid("m", BadValue::Int(0), "must not be 0");
+        assert_eq!(e.to_string(), "m: Invalid value: 0: must not be 0");
+        let e = FieldError::invalid(
+            "t",
+            BadValue::Json(serde_json::json!({"type": "math"})),
+            "bad",
+        );
+        assert_eq!(e.to_string(), r#"t: Invalid value: {"type":"math"}: bad"#);
+    }
+
+    #[test]
+    fn go_formats() {
+        assert_eq!(go_quote("a\"b\n\u{1}é"), r#""a\"b\n\x01é""#);
+        assert_eq!(go_float(1.5), "1.5");
+        assert_eq!(go_float(1e21), "1e+21");
+        assert_eq!(go_float(0.00001), "1e-05");
+        assert_eq!(go_float(123456789.0), "1.23456789e+08");
+        assert_eq!(go_float(123456.0), "123456");
+    }
+
+    #[test]
+    fn paths() {
+        let p = Path::new("spec").child("resources").index(0).key("a.b/c");
+        assert_eq!(p.as_str(), "spec.resources[0][a.b/c]");
+        assert_eq!(join_path("a", "[1].b"), "a[1].b");
+    }
+}

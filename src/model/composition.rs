@@ -1,0 +1,331 @@
+//! The Composition object, its resources and pipeline steps.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::{EnvironmentConfiguration, ModelError, Patch, PatchSet, ReadinessCheck, null_default};
+use crate::schema;
+
+/// Composition mode: classic patch-and-transform resources.
+pub const MODE_RESOURCES: &str = "Resources";
+/// Composition mode: a pipeline of functions.
+pub const MODE_PIPELINE: &str = "Pipeline";
+
+/// An `apiextensions.crossplane.io/v1` Composition.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Composition {
+    /// `apiVersion` of the object.
+    #[serde(default, deserialize_with = "null_default")]
+    pub api_version: String,
+    /// `kind` of the object.
+    #[serde(default, deserialize_with = "null_default")]
+    pub kind: String,
+    /// The object's metadata (the parts validation uses).
+    #[serde(default, deserialize_with = "null_default")]
+    pub metadata: ObjectMeta,
+    /// The Composition's spec.
+    #[serde(default, deserialize_with = "null_default")]
+    pub spec: CompositionSpec,
+}
+
+/// The parts of `metadata` that validation uses.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectMeta {
+    /// `metadata.name`.
+    #[serde(default, deserialize_with = "null_default")]
+    pub name: String,
+    /// `metadata.annotations`.
+    #[serde(default, deserialize_with = "null_default")]
+    pub annotations: BTreeMap<String, String>,
+    /// `metadata.labels`.
+    #[serde(default, deserialize_with = "null_default")]
+    pub labels: BTreeMap<String, String>,
+}
+
+/// `spec` of a Composition.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CompositionSpec {
+    /// The type of composite resource this Composition composes.
+    #[serde(default, deserialize_with = "null_default")]
+    pub composite_type_ref: TypeReference,
+    /// `Resources` (default) or `Pipeline`; raw, empty when absent.
+    #[serde(default, deserialize_with = "null_default")]
+    pub mode: String,
+    /// Named sets of patches that resources can reference.
+    #[serde(default, deserialize_with = "null_default")]
+    pub patch_sets: Vec<PatchSet>,
+    /// The environment configuration (Crossplane v1.13-v1.17).
+    #[serde(default)]
+    pub environment: Option<EnvironmentConfiguration>,
+    /// The composed resource templates (Resources mode).
+    #[serde(default, deserialize_with = "null_default")]
+    pub resources: Vec<ComposedTemplate>,
+    /// The function pipeline (Pipeline mode).
+    #[serde(default, deserialize_with = "null_default")]
+    pub pipeline: Vec<PipelineStep>,
+    /// Namespace for composite connection secrets.
+    #[serde(default)]
+    pub write_connection_secrets_to_namespace: Option<String>,
+    /// Secret store config for connection details.
+    #[serde(default)]
+    pub publish_connection_details_with_store_config_ref: Option<NameRef>,
+}
+
+/// `apiVersion` and `kind` of a referenced type.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct TypeReference {
+    /// `group/version`.
+    #[serde(default, deserialize_with = "null_default")]
+    pub api_version: String,
+    /// The kind.
+    #[serde(default, deserialize_with = "null_default")]
+    pub kind: String,
+}
+
+/// A reference by name.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+pub struct NameRef {
+    /// The referenced name.
+    #[serde(default, deserialize_with = "null_default")]
+    pub name: String,
+}
+
+/// A composed resource template (`spec.resources[i]`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ComposedTemplate {
+    /// The template's name (optional in the API, required with functions).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// The base object (any Kubernetes resource).
+    #[serde(default)]
+    pub base: Value,
+    /// Patches applied to the base.
+    #[serde(default, deserialize_with = "null_default")]
+    pub patches: Vec<Patch>,
+    /// Connection details exposed from the composed resource.
+    #[serde(default, deserialize_with = "null_default")]
+    pub connection_details: Vec<ConnectionDetail>,
+    /// Readiness checks of the composed resource.
+    #[serde(default, deserialize_with = "null_default")]
+    pub readiness_checks: Vec<ReadinessCheck>,
+}
+
+impl ComposedTemplate {
+    /// `apiVersion` of the base, if it is a string.
+    pub fn base_api_version(&self) -> Option<&str> {
+        self.base.get("apiVersion").and_then(Value::as_str)
+    }
+
+    /// `kind` of the base, if it is a string.
+    pub fn base_kind(&self) -> Option<&str> {
+        self.base.get("kind").and_then(Value::as_str)
+    }
+}
+
+/// Connection detail type: read a key of the composed resource's connection secret.
+pub const CONNECTION_FROM_SECRET_KEY: &str = "FromConnectionSecretKey";
+/// Connection detail type: read a field of the composed resource.
+pub const CONNECTION_FROM_FIELD_PATH: &str = "FromFieldPath";
+/// Connection detail type: a fixed value.
+pub const CONNECTION_FROM_VALUE: &str = "FromValue";
+
+/// A connection detail (`spec.resources[i].connectionDetails[j]`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConnectionDetail {
+    /// Key in the composite's connection secret.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Explicit type; inferred at run time when absent.
+    #[serde(default)]
+    pub r#type: Option<String>,
+    /// Key of the composed resource's connection secret.
+    #[serde(default)]
+    pub from_connection_secret_key: Option<String>,
+    /// Field path in the composed resource.
+    #[serde(default)]
+    pub from_field_path: Option<String>,
+    /// Fixed value.
+    #[serde(default)]
+    pub value: Option<String>,
+}
+
+impl ConnectionDetail {
+    /// The type the runtime uses: explicit `type`, else inferred from which field is set
+    /// (value, then fromConnectionSecretKey, then fromFieldPath), else FromConnectionSecretKey.
+    pub fn effective_type(&self) -> &str {
+        if let Some(t) = self.r#type.as_deref() {
+            return t;
+        }
+        if self.value.is_some() {
+            CONNECTION_FROM_VALUE
+        } else if self.from_connection_secret_key.is_some() {
+            CONNECTION_FROM_SECRET_KEY
+        } else if self.from_field_path.is_some() {
+            CONNECTION_FROM_FIELD_PATH
+        } else {
+            CONNECTION_FROM_SECRET_KEY
+        }
+    }
+}
+
+/// A pipeline step (`spec.pipeline[i]`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PipelineStep {
+    /// The step's name, unique within the pipeline.
+    #[serde(default, deserialize_with = "null_default")]
+    pub step: String,
+    /// The function to run.
+    #[serde(default, deserialize_with = "null_default")]
+    pub function_ref: NameRef,
+    /// The function's input (opaque unless it is function-patch-and-transform's).
+    #[serde(default)]
+    pub input: Option<Value>,
+    /// Credentials passed to the function.
+    #[serde(default, deserialize_with = "null_default")]
+    pub credentials: Vec<FunctionCredentials>,
+}
+
+/// Credential source: none.
+pub const CREDENTIAL_SOURCE_NONE: &str = "None";
+/// Credential source: a Secret.
+pub const CREDENTIAL_SOURCE_SECRET: &str = "Secret";
+
+/// Credentials of a pipeline step (`spec.pipeline[i].credentials[j]`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FunctionCredentials {
+    /// Name of the credential, unique within the step.
+    #[serde(default, deserialize_with = "null_default")]
+    pub name: String,
+    /// `None` or `Secret`.
+    #[serde(default, deserialize_with = "null_default")]
+    pub source: String,
+    /// The Secret, when source is `Secret`.
+    #[serde(default)]
+    pub secret_ref: Option<SecretReference>,
+}
+
+/// A reference to a Secret.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct SecretReference {
+    /// Secret name.
+    #[serde(default, deserialize_with = "null_default")]
+    pub name: String,
+    /// Secret namespace.
+    #[serde(default, deserialize_with = "null_default")]
+    pub namespace: String,
+}
+
+impl Composition {
+    /// Reads a Composition from a JSON value as the API server would hand it to a webhook:
+    /// the Composition CRD's defaults are applied first (idempotent for objects that already
+    /// came through the API server), then the typed model is read.
+    pub fn from_value(value: &Value) -> Result<Composition, ModelError> {
+        let mut defaulted = value.clone();
+        schema::apply_defaults(&mut defaulted, schema::composition_crd_schema());
+        Self::from_defaulted_value(&defaulted)
+    }
+
+    /// Reads a Composition without applying defaults.
+    pub fn from_defaulted_value(value: &Value) -> Result<Composition, ModelError> {
+        if !value.is_object() {
+            return Err(ModelError {
+                field: String::new(),
+                message: format!("a Composition must be an object, got {}", json_type(value)),
+                value: None,
+            });
+        }
+        serde_path_to_error::deserialize(value).map_err(|e| model_error(value, e))
+    }
+
+    /// The mode, with the API default (`Resources`) when absent.
+    pub fn mode(&self) -> &str {
+        if self.spec.mode.is_empty() {
+            MODE_RESOURCES
+        } else {
+            &self.spec.mode
+        }
+    }
+}
+
+/// The JSON type name of a value, in the words the API server uses.
+pub fn json_type(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// Turns serde's error into a field error: the path as Kubernetes writes it, and what was
+/// expected in words a Crossplane user knows.
+fn model_error(root: &Value, e: serde_path_to_error::Error<serde_json::Error>) -> ModelError {
+    let mut field = String::new();
+    let mut node = Some(root);
+    for segment in e.path().iter() {
+        match segment {
+            serde_path_to_error::Segment::Seq { index } => {
+                field.push_str(&format!("[{index}]"));
+                node = node.and_then(|n| n.get(*index));
+            }
+            serde_path_to_error::Segment::Map { key } => {
+                if !field.is_empty() {
+                    field.push('.');
+                }
+                field.push_str(key);
+                node = node.and_then(|n| n.get(key));
+            }
+            serde_path_to_error::Segment::Enum { variant } => {
+                field.push('.');
+                field.push_str(variant);
+            }
+            serde_path_to_error::Segment::Unknown => {}
+        }
+    }
+    let inner = e.into_inner().to_string();
+    let message = match node {
+        Some(v) => match expected_type(&inner) {
+            Some(expected) => format!("must be of type {expected}, got {}", json_type(v)),
+            None => inner,
+        },
+        None => inner,
+    };
+    ModelError {
+        field,
+        message,
+        value: node.cloned(),
+    }
+}
+
+/// Maps serde's "expected ..." wording to OpenAPI type names.
+fn expected_type(serde_message: &str) -> Option<&'static str> {
+    let expected = serde_message.split(", expected ").nth(1)?;
+    Some(
+        if expected.starts_with("a string") || expected.starts_with("a borrowed string") {
+            "string"
+        } else if expected.starts_with("a sequence") {
+            "array"
+        } else if expected.starts_with("i64") || expected.starts_with("u64") {
+            "integer"
+        } else if expected.starts_with("a boolean") {
+            "boolean"
+        } else if expected.starts_with("struct") || expected.starts_with("a map") {
+            "object"
+        } else {
+            return None;
+        },
+    )
+}

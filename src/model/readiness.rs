@@ -1,0 +1,48 @@
+//! Readiness checks of composed resources.
+
+use serde::Deserialize;
+
+use super::null_default;
+
+/// Readiness check types.
+pub const READINESS_TYPES: [&str; 7] = [
+    "NonEmpty",
+    "MatchString",
+    "MatchInteger",
+    "MatchTrue",
+    "MatchFalse",
+    "MatchCondition",
+    "None",
+];
+
+/// A readiness check (`spec.resources[i].readinessChecks[j]`).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ReadinessCheck {
+    /// The raw type.
+    #[serde(default, deserialize_with = "null_default")]
+    pub r#type: String,
+    /// Field of the composed resource to check.
+    #[serde(default, deserialize_with = "null_default")]
+    pub field_path: String,
+    /// Value for MatchString.
+    #[serde(default, deserialize_with = "null_default")]
+    pub match_string: String,
+    /// Value for MatchInteger.
+    #[serde(default, deserialize_with = "null_default")]
+    pub match_integer: i64,
+    /// Condition for MatchCondition.
+    #[serde(default)]
+    pub match_condition: Option<MatchConditionReadinessCheck>,
+}
+
+/// The condition a MatchCondition readiness check waits for.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+pub struct MatchConditionReadinessCheck {
+    /// Condition type, e.g. `Ready`.
+    #[serde(default, deserialize_with = "null_default")]
+    pub r#type: String,
+    /// Condition status, e.g. `True`.
+    #[serde(default, deserialize_with = "null_default")]
+    pub status: String,
+}

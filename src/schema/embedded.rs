@@ -1,0 +1,174 @@
+//! Crossplane's own Composition CRD, embedded at build time.
+//!
+//! `crds/upstream/apiextensions.crossplane.io_compositions.yaml` is Crossplane v1.17.0's
+//! `cluster/crds` file, unchanged. Its schema `default:` values are what the API server
+//! applies to a Composition before any webhook sees it; [`composition_crd_schema`] lets the
+//! validator apply the same defaults to Compositions read from files.
+
+use std::sync::OnceLock;
+
+use serde_json::Value;
+
+use super::crd::Crd;
+use super::structural::Schema;
+
+/// The embedded CRD file's text.
+pub const COMPOSITION_CRD_YAML: &str =
+    include_str!("../../crds/upstream/apiextensions.crossplane.io_compositions.yaml");
+
+/// Parses the embedded Composition CRD (YAML -> CRD), reporting what went wrong.
+fn parse_composition_crd() -> Result<Crd, String> {
+    // Crossplane's CRD is about 30 levels deep; the default budget depth (64) would do,
+    // but allow headroom in case the embedded file is updated.
+    let options = serde_saphyr::options! {
+        budget: serde_saphyr::budget! { max_depth: 512 },
+    };
+    let value: Value = serde_saphyr::from_str_with_options(COMPOSITION_CRD_YAML, options)
+        .map_err(|e| format!("YAML: {e}"))?;
+    Crd::from_value(&value).map_err(|e| e.to_string())
+}
+
+/// Crossplane's Composition CRD (`compositions.apiextensions.crossplane.io`), parsed once.
+///
+/// # Panics
+///
+/// Panics if the embedded file does not parse. It is a build-time constant, and the
+/// `embedded_composition_crd_parses` test guards it.
+pub fn composition_crd() -> &'static Crd {
+    static CRD: OnceLock<Crd> = OnceLock::new();
+    CRD.get_or_init(|| match parse_composition_crd() {
+        Ok(crd) => crd,
+        Err(e) => panic!("embedded Composition CRD does not parse: {e}"),
+    })
+}
+
+/// The `v1` schema of Crossplane's Composition CRD, used to apply the API server's defaults.
+///
+/// # Panics
+///
+/// Panics if the embedded file has no `v1` schema (guarded by a test, see [`composition_crd`]).
+pub fn composition_crd_schema() -> &'static Schema {
+    match composition_crd().schema_for("v1").schema {
+        Some(schema) => schema,
+        None => panic!("embedded Composition CRD has no v1 schema"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::defaults::apply_defaults;
+    use serde_json::json;
+
+    #[test]
+    fn embedded_composition_crd_parses() {
+        let crd = parse_composition_crd().expect("embedded CRD parses");
+        assert_eq!(crd.name, "compositions.apiextensions.crossplane.io");
+        assert_eq!(crd.group, "apiextensions.crossplane.io");
+        assert_eq!(crd.names.kind, "Composition");
+        assert!(crd.all_problems().next().is_none());
+        let v1 = crd.version("v1").expect("v1");
+        assert!(v1.served && v1.storage && v1.schema.is_some());
+        assert!(
+            composition_crd_schema()
+                .descend(&["spec", "mode"])
+                .is_some()
+        );
+    }
+
+    #[test]
+    fn api_server_defaults_for_a_resources_composition() {
+        let mut c = json!({
+            "apiVersion": "apiextensions.crossplane.io/v1",
+            "kind": "Composition",
+            "metadata": {"name": "example"},
+            "spec": {
+                "compositeTypeRef": {"apiVersion": "example.org/v1alpha1", "kind": "XThing"},
+                "patchSets": [{"name": "common", "patches": [{"fromFieldPath": "spec.a"}]}],
+                "environment": {
+                    "policy": {},
+                    "environmentConfigs": [{"selector": {"matchLabels": [{"key": "k", "valueFromFieldPath": "spec.k"}]}}],
+                    "patches": [{"fromFieldPath": "spec.x", "toFieldPath": "x"}]
+                },
+                "resources": [
+                    {"base": {}},
+                    {
+                        "base": {"apiVersion": "v1", "kind": "ConfigMap"},
+                        "readinessChecks": [{"type": "MatchCondition", "matchCondition": {}}],
+                        "patches": [{
+                            "fromFieldPath": "spec.a",
+                            "toFieldPath": "data.a",
+                            "transforms": [
+                                {"type": "string", "string": {"fmt": "%s"}},
+                                {"type": "math", "math": {"multiply": 2}},
+                                {"type": "match", "match": {"patterns": [{"literal": "a", "result": "b"}]}}
+                            ]
+                        }]
+                    }
+                ]
+            }
+        });
+        apply_defaults(&mut c, composition_crd_schema());
+        let spec = &c["spec"];
+        assert_eq!(spec["mode"], json!("Resources"));
+        assert_eq!(
+            spec["publishConnectionDetailsWithStoreConfigRef"],
+            json!({"name": "default"})
+        );
+        let default_check = json!([{"type": "MatchCondition", "matchCondition": {"type": "Ready", "status": "True"}}]);
+        assert_eq!(spec["resources"][0]["readinessChecks"], default_check);
+        // The base itself is preserve-unknown-fields: nothing is defaulted inside it.
+        assert_eq!(spec["resources"][0]["base"], json!({}));
+        // An explicit check keeps its type; the empty matchCondition gets its defaults.
+        assert_eq!(
+            spec["resources"][1]["readinessChecks"][0]["matchCondition"],
+            json!({"type": "Ready", "status": "True"})
+        );
+        let patch = &spec["resources"][1]["patches"][0];
+        assert_eq!(patch["type"], json!("FromCompositeFieldPath"));
+        assert_eq!(patch["transforms"][0]["string"]["type"], json!("Format"));
+        assert_eq!(patch["transforms"][1]["math"]["type"], json!("Multiply"));
+        assert_eq!(
+            patch["transforms"][2]["match"]["fallbackTo"],
+            json!("Value")
+        );
+        assert_eq!(
+            patch["transforms"][2]["match"]["patterns"][0]["type"],
+            json!("literal")
+        );
+        assert_eq!(
+            spec["patchSets"][0]["patches"][0]["type"],
+            json!("FromCompositeFieldPath")
+        );
+        let env = &spec["environment"];
+        assert_eq!(env["policy"]["resolution"], json!("Required"));
+        assert_eq!(env["patches"][0]["type"], json!("FromCompositeFieldPath"));
+        let config = &env["environmentConfigs"][0];
+        assert_eq!(config["type"], json!("Reference"));
+        assert_eq!(config["selector"]["mode"], json!("Single"));
+        assert_eq!(
+            config["selector"]["sortByFieldPath"],
+            json!("metadata.name")
+        );
+        assert_eq!(
+            config["selector"]["matchLabels"][0]["type"],
+            json!("FromCompositeFieldPath")
+        );
+        assert_eq!(
+            config["selector"]["matchLabels"][0]["fromFieldPathPolicy"],
+            json!("Required")
+        );
+        // Nothing else was invented.
+        assert!(spec.get("writeConnectionSecretsToNamespace").is_none());
+        assert!(spec.get("pipeline").is_none());
+    }
+
+    #[test]
+    fn pipeline_mode_is_kept() {
+        let mut c = json!({"spec": {"mode": "Pipeline", "compositeTypeRef": {"apiVersion": "a/v1", "kind": "K"},
+            "pipeline": [{"step": "s", "functionRef": {"name": "f"}}]}});
+        apply_defaults(&mut c, composition_crd_schema());
+        assert_eq!(c["spec"]["mode"], json!("Pipeline"));
+        assert!(c["spec"].get("resources").is_none());
+    }
+}

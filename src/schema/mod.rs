@@ -1,0 +1,33 @@
+//! Structural schemas, CRDs, XRD-generated CRDs and the schema catalog.
+//!
+//! This is the part of the pure validation core that knows what Kubernetes types look like:
+//!
+//! - [`structural`]: [`Schema`], a structural OpenAPI v3 schema node parsed from a CRD's
+//!   `openAPIV3Schema` (tolerant of unknown keys, typed errors, depth-capped);
+//! - [`crd`]: [`Crd`], a CustomResourceDefinition with the API server's schema selection
+//!   rule (identical per-version schemas serve any version);
+//! - [`xrd`]: the XR and claim CRDs Crossplane generates from a CompositeResourceDefinition;
+//! - [`catalog`]: [`Catalog`], every known CRD indexed by group and kind, with upstream's
+//!   NotFound and "more than one CRD" errors;
+//! - [`defaults`]: [`apply_defaults`], the API server's structural defaulting;
+//! - [`embedded`]: Crossplane's own Composition CRD, for applying its defaults to files.
+//!
+//! Nothing here performs I/O: documents come in as `serde_json::Value`s.
+
+pub mod catalog;
+pub mod crd;
+pub mod defaults;
+pub mod embedded;
+pub mod structural;
+pub mod xrd;
+
+pub use catalog::{
+    Added, Candidate, Catalog, CatalogEntry, LookupError, Origin, Resolved, split_api_version,
+};
+pub use crd::{Crd, CrdNames, CrdVersion, SchemaSelection, Scope, is_crd};
+pub use defaults::apply_defaults;
+pub use embedded::{COMPOSITION_CRD_YAML, composition_crd, composition_crd_schema};
+pub use structural::{
+    AdditionalProperties, Items, MAX_SCHEMA_DEPTH, Schema, SchemaError, ValidationRule,
+};
+pub use xrd::{GeneratedCrd, GeneratedCrds, generate_crds, is_xrd};

@@ -1,0 +1,44 @@
+//! Helpers shared by the integration tests: locating ../shared and reading case files.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+/// The `shared/` folder beside the project (CI clones the project with it beside).
+pub fn shared_dir() -> Option<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared");
+    dir.is_dir().then(|| dir.canonicalize().unwrap_or(dir))
+}
+
+/// A folder under `shared/`. Missing: the test is skipped with a note, except in CI, where
+/// shared/ must be there and its absence fails the test.
+pub fn shared_subdir(rel: &str) -> Option<PathBuf> {
+    match shared_dir().map(|d| d.join(rel)).filter(|d| d.is_dir()) {
+        Some(d) => Some(d),
+        None if std::env::var_os("CI").is_some() => {
+            panic!("../shared/{rel} is missing: CI must run with shared/ beside the project")
+        }
+        None => {
+            eprintln!("note: ../shared/{rel} not found; skipping");
+            None
+        }
+    }
+}
+
+/// Every `*.yaml` file under `dir`, sorted.
+pub fn yaml_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("read {}: {e}", dir.display()))
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+        .collect();
+    files.sort();
+    files
+}
+
+/// Reads one YAML document as JSON.
+pub fn read_yaml(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
