@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use crate::findings::{BadValue, ErrorType, FieldError, Finding, Path, Stage};
-use crate::model::{Composition, gvk_string, split_api_version};
+use crate::model::{Composition, split_api_version};
 use crate::schema::{Catalog, LookupError, Schema};
 
 /// A schema found for a kind, owned so that any schema source can hand it out.
@@ -112,17 +112,15 @@ fn lookup(
     findings: &mut Vec<Finding>,
 ) -> Option<Arc<Schema>> {
     let (group, version) = split_api_version(api_version);
-    let gvk = BadValue::from(gvk_string(api_version, kind));
-    let skipped = format!("checks against the schema of {what} were skipped");
+    let gvk = BadValue::from(format!("{api_version}, Kind={kind}"));
+    let skipped = format!("checks that need the schema of {what} were skipped");
     let info = match source.resolve(group, kind, version) {
         Ok(info) => info,
-        Err(e @ LookupError::NotFound { .. }) => {
+        Err(LookupError::NotFound { .. }) => {
             let why = if is_builtin_group(group) {
-                format!(
-                    "{kind} is a built-in Kubernetes kind: there is no CRD to check it against ({e})"
-                )
+                format!("{kind} is a built-in Kubernetes kind, which has no CRD")
             } else {
-                format!("no CRD or XRD defines {kind}.{group} ({e})")
+                format!("no CRD or XRD defines {kind}.{group}")
             };
             findings.push(Finding::new(
                 Stage::Crds,
@@ -131,17 +129,24 @@ fn lookup(
             return None;
         }
         Err(e) => {
-            let sources: Vec<String> = e
-                .candidates()
-                .iter()
-                .map(|c| format!("{} from {}", c.name, c.source))
-                .collect();
+            let detail = match &e {
+                LookupError::Ambiguous {
+                    group,
+                    kind,
+                    candidates,
+                } => format!(
+                    "more than one CRD found for {kind}.{group}: {}",
+                    candidates
+                        .iter()
+                        .map(|c| format!("{} from {}", c.name, c.source))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                other => other.to_string(),
+            };
             findings.push(Finding::new(
                 Stage::Crds,
-                FieldError::internal(
-                    at.as_str(),
-                    format!("{e} ({}); {skipped}", sources.join(", ")),
-                ),
+                FieldError::internal(at.as_str(), format!("{detail}; {skipped}")),
             ));
             return None;
         }

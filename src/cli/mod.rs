@@ -143,9 +143,12 @@ fn run_validate(args: &ValidateArgs) -> u8 {
             errors.push(DocumentError::Invalid {
                 file: location(doc, Some(doc.first_line)),
                 message: format!(
-                    "document {} is a {}, not a Kubernetes object",
+                    "document {} is {}, not a Kubernetes object",
                     doc.index + 1,
-                    crate::model::json_type(&doc.value)
+                    match crate::model::json_type(&doc.value) {
+                        t @ ("array" | "integer") => format!("an {t}"),
+                        t => format!("a {t}"),
+                    }
                 ),
             });
         }
@@ -161,7 +164,14 @@ fn run_validate(args: &ValidateArgs) -> u8 {
         .into_iter()
         .filter(|d| is_composition(&d.value))
         .map(|document| {
-            let report = validator.validate_value(&document.value);
+            let mut report = validator.validate_value(&document.value);
+            // People read findings top to bottom in their editor: by stage, then by line.
+            report.findings.sort_by_key(|f| {
+                (
+                    f.stage,
+                    document.line_of(&f.error.field).unwrap_or(u32::MAX),
+                )
+            });
             Validated {
                 file: document.source.clone(),
                 report,
@@ -191,10 +201,14 @@ fn run_validate(args: &ValidateArgs) -> u8 {
         OutputFormat::Text => output::write_text(&mut stdout, &results, catalog.len()),
         OutputFormat::Json => output::write_json(&mut stdout, &results),
     };
-    if let Err(e) = printed {
-        // A closed pipe (e.g. `| head`) is not worth a panic.
-        let _ = writeln!(stderr, "error: writing output: {e}");
-        return EXIT_INPUT_ERROR;
+    match printed {
+        // The reader went away (`| head`): nothing left to tell it.
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {}
+        Err(e) => {
+            let _ = writeln!(stderr, "error: writing output: {e}");
+            return EXIT_INPUT_ERROR;
+        }
+        Ok(()) => {}
     }
     if !errors.is_empty() {
         EXIT_INPUT_ERROR

@@ -68,3 +68,75 @@ pub fn gvk_string(api_version: &str, kind: &str) -> String {
         format!("{group}/{version}, Kind={kind}")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn files_get_the_composition_crd_defaults() {
+        let c = Composition::from_value(&json!({
+            "apiVersion": "apiextensions.crossplane.io/v1",
+            "kind": "Composition",
+            "metadata": {"name": "x"},
+            "spec": {
+                "compositeTypeRef": {"apiVersion": "example.org/v1", "kind": "XThing"},
+                "resources": [{
+                    "base": {"apiVersion": "a.example.org/v1", "kind": "A"},
+                    "patches": [{
+                        "fromFieldPath": "spec.a",
+                        "transforms": [
+                            {"type": "string", "string": {"fmt": "%s"}},
+                            {"type": "math", "math": {"multiply": 2}},
+                            {"type": "match", "match": {"patterns": [{"literal": "a", "result": 1}]}}
+                        ]
+                    }]
+                }]
+            }
+        }))
+        .expect("valid");
+        assert_eq!(c.spec.mode, "Resources");
+        let r = &c.spec.resources[0];
+        assert_eq!(
+            r.readiness_checks,
+            [ReadinessCheck {
+                r#type: "MatchCondition".into(),
+                match_condition: Some(MatchConditionReadinessCheck {
+                    r#type: "Ready".into(),
+                    status: "True".into()
+                }),
+                ..Default::default()
+            }]
+        );
+        let p = &r.patches[0];
+        assert_eq!(p.r#type, FROM_COMPOSITE_FIELD_PATH);
+        assert_eq!(p.transforms[0].string.as_ref().unwrap().r#type, "Format");
+        assert_eq!(p.transforms[1].math.as_ref().unwrap().r#type, MATH_MULTIPLY);
+        let m = p.transforms[2].r#match.as_ref().unwrap();
+        assert_eq!(
+            (m.fallback_to.as_str(), m.patterns[0].r#type.as_str()),
+            ("Value", "literal")
+        );
+        // Explicit empty readiness checks are kept: the API server defaults absent fields only.
+        let c = Composition::from_value(&json!({"spec": {"resources": [{"readinessChecks": []}]}}))
+            .unwrap();
+        assert!(c.spec.resources[0].readiness_checks.is_empty());
+    }
+
+    #[test]
+    fn nulls_and_wrong_types() {
+        let c = Composition::from_value(
+            &json!({"spec": {"resources": null, "patchSets": [{"name": "a", "patches": null}]}}),
+        )
+        .expect("nulls read as absent");
+        assert!(c.spec.resources.is_empty());
+        assert!(c.spec.patch_sets[0].patches.is_empty());
+        let e = Composition::from_value(&json!({"spec": {"resources": [{"patches": {"a": 1}}]}}))
+            .unwrap_err();
+        assert_eq!(e.field, "spec.resources[0].patches");
+        assert_eq!(e.message, "must be of type array, got object");
+        let e = Composition::from_value(&json!(["not", "an", "object"])).unwrap_err();
+        assert_eq!(e.message, "a Composition must be an object, got array");
+    }
+}

@@ -104,9 +104,19 @@ pub fn validate_required(c: &Composition) -> Vec<FieldError> {
     for (i, step) in c.spec.pipeline.iter().enumerate() {
         let p = Path::new("spec").child("pipeline").index(i);
         if step.step.is_empty() {
+            // A `step:` indented one level too deep lands in the function's input.
+            let misplaced = step
+                .input
+                .as_ref()
+                .and_then(|i| i.get("step"))
+                .is_some_and(|s| s.is_string());
             errs.push(FieldError::required(
                 p.child("step"),
-                "every pipeline step needs a name",
+                if misplaced {
+                    "every pipeline step needs a name; `step` is set inside `input` instead: is it indented one level too deep?"
+                } else {
+                    "every pipeline step needs a name"
+                },
             ));
         }
         if step.function_ref.name.is_empty() {

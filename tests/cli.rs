@@ -1,0 +1,411 @@
+//! The `composition-webhook validate` command as a user runs it: exact output lines, JSON
+//! shape, exit statuses, modes and bad input.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+use serde_json::{Value, json};
+
+fn run(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_composition-webhook"))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(args)
+        .env_remove("COMPOSITION_WEBHOOK_MODE")
+        .env_remove("COMPOSITION_WEBHOOK_CRDS")
+        .output()
+        .expect("run the binary")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn lines(o: &Output) -> Vec<String> {
+    stdout(o).lines().map(str::to_string).collect()
+}
+
+/// A scratch directory under the target dir, unique per test.
+fn scratch(name: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}
+
+const INVALID: &str = "testdata/invalid/composition.yaml";
+
+#[test]
+fn valid_example_is_allowed() {
+    let o = run(&["validate", "--crds", "testdata/crds", "testdata/example"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(
+        lines(&o),
+        [
+            r#"testdata/example/composition.yaml: Composition "xnetworks.gcp.platformref.upbound.io" (mode loose): allowed: 0 errors, 0 warnings"#,
+            "1 Composition validated against 3 schemas: 1 allowed, 0 denied",
+        ]
+    );
+    assert_eq!(stderr(&o), "");
+}
+
+#[test]
+fn invalid_example_text_output() {
+    let o = run(&[
+        "validate",
+        "--crds",
+        "testdata/crds",
+        "testdata/example",
+        "testdata/invalid",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    let f = INVALID;
+    assert_eq!(
+        lines(&o),
+        [
+            r#"testdata/example/composition.yaml: Composition "xnetworks.gcp.platformref.upbound.io" (mode loose): allowed: 0 errors, 0 warnings"#.to_string(),
+            format!(r#"{f}:25: error: spec.resources[0].patches[0].patchSetName: Invalid value: "comon": patchSetName must be the name of a declared patchSet"#),
+            format!(r#"{f}:32: error: spec.resources[0].patches[1].combine.string.fmt: Invalid value: "%s-%s": the format uses 2 values but combine.variables lists 1 variable: the value would contain %!v(MISSING)"#),
+            format!(r#"{f}:34: error: spec.resources[1].name: Duplicate value: "network""#),
+            format!("{f}:43: error: spec.resources[1].patches[0].fromFieldPath: Required value: fromFieldPath must be set for patch type FromCompositeFieldPath"),
+            format!(r#"{f}:51: error: spec.resources[1].patches[1].transforms[0].string.regexp.match: Invalid value: "net-(.*": invalid regexp"#),
+            format!("{f}:53: error: spec.resources[1].readinessChecks[0].matchString: Required value: cannot be empty for type MatchString"),
+            format!("{f}:56: error: spec.resources[1].connectionDetails[0].value: Required value: connection detail of type FromValue needs value"),
+            format!(r#"{f}: Composition "xnetworks-broken.gcp.platformref.upbound.io" (mode loose): denied (422 Invalid): 7 errors, 0 warnings"#),
+            "2 Compositions validated against 3 schemas: 1 allowed, 1 denied".to_string(),
+        ]
+    );
+}
+
+#[test]
+fn invalid_example_json_output() {
+    let o = run(&[
+        "validate",
+        "--output",
+        "json",
+        "--crds",
+        "testdata/crds",
+        INVALID,
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    let v: Value = serde_json::from_slice(&o.stdout).expect("one JSON object");
+    let finding = |ty: &str, field: &str, message: &str, line: u32| {
+        json!({"severity": "error", "stage": "logical", "type": ty, "field": field,
+               "message": format!("{field}: {message}"), "line": line})
+    };
+    assert_eq!(
+        v,
+        json!({"compositions": [{
+            "file": INVALID,
+            "name": "xnetworks-broken.gcp.platformref.upbound.io",
+            "mode": "loose",
+            "allowed": false,
+            "findings": [
+                finding("Invalid", "spec.resources[0].patches[0].patchSetName",
+                    r#"Invalid value: "comon": patchSetName must be the name of a declared patchSet"#, 25),
+                finding("Invalid", "spec.resources[0].patches[1].combine.string.fmt",
+                    r#"Invalid value: "%s-%s": the format uses 2 values but combine.variables lists 1 variable: the value would contain %!v(MISSING)"#, 32),
+                finding("Duplicate", "spec.resources[1].name", r#"Duplicate value: "network""#, 34),
+                finding("Required", "spec.resources[1].patches[0].fromFieldPath",
+                    "Required value: fromFieldPath must be set for patch type FromCompositeFieldPath", 43),
+                finding("Invalid", "spec.resources[1].patches[1].transforms[0].string.regexp.match",
+                    r#"Invalid value: "net-(.*": invalid regexp"#, 51),
+                finding("Required", "spec.resources[1].readinessChecks[0].matchString",
+                    "Required value: cannot be empty for type MatchString", 53),
+                finding("Required", "spec.resources[1].connectionDetails[0].value",
+                    "Required value: connection detail of type FromValue needs value", 56),
+                // The XRD is not among the schemas given: a warning in loose mode.
+                json!({"severity": "warning", "stage": "crds", "type": "NotFound",
+                    "field": "spec.compositeTypeRef",
+                    "message": r#"spec.compositeTypeRef: Not found: "gcp.platformref.upbound.io/v1alpha1, Kind=XNetwork": no CRD or XRD defines XNetwork.gcp.platformref.upbound.io; checks that need the schema of the composite resource were skipped"#,
+                    "line": 7}),
+            ]
+        }]})
+    );
+}
+
+#[test]
+fn modes_decide_missing_schemas() {
+    let f = "testdata/cli/modes.yaml";
+    let xr = r#"spec.compositeTypeRef: Not found: "example.org/v1alpha1, Kind=XThing": no CRD or XRD defines XThing.example.org; checks that need the schema of the composite resource were skipped"#;
+    let thing = r#"spec.resources[0].base: Not found: "thing.example.org/v1beta1, Kind=Thing": no CRD or XRD defines Thing.thing.example.org; checks that need the schema of this resource were skipped"#;
+    let o = run(&["validate", f]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        lines(&o),
+        [
+            format!("{f}:7: warning: {xr}"),
+            format!("{f}:12: warning: {thing}"),
+            format!(
+                r#"{f}: Composition "default-mode" (mode loose): allowed: 0 errors, 2 warnings"#
+            ),
+            format!("{f}:23: error: {xr}"),
+            format!("{f}:28: error: {thing}"),
+            format!(
+                r#"{f}: Composition "strict-mode" (mode strict): denied (403 Forbidden): 2 errors, 0 warnings"#
+            ),
+            format!("{f}:39: error: {xr}"),
+            format!(
+                r#"{f}:44: error: spec.resources[0].base: Not found: "v1, Kind=ConfigMap": ConfigMap is a built-in Kubernetes kind, which has no CRD; checks that need the schema of this resource were skipped"#
+            ),
+            format!(
+                r#"{f}: Composition "legacy-strict" (mode strict): denied (403 Forbidden): 2 errors, 0 warnings"#
+            ),
+            format!(
+                r#"{f}:53: error: metadata.annotations[crossplane.io/composition-schema-aware-validation-mode]: Unsupported value: "Strict": supported values: "strict", "loose", "warn" (case-sensitive)"#
+            ),
+            format!("{f}:55: error: {xr}"),
+            format!("{f}:60: error: {thing}"),
+            format!(
+                r#"{f}: Composition "bad-mode" (mode strict): denied (403 Forbidden): 3 errors, 0 warnings"#
+            ),
+            "4 Compositions validated against 0 schemas: 1 allowed, 3 denied".to_string(),
+        ]
+    );
+    // The flag sets the default only; annotations still win.
+    let o = run(&["validate", "--mode", "strict", "--output", "json", f]);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let modes: Vec<(&str, bool)> = v["compositions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["mode"].as_str().unwrap(), c["allowed"].as_bool().unwrap()))
+        .collect();
+    assert_eq!(
+        modes,
+        [
+            ("strict", false),
+            ("strict", false),
+            ("strict", false),
+            ("strict", false)
+        ]
+    );
+    let o = run(&["validate", "--mode", "warn", "--output", "json", f]);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["compositions"][0]["mode"], "warn");
+    assert_eq!(v["compositions"][0]["allowed"], true);
+    assert_eq!(v["compositions"][0]["findings"][0]["severity"], "warning");
+    assert_eq!(v["compositions"][0]["findings"][0]["stage"], "crds");
+    assert_eq!(v["compositions"][0]["findings"][0]["type"], "NotFound");
+    assert_eq!(v["compositions"][1]["mode"], "strict");
+}
+
+#[test]
+fn the_mode_can_come_from_the_environment() {
+    let o = Command::new(env!("CARGO_BIN_EXE_composition-webhook"))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["validate", "--output", "json", "testdata/cli/modes.yaml"])
+        .env("COMPOSITION_WEBHOOK_MODE", "warn")
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["compositions"][0]["mode"], "warn");
+}
+
+#[test]
+fn conflicting_crds_deny_in_every_mode() {
+    let o = run(&[
+        "validate",
+        "--mode",
+        "warn",
+        "--crds",
+        "testdata/cli/conflicting-crds",
+        "--output",
+        "json",
+        "testdata/cli/modes.yaml",
+    ]);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let first = &v["compositions"][0];
+    assert_eq!(first["allowed"], false);
+    assert_eq!(
+        first["findings"][1],
+        json!({"severity": "error", "stage": "crds", "type": "Internal",
+            "field": "spec.resources[0].base",
+            "message": "spec.resources[0].base: Internal error: more than one CRD found for Thing.thing.example.org: things.thing.example.org from testdata/cli/conflicting-crds/a.yaml, things.thing.example.org from testdata/cli/conflicting-crds/b.yaml; checks that need the schema of this resource were skipped",
+            "line": 12})
+    );
+}
+
+#[test]
+fn crd_without_schema_and_unknown_version() {
+    let f = "testdata/cli/no-schema.yaml";
+    let o = run(&["validate", f]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        lines(&o),
+        [
+            format!(
+                r#"{f}:50: warning: spec.resources[0].base: Not found: "thing.example.org/v1beta1, Kind=Thing": CRD things.thing.example.org has no schema for version v1beta1; checks that need the schema of this resource were skipped"#
+            ),
+            format!(
+                r#"{f}:46: error: spec.compositeTypeRef.apiVersion: Invalid value: "example.org/v1alpha2": the CompositeResourceDefinition of xthings.example.org has no version v1alpha2; served versions: v1alpha1"#
+            ),
+            format!(
+                r#"{f}: Composition "no-schema" (mode loose): denied (422 Invalid): 1 error, 1 warning"#
+            ),
+            "1 Composition validated against 2 schemas: 0 allowed, 1 denied".to_string(),
+        ]
+    );
+}
+
+#[test]
+fn wrong_types_are_a_finding_with_line() {
+    let o = run(&["validate", "testdata/cli/wrong-types.yaml"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        lines(&o)[0],
+        r#"testdata/cli/wrong-types.yaml:19: error: spec.resources[0].patches[0].transforms[0].math.multiply: Invalid value: "two": must be of type integer, got string"#
+    );
+}
+
+#[test]
+fn yaml_syntax_error_names_file_line_and_column() {
+    let o = run(&[
+        "validate",
+        "testdata/cli/syntax-error.yaml",
+        "testdata/example",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        stderr(&o),
+        "error: testdata/cli/syntax-error.yaml:11:5: illegal placement of ':' indicator\n"
+    );
+    // What could be read is still validated.
+    assert!(stdout(&o).contains(r#"Composition "xnetworks.gcp.platformref.upbound.io""#));
+}
+
+#[test]
+fn a_document_that_is_not_an_object() {
+    let o = run(&["validate", "testdata/cli/not-an-object.yaml"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        stderr(&o),
+        "error: testdata/cli/not-an-object.yaml:1: document 1 is an array, not a Kubernetes object\n"
+    );
+}
+
+#[test]
+fn unreadable_input_and_no_composition() {
+    let o = run(&["validate", "testdata/does-not-exist.yaml"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).starts_with("error: testdata/does-not-exist.yaml: "),
+        "{}",
+        stderr(&o)
+    );
+    let o = run(&["validate", "testdata/crds"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        stderr(&o),
+        "error: no Composition (apiextensions.crossplane.io/v1) found in testdata/crds\n"
+    );
+    let o = run(&["validate"]);
+    assert_eq!(o.status.code(), Some(2), "a usage error");
+    let o = run(&["validate", "--mode", "Strict", "testdata/example"]);
+    assert_eq!(o.status.code(), Some(2), "modes are case-sensitive");
+}
+
+#[test]
+fn reads_standard_input() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_composition-webhook"))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args([
+            "validate",
+            "--crds",
+            "testdata/crds",
+            "--crds",
+            "testdata/example",
+            "-",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let text = std::fs::read(INVALID).unwrap();
+    child.stdin.take().unwrap().write_all(&text).unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stdout(&o).starts_with("<stdin>:25: error: spec.resources[0].patches[0].patchSetName"));
+}
+
+#[test]
+fn a_path_with_ten_thousand_segments() {
+    let dir = scratch("long-path");
+    let path = vec!["a"; 10_000].join(".");
+    let text = std::fs::read_to_string("testdata/example/composition.yaml")
+        .unwrap()
+        .replace(
+            "toFieldPath: metadata.name",
+            &format!("toFieldPath: {path}"),
+        );
+    let file = dir.join("long.yaml");
+    std::fs::write(&file, text).unwrap();
+    let o = run(&[
+        "validate",
+        "--crds",
+        "testdata/crds",
+        "--crds",
+        "testdata/example",
+        file.to_str().unwrap(),
+    ]);
+    // Logical checks have nothing against a long path; it must not crash or hang.
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}
+
+#[test]
+fn a_five_megabyte_file() {
+    let dir = scratch("big");
+    let mut text = String::from(
+        "apiVersion: apiextensions.crossplane.io/v1\nkind: Composition\nmetadata:\n  name: big\nspec:\n  compositeTypeRef:\n    apiVersion: gcp.platformref.upbound.io/v1alpha1\n    kind: XNetwork\n  resources:\n",
+    );
+    let mut i = 0;
+    while text.len() < 5 * 1024 * 1024 {
+        text.push_str(&format!(
+            "    - name: net-{i}\n      base:\n        apiVersion: compute.gcp.upbound.io/v1beta1\n        kind: Network\n        spec:\n          forProvider:\n            description: \"{}\"\n      patches:\n        - fromFieldPath: spec.id\n          toFieldPath: metadata.labels[id]\n",
+            "x".repeat(200)
+        ));
+        i += 1;
+    }
+    // One mistake at the very end, to see its line.
+    text.push_str("    - name: net-0\n      base:\n        apiVersion: compute.gcp.upbound.io/v1beta1\n        kind: Network\n");
+    let lines_in_file = text.lines().count();
+    let file = dir.join("big.yaml");
+    std::fs::write(&file, &text).unwrap();
+    let o = run(&[
+        "validate",
+        "--output",
+        "json",
+        "--crds",
+        "testdata/crds",
+        "--crds",
+        "testdata/example",
+        file.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let findings = v["compositions"][0]["findings"].as_array().unwrap();
+    assert_eq!(findings.len(), 1);
+    assert_eq!(
+        findings[0]["message"],
+        format!(r#"spec.resources[{i}].name: Duplicate value: "net-0""#)
+    );
+    assert_eq!(findings[0]["line"], lines_in_file as u64 - 3);
+}
+
+#[test]
+fn deep_nesting_and_huge_inputs_are_clean_errors() {
+    let dir = scratch("deep");
+    let file = dir.join("deep.yaml");
+    std::fs::write(&file, "[".repeat(100_000)).unwrap();
+    let o = run(&["validate", file.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("nesting is deeper than 256 levels"),
+        "{}",
+        stderr(&o)
+    );
+}
