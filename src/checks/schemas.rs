@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use crate::findings::{BadValue, ErrorType, FieldError, Finding, Path, Stage};
-use crate::model::{Composition, split_api_version};
-use crate::schema::{Catalog, LookupError, Schema};
+use crate::model::Composition;
+use crate::schema::{Catalog, LookupError, Schema, split_api_version};
 
 /// A schema found for a kind, owned so that any schema source can hand it out.
 #[derive(Debug, Clone)]
@@ -111,7 +111,8 @@ fn lookup(
     what: &str,
     findings: &mut Vec<Finding>,
 ) -> Option<Arc<Schema>> {
-    let (group, version) = split_api_version(api_version);
+    // A malformed apiVersion is reported by the logical checks.
+    let (group, version) = split_api_version(api_version)?;
     let gvk = BadValue::from(format!("{api_version}, Kind={kind}"));
     let skipped = format!("checks that need the schema of {what} were skipped");
     let info = match source.resolve(group, kind, version) {
@@ -178,28 +179,26 @@ fn lookup(
             ),
         ));
     }
-    if let Some(err) = &info.schema_error {
+    let unusable = match (&info.schema_error, &info.schema) {
+        (Some(err), _) => Some(format!(
+            "the schema of version {version} in {definition} cannot be used: {err}"
+        )),
+        (None, None) if info.version_found => {
+            Some(format!("{definition} has no schema for version {version}"))
+        }
+        _ => None,
+    };
+    if let Some(why) = unusable {
         findings.push(Finding::new(
             Stage::Crds,
             FieldError::new(
                 ErrorType::NotFound,
                 at.as_str(),
                 gvk,
-                format!("the schema of version {version} in {definition} cannot be used: {err}; {skipped}"),
+                format!("{why}; {skipped}"),
             ),
         ));
         return None;
-    }
-    if info.schema.is_none() && info.version_found {
-        findings.push(Finding::new(
-            Stage::Crds,
-            FieldError::new(
-                ErrorType::NotFound,
-                at.as_str(),
-                gvk,
-                format!("{definition} has no schema for version {version}; {skipped}"),
-            ),
-        ));
     }
     info.schema
 }

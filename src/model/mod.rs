@@ -51,24 +51,6 @@ where
     Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
 }
 
-/// Splits `group/version` (or a bare `version` for the core group) into group and version.
-pub fn split_api_version(api_version: &str) -> (&str, &str) {
-    match api_version.rsplit_once('/') {
-        Some((group, version)) => (group, version),
-        None => ("", api_version),
-    }
-}
-
-/// Go's `schema.GroupVersionKind.String()`: `group/version, Kind=Kind`.
-pub fn gvk_string(api_version: &str, kind: &str) -> String {
-    let (group, version) = split_api_version(api_version);
-    if group.is_empty() {
-        format!("/{version}, Kind={kind}")
-    } else {
-        format!("{group}/{version}, Kind={kind}")
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -21,7 +21,8 @@ pub use transform::validate_transform;
 use std::collections::HashSet;
 
 use crate::findings::{BadValue, ErrorType, FieldError, Path};
-use crate::model::{Composition, MODE_PIPELINE, MODE_RESOURCES, PATCH_SET, split_api_version};
+use crate::model::{Composition, MODE_PIPELINE, MODE_RESOURCES, PATCH_SET};
+use crate::schema::split_api_version;
 
 /// Every logical error of a Composition: the fields the CRD requires, then upstream's
 /// checks in upstream's order.
@@ -53,10 +54,10 @@ pub fn validate_required(c: &Composition) -> Vec<FieldError> {
             type_ref.child("apiVersion"),
             "the composite resource's apiVersion (group/version) is required",
         ));
-    } else if split_api_version(&c.spec.composite_type_ref.api_version)
-        .0
-        .is_empty()
-    {
+    } else if !matches!(
+        split_api_version(&c.spec.composite_type_ref.api_version),
+        Some((group, _)) if !group.is_empty()
+    ) {
         errs.push(FieldError::invalid(
             type_ref.child("apiVersion"),
             c.spec.composite_type_ref.api_version.as_str(),
@@ -75,6 +76,17 @@ pub fn validate_required(c: &Composition) -> Vec<FieldError> {
             serde_json::Value::Object(obj) => {
                 for key in ["apiVersion", "kind"] {
                     match obj.get(key) {
+                        Some(serde_json::Value::String(s))
+                            if key == "apiVersion"
+                                && !s.is_empty()
+                                && split_api_version(s).is_none() =>
+                        {
+                            errs.push(FieldError::invalid(
+                                base.child(key),
+                                s.as_str(),
+                                "must be group/version, or version for the core group",
+                            ))
+                        }
                         Some(serde_json::Value::String(s)) if !s.is_empty() => {}
                         Some(serde_json::Value::String(_)) | None => {
                             errs.push(FieldError::required(

@@ -161,30 +161,24 @@ pub fn count_format_verbs(format: &str) -> Result<FormatVerbs, String> {
             }
             Ok(())
         };
-        // Width: digits or '*', which reads an argument.
-        parse_index(&mut i, &mut arg)?;
-        if i < chars.len() && chars[i] == '*' {
-            arg += 1;
-            needed = needed.max(arg);
-            i += 1;
-        } else {
-            while i < chars.len() && chars[i].is_ascii_digit() {
-                i += 1;
+        // Width, then precision: digits, or '*' which reads an argument.
+        let mut star_or_digits = |i: &mut usize, arg: &mut usize| {
+            if *i < chars.len() && chars[*i] == '*' {
+                *arg += 1;
+                needed = needed.max(*arg);
+                *i += 1;
+            } else {
+                while *i < chars.len() && chars[*i].is_ascii_digit() {
+                    *i += 1;
+                }
             }
-        }
-        // Precision.
+        };
+        parse_index(&mut i, &mut arg)?;
+        star_or_digits(&mut i, &mut arg);
         if i < chars.len() && chars[i] == '.' {
             i += 1;
             parse_index(&mut i, &mut arg)?;
-            if i < chars.len() && chars[i] == '*' {
-                arg += 1;
-                needed = needed.max(arg);
-                i += 1;
-            } else {
-                while i < chars.len() && chars[i].is_ascii_digit() {
-                    i += 1;
-                }
-            }
+            star_or_digits(&mut i, &mut arg);
         }
         parse_index(&mut i, &mut arg)?;
         let Some(&verb) = chars.get(i) else {
