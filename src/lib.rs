@@ -15,6 +15,55 @@
 //!
 //! Shells:
 //! - [`cli`]: the `composition-webhook` command line.
+//!
+//! # Example
+//!
+//! ```
+//! use composition_webhook::{document, schema::Catalog, validate::{Options, Validator}};
+//!
+//! let xrd = r#"
+//! apiVersion: apiextensions.crossplane.io/v1
+//! kind: CompositeResourceDefinition
+//! metadata: {name: xbuckets.example.org}
+//! spec:
+//!   group: example.org
+//!   names: {kind: XBucket, plural: xbuckets}
+//!   versions:
+//!   - name: v1
+//!     served: true
+//!     referenceable: true
+//!     schema: {openAPIV3Schema: {type: object, properties: {spec: {type: object}}}}
+//! "#;
+//! let composition = r#"
+//! apiVersion: apiextensions.crossplane.io/v1
+//! kind: Composition
+//! metadata: {name: xbuckets}
+//! spec:
+//!   compositeTypeRef: {apiVersion: example.org/v1, kind: XBucket}
+//!   resources:
+//!   - name: bucket
+//!     base: {apiVersion: v1, kind: ConfigMap}
+//!     patches:
+//!     - type: FromCompositeFieldPath
+//! "#;
+//! let mut catalog = Catalog::new();
+//! for doc in document::parse_documents("xrd.yaml", xrd).unwrap() {
+//!     catalog.add_document(&doc.value, &doc.source).unwrap();
+//! }
+//! let doc = &document::parse_documents("composition.yaml", composition).unwrap()[0];
+//! let report = Validator::new(&catalog, Options::default()).validate_value(&doc.value);
+//!
+//! assert!(!report.verdict.allowed);
+//! assert_eq!(report.verdict.code, Some(422));
+//! let first = &report.findings[0];
+//! assert_eq!(
+//!     first.message(),
+//!     "spec.resources[0].patches[0].fromFieldPath: Required value: \
+//!      fromFieldPath must be set for patch type FromCompositeFieldPath"
+//! );
+//! // The patch that lacks fromFieldPath starts on line 11.
+//! assert_eq!(doc.line_of(&first.error.field), Some(11));
+//! ```
 
 pub mod checks;
 pub mod cli;
