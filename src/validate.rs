@@ -12,10 +12,23 @@ use crate::mode::{self, Mode, ModeSource, Verdict};
 use crate::model::Composition;
 
 /// Engine settings.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy)]
 pub struct Options {
     /// The mode of Compositions without the mode annotation.
     pub default_mode: Mode,
+    /// Also check what the API server checks before a webhook sees a Composition (its name,
+    /// the fields the Composition CRD requires): on for files, off for admission requests.
+    pub as_api_server: bool,
+}
+
+impl Default for Options {
+    /// Loose by default, checking as the API server would (for files).
+    fn default() -> Self {
+        Options {
+            default_mode: Mode::default(),
+            as_api_server: true,
+        }
+    }
 }
 
 /// The result of validating one Composition.
@@ -85,7 +98,7 @@ impl<'a> Validator<'a> {
 
     /// Validates a parsed Composition (defaults already applied).
     pub fn validate(&self, c: &Composition) -> Report {
-        let mut findings: Vec<Finding> = checks::logical::validate(c)
+        let mut findings: Vec<Finding> = checks::logical::validate(c, self.options.as_api_server)
             .into_iter()
             .map(|e| Finding::new(Stage::Logical, e))
             .collect();

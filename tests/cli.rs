@@ -409,3 +409,35 @@ fn deep_nesting_and_huge_inputs_are_clean_errors() {
         stderr(&o)
     );
 }
+
+#[test]
+fn compositions_in_a_list_with_their_lines() {
+    let f = "testdata/cli/list.yaml";
+    let o = run(&["validate", "--mode", "warn", "--output", "json", f]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        stderr(&o),
+        "warning: testdata/cli/list.yaml:20: skipped a Composition of apiextensions.crossplane.io/v1beta1: only apiextensions.crossplane.io/v1 is validated\n"
+    );
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let errors: Vec<(String, Value)> = v["compositions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|c| c["findings"].as_array().unwrap().clone())
+        .filter(|f| f["severity"] == "error")
+        .map(|f| {
+            (
+                f["message"].as_str().unwrap().to_string(),
+                f["line"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        errors,
+        [
+            ("spec.resources[0].patches[0].fromFieldPath: Required value: fromFieldPath must be set for patch type ToCompositeFieldPath".to_string(), json!(19)),
+            (r#"metadata.name: Invalid value: "Second_Composition": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"#.to_string(), json!(27)),
+        ]
+    );
+}

@@ -22,7 +22,7 @@ fn messages(edit: impl FnOnce(&mut Value)) -> Vec<String> {
     });
     edit(&mut v);
     let c = Composition::from_value(&v).expect("valid model");
-    logical::validate(&c)
+    logical::validate(&c, true)
         .iter()
         .map(ToString::to_string)
         .collect()
@@ -244,4 +244,33 @@ fn environment_patch_types() {
             r#"spec.environment.patches[0].type: Unsupported value: "FromEnvironmentFieldPath": supported values: "FromCompositeFieldPath", "ToCompositeFieldPath", "CombineFromComposite", "CombineToComposite""#
         ]
     );
+}
+
+#[test]
+fn names_as_the_api_server_checks_them() {
+    assert_eq!(
+        messages(|v| v["metadata"] = json!({})),
+        ["metadata.name: Required value: name or generateName is required"]
+    );
+    assert_eq!(
+        messages(|v| v["metadata"] = json!({"generateName": "x-"})),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        messages(|v| v["metadata"]["name"] = json!("a".repeat(254))),
+        [format!(
+            r#"metadata.name: Invalid value: "{}": must be no more than 253 characters"#,
+            "a".repeat(254)
+        )]
+    );
+    assert_eq!(
+        messages(|v| v["metadata"]["name"] = json!("xbuckets.aws.example.org")),
+        Vec::<String>::new()
+    );
+    // What a webhook receives went through the API server: no such checks there.
+    let c = Composition::from_value(
+        &json!({"metadata": {"name": "Bad_Name"}, "spec": {"resources": [{}]}}),
+    )
+    .unwrap();
+    assert_eq!(logical::validate(&c, false), []);
 }

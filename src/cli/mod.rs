@@ -100,10 +100,10 @@ pub enum OutputFormat {
 pub struct Validated {
     /// The file it was read from.
     pub file: String,
-    /// The document it was read from (for line numbers).
-    pub document: Document,
     /// The result.
     pub report: Report,
+    /// The line of each finding in the file, in the order of `report.findings`.
+    pub lines: Vec<Option<u32>>,
 }
 
 /// Runs the binary: parses the arguments, runs the command, returns the exit status.
@@ -158,27 +158,30 @@ fn run_validate(args: &ValidateArgs) -> u8 {
         &catalog,
         Options {
             default_mode: args.mode.into(),
+            as_api_server: true,
         },
     );
-    let results: Vec<Validated> = input_docs
-        .into_iter()
-        .filter(|d| is_composition(&d.value))
-        .map(|document| {
-            let mut report = validator.validate_value(&document.value);
+    let mut results = Vec::new();
+    for document in &input_docs {
+        for (prefix, value) in compositions_in(document, &mut stderr) {
+            let mut report = validator.validate_value(value);
+            let line = |field: &str| document.line_of(&crate::findings::join_path(&prefix, field));
             // People read findings top to bottom in their editor: by stage, then by line.
-            report.findings.sort_by_key(|f| {
-                (
-                    f.stage,
-                    document.line_of(&f.error.field).unwrap_or(u32::MAX),
-                )
-            });
-            Validated {
+            report
+                .findings
+                .sort_by_key(|f| (f.stage, line(&f.error.field).unwrap_or(u32::MAX)));
+            let lines = report
+                .findings
+                .iter()
+                .map(|f| line(&f.error.field))
+                .collect();
+            results.push(Validated {
                 file: document.source.clone(),
                 report,
-                document,
-            }
-        })
-        .collect();
+                lines,
+            });
+        }
+    }
 
     for e in &errors {
         let _ = writeln!(stderr, "error: {e}");
@@ -186,7 +189,7 @@ fn run_validate(args: &ValidateArgs) -> u8 {
     if results.is_empty() && errors.is_empty() {
         let _ = writeln!(
             stderr,
-            "error: no Composition ({APIEXTENSIONS_GROUP}/v1) found in {}",
+            "error: no Composition ({COMPOSITION_API_VERSION}) found in {}",
             args.inputs
                 .iter()
                 .map(|p| p.display().to_string())
@@ -227,11 +230,51 @@ fn location(doc: &Document, line: Option<u32>) -> String {
     }
 }
 
-/// Whether a document is a Crossplane v1 Composition.
-pub fn is_composition(value: &Value) -> bool {
-    value.get("kind").and_then(Value::as_str) == Some("Composition")
-        && value.get("apiVersion").and_then(Value::as_str)
-            == Some(&format!("{APIEXTENSIONS_GROUP}/v1") as &str)
+/// The Compositions of a document with the path prefix of each: the document itself, or
+/// the items of a `List` (what `kubectl get compositions -o yaml` prints). Compositions of
+/// another API version are skipped with a note.
+fn compositions_in<'a>(doc: &'a Document, notes: &mut impl Write) -> Vec<(String, &'a Value)> {
+    let mut found = Vec::new();
+    let mut consider = |prefix: String, value: &'a Value| {
+        if value.get("kind").and_then(Value::as_str) != Some("Composition") {
+            return;
+        }
+        let api_version = value
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        if api_version == COMPOSITION_API_VERSION {
+            found.push((prefix, value));
+        } else if api_version.starts_with(APIEXTENSIONS_GROUP) {
+            let line = doc.line_of(&crate::findings::join_path(&prefix, "apiVersion"));
+            let _ = writeln!(
+                notes,
+                "warning: {}: skipped a Composition of {api_version}: only {COMPOSITION_API_VERSION} is validated",
+                location(doc, line)
+            );
+        }
+    };
+    match doc.value.get("items").and_then(Value::as_array) {
+        Some(items) if is_list(&doc.value) => {
+            for (i, item) in items.iter().enumerate() {
+                consider(format!("items[{i}]"), item);
+            }
+        }
+        _ => consider(String::new(), &doc.value),
+    }
+    found
+}
+
+/// The apiVersion of the Compositions this tool validates.
+pub const COMPOSITION_API_VERSION: &str = "apiextensions.crossplane.io/v1";
+
+/// Whether a value is a Kubernetes `List` (`v1/List`, or `<Kind>List`) with items.
+fn is_list(value: &Value) -> bool {
+    value
+        .get("kind")
+        .and_then(Value::as_str)
+        .is_some_and(|k| k.ends_with("List"))
+        && value.get("items").is_some_and(Value::is_array)
 }
 
 /// Loads every document of every path (files, directories, `-` for stdin), collecting

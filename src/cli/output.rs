@@ -16,8 +16,7 @@ pub fn write_text(
 ) -> io::Result<()> {
     let mut denied = 0;
     for r in results {
-        for f in &r.report.findings {
-            let line = r.document.line_of(&f.error.field);
+        for (f, line) in r.report.findings.iter().zip(&r.lines) {
             let at = match line {
                 Some(l) => format!("{}:{l}", r.file),
                 None => r.file.clone(),
@@ -82,14 +81,15 @@ fn composition_json(r: &Validated) -> Value {
         .report
         .findings
         .iter()
-        .map(|f| {
+        .zip(&r.lines)
+        .map(|(f, line)| {
             json!({
                 "severity": f.severity.name(),
                 "stage": f.stage.name(),
                 "type": f.error.error_type.name(),
                 "field": f.error.field,
                 "message": f.message(),
-                "line": r.document.line_of(&f.error.field),
+                "line": line,
             })
         })
         .collect();

@@ -38,6 +38,9 @@ pub struct ObjectMeta {
     /// `metadata.name`.
     #[serde(default, deserialize_with = "null_default")]
     pub name: String,
+    /// `metadata.generateName`.
+    #[serde(default, deserialize_with = "null_default")]
+    pub generate_name: String,
     /// `metadata.annotations`.
     #[serde(default, deserialize_with = "null_default")]
     pub annotations: BTreeMap<String, String>,

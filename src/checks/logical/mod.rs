@@ -24,12 +24,64 @@ use crate::findings::{BadValue, ErrorType, FieldError, Path};
 use crate::model::{Composition, MODE_PIPELINE, MODE_RESOURCES, PATCH_SET};
 use crate::schema::split_api_version;
 
-/// Every logical error of a Composition: the fields the CRD requires, then upstream's
-/// checks in upstream's order.
-pub fn validate(c: &Composition) -> Vec<FieldError> {
-    let mut errs = validate_required(c);
+/// Every logical error of a Composition: upstream's checks in upstream's order, preceded,
+/// with `as_api_server`, by what the API server checks before a webhook sees the object
+/// (its name, the fields the Composition CRD requires). Files never went through an API
+/// server; admission requests did.
+pub fn validate(c: &Composition, as_api_server: bool) -> Vec<FieldError> {
+    let mut errs = if as_api_server {
+        let mut errs = validate_name(c);
+        errs.extend(validate_required(c));
+        errs
+    } else {
+        Vec::new()
+    };
     errs.extend(validate_upstream(c));
     errs
+}
+
+/// `metadata.name` as the API server validates names of cluster-scoped custom resources:
+/// present (or `generateName`), and an RFC 1123 subdomain.
+pub fn validate_name(c: &Composition) -> Vec<FieldError> {
+    let name = &c.metadata.name;
+    if name.is_empty() {
+        if c.metadata.generate_name.is_empty() {
+            return vec![FieldError::required(
+                "metadata.name",
+                "name or generateName is required",
+            )];
+        }
+        return Vec::new();
+    }
+    match dns1123_subdomain_problem(name) {
+        Some(detail) => vec![FieldError::invalid("metadata.name", name.as_str(), detail)],
+        None => Vec::new(),
+    }
+}
+
+/// apimachinery's `IsDNS1123Subdomain`, with its messages.
+fn dns1123_subdomain_problem(name: &str) -> Option<String> {
+    const MAX: usize = 253;
+    if name.len() > MAX {
+        return Some(format!("must be no more than {MAX} characters"));
+    }
+    let label_ok = |l: &str| {
+        let b = l.as_bytes();
+        !b.is_empty()
+            && b.iter()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+            && b[0] != b'-'
+            && b[b.len() - 1] != b'-'
+    };
+    if name.split('.').all(label_ok) {
+        return None;
+    }
+    Some(
+        "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', \
+         and must start and end with an alphanumeric character (e.g. 'example.com', regex used for \
+         validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+            .to_string(),
+    )
 }
 
 /// Upstream's `Composition.Validate()` groups, in its order (mode, patch sets, resources,
