@@ -87,11 +87,17 @@ impl<'a> Validator<'a> {
                     Stage::Logical,
                     FieldError::new(ErrorType::TypeInvalid, e.field, bad, e.message),
                 );
-                self.finish(
-                    name,
-                    Ok(default_choice(self.options.default_mode)),
-                    vec![finding],
-                )
+                // The mode annotation can still be read when another field cannot.
+                let annotations = value
+                    .pointer("/metadata/annotations")
+                    .and_then(|a| serde_json::from_value(a.clone()).ok())
+                    .unwrap_or_default();
+                let choice = mode::mode_from_annotations(&annotations, self.options.default_mode);
+                let mut findings = vec![finding];
+                if let Err(e) = &choice {
+                    findings.push(e.finding());
+                }
+                self.finish(name, choice, findings)
             }
         }
     }
@@ -133,12 +139,5 @@ impl<'a> Validator<'a> {
             findings,
             verdict,
         }
-    }
-}
-
-fn default_choice(mode: Mode) -> mode::ModeChoice {
-    mode::ModeChoice {
-        mode,
-        source: ModeSource::Default,
     }
 }

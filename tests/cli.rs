@@ -441,3 +441,25 @@ fn compositions_in_a_list_with_their_lines() {
         ]
     );
 }
+
+#[test]
+fn the_mode_of_a_composition_that_cannot_be_read() {
+    let dir = scratch("unreadable-model");
+    let file = dir.join("c.yaml");
+    let text = std::fs::read_to_string("testdata/cli/wrong-types.yaml")
+        .unwrap()
+        .replace(
+            "  name: wrong-types\n",
+            "  name: wrong-types\n  annotations:\n    crossplane.io/composition-schema-aware-validation-mode: warn\n",
+        );
+    std::fs::write(&file, text).unwrap();
+    let o = run(&["validate", "--output", "json", file.to_str().unwrap()]);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["compositions"][0]["mode"], "warn");
+    assert_eq!(
+        v["compositions"][0]["allowed"], false,
+        "a wrong type denies in every mode"
+    );
+    assert_eq!(v["compositions"][0]["findings"][0]["type"], "TypeInvalid");
+    assert_eq!(v["compositions"][0]["findings"][0]["line"], 21);
+}
