@@ -17,13 +17,6 @@ pub enum Segment {
     Index(u32),
 }
 
-impl Segment {
-    /// Whether this segment is the `[*]` wildcard.
-    pub fn is_wildcard(&self) -> bool {
-        matches!(self, Segment::Field(f) if f == "*")
-    }
-}
-
 /// A parsed field path.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub struct Segments(pub Vec<Segment>);

@@ -127,19 +127,6 @@ impl BadValue {
             other => BadValue::Json(other.clone()),
         }
     }
-
-    /// The value as JSON, for machine-readable output (`None` when omitted).
-    pub fn to_json(&self) -> Option<serde_json::Value> {
-        Some(match self {
-            BadValue::Omit => return None,
-            BadValue::Str(s) => serde_json::Value::from(s.as_str()),
-            BadValue::Int(i) => serde_json::Value::from(*i),
-            BadValue::Float(f) => serde_json::Value::from(*f),
-            BadValue::Bool(b) => serde_json::Value::from(*b),
-            BadValue::Null => serde_json::Value::Null,
-            BadValue::Json(v) => v.clone(),
-        })
-    }
 }
 
 impl From<&str> for BadValue {
