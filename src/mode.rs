@@ -91,12 +91,28 @@ pub enum ModeSource {
 }
 
 /// The mode of a Composition and where it came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ModeChoice {
     /// The mode.
     pub mode: Mode,
     /// Its source.
     pub source: ModeSource,
+    /// A legacy annotation whose value was ignored, with the error it has.
+    pub ignored: Option<ModeError>,
+}
+
+impl ModeChoice {
+    /// The warning about an ignored legacy annotation, if any.
+    pub fn note(&self) -> Option<Finding> {
+        let e = self.ignored.as_ref()?;
+        let mut f = e.finding();
+        f.severity = Severity::Warning;
+        f.error.detail = format!(
+            "{}; the annotation was ignored (Crossplane v1.14+ reads {MODE_ANNOTATION} instead)",
+            f.error.detail
+        );
+        Some(f)
+    }
 }
 
 /// A mode annotation with a value that is not a mode.
@@ -145,7 +161,8 @@ impl ModeError {
 }
 
 /// Reads the mode from a Composition's annotations. The current annotation wins; the legacy
-/// one (which only knew `strict` and `loose`) is honoured when it is the only one.
+/// one (which only knew `strict` and `loose`) is honoured when it is the only one, and
+/// ignored, with a note, when its value is not one of those (Crossplane v1.14+ ignores it).
 pub fn mode_from_annotations(
     annotations: &BTreeMap<String, String>,
     default: Mode,
@@ -155,22 +172,29 @@ pub fn mode_from_annotations(
         return Ok(ModeChoice {
             mode,
             source: ModeSource::Annotation,
+            ignored: None,
         });
     }
-    if let Some(v) = annotations.get(LEGACY_MODE_ANNOTATION) {
-        let mode = match v.as_str() {
-            "strict" => Mode::Strict,
-            "loose" => Mode::Loose,
-            _ => return Err(ModeError::Legacy(v.clone())),
-        };
-        return Ok(ModeChoice {
-            mode,
-            source: ModeSource::LegacyAnnotation,
-        });
-    }
+    let (mode, source, ignored) = match legacy_mode(annotations) {
+        Some(Ok(mode)) => (mode, ModeSource::LegacyAnnotation, None),
+        Some(Err(e)) => (default, ModeSource::Default, Some(e)),
+        None => (default, ModeSource::Default, None),
+    };
     Ok(ModeChoice {
-        mode: default,
-        source: ModeSource::Default,
+        mode,
+        source,
+        ignored,
+    })
+}
+
+/// The mode of the Crossplane v1.12-v1.13 annotation, read as those versions did (`None` when
+/// absent).
+pub fn legacy_mode(annotations: &BTreeMap<String, String>) -> Option<Result<Mode, ModeError>> {
+    let v = annotations.get(LEGACY_MODE_ANNOTATION)?;
+    Some(match v.as_str() {
+        "strict" => Ok(Mode::Strict),
+        "loose" => Ok(Mode::Loose),
+        _ => Err(ModeError::Legacy(v.clone())),
     })
 }
 
@@ -245,7 +269,8 @@ mod tests {
             mode_from_annotations(&ann(MODE_ANNOTATION, "warn"), Mode::Loose).unwrap(),
             ModeChoice {
                 mode: Mode::Warn,
-                source: ModeSource::Annotation
+                source: ModeSource::Annotation,
+                ignored: None
             }
         );
         assert_eq!(
@@ -254,11 +279,17 @@ mod tests {
                 .to_string(),
             "invalid schema-aware composition validation mode: Strict"
         );
+        let legacy =
+            mode_from_annotations(&ann(LEGACY_MODE_ANNOTATION, "warn"), Mode::Loose).unwrap();
         assert_eq!(
-            mode_from_annotations(&ann(LEGACY_MODE_ANNOTATION, "warn"), Mode::Loose)
-                .unwrap_err()
-                .to_string(),
-            "invalid composition validation mode: warn"
+            (legacy.mode, legacy.source),
+            (Mode::Loose, ModeSource::Default)
+        );
+        let note = legacy.note().unwrap();
+        assert_eq!(note.severity, Severity::Warning);
+        assert_eq!(
+            note.message(),
+            r#"metadata.annotations[crossplane.io/composition-validation-mode]: Unsupported value: "warn": supported values: "strict", "loose" (case-sensitive); the annotation was ignored (Crossplane v1.14+ reads crossplane.io/composition-schema-aware-validation-mode instead)"#
         );
     }
 

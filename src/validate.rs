@@ -10,6 +10,7 @@ use crate::checks::{self, schemas::SchemaSource};
 use crate::findings::{BadValue, ErrorType, FieldError, Finding, Stage};
 use crate::mode::{self, Mode, ModeSource, Verdict};
 use crate::model::Composition;
+use crate::schema;
 
 /// Engine settings.
 #[derive(Debug, Clone, Copy)]
@@ -68,50 +69,82 @@ impl<'a> Validator<'a> {
         Validator { schemas, options }
     }
 
-    /// Validates a Composition given as JSON (from a file or an AdmissionReview).
+    /// Validates a Composition given as JSON (from a file or an AdmissionReview): the
+    /// Composition CRD's defaults are applied first, as the API server does; then, for files,
+    /// what the API server would refuse (types, enums, required and unknown fields).
     pub fn validate_value(&self, value: &Value) -> Report {
-        match Composition::from_value(value) {
-            Ok(c) => self.validate(&c),
-            Err(e) => {
-                let name = value
-                    .pointer("/metadata/name")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_string();
-                let bad = e
-                    .value
-                    .as_ref()
-                    .map(BadValue::from_json)
-                    .unwrap_or_default();
-                let finding = Finding::new(
-                    Stage::Logical,
-                    FieldError::new(ErrorType::TypeInvalid, e.field, bad, e.message),
-                );
-                // The mode annotation can still be read when another field cannot.
-                let annotations = value
-                    .pointer("/metadata/annotations")
-                    .and_then(|a| serde_json::from_value(a.clone()).ok())
-                    .unwrap_or_default();
-                let choice = mode::mode_from_annotations(&annotations, self.options.default_mode);
-                let mut findings = vec![finding];
-                if let Err(e) = &choice {
-                    findings.push(e.finding());
+        let mut defaulted = value.clone();
+        schema::apply_defaults(&mut defaulted, schema::composition_crd_schema());
+        let api_errors = if self.options.as_api_server {
+            api_server_errors(&defaulted)
+        } else {
+            Vec::new()
+        };
+        // A value of the wrong type makes the typed model meaningless.
+        let wrong_types = api_errors
+            .iter()
+            .any(|e| e.error_type == ErrorType::TypeInvalid);
+        let mut findings: Vec<Finding> = api_errors
+            .into_iter()
+            .map(|e| Finding::new(Stage::Logical, e))
+            .collect();
+        if !wrong_types {
+            match Composition::from_defaulted_value(&defaulted) {
+                Ok(c) => return self.validate_with(&c, findings),
+                Err(e) => {
+                    let bad = e
+                        .value
+                        .as_ref()
+                        .map(BadValue::from_json)
+                        .unwrap_or_default();
+                    findings.push(Finding::new(
+                        Stage::Logical,
+                        FieldError::new(ErrorType::TypeInvalid, e.field, bad, e.message),
+                    ));
                 }
-                self.finish(name, choice, findings)
             }
         }
+        let name = value
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        // The mode annotation can still be read when another field cannot.
+        let annotations = value
+            .pointer("/metadata/annotations")
+            .and_then(|a| serde_json::from_value(a.clone()).ok())
+            .unwrap_or_default();
+        let choice = mode::mode_from_annotations(&annotations, self.options.default_mode);
+        match &choice {
+            Err(e) => findings.push(e.finding()),
+            Ok(c) => findings.extend(c.note()),
+        }
+        self.finish(name, choice, findings)
     }
 
     /// Validates a parsed Composition (defaults already applied).
     pub fn validate(&self, c: &Composition) -> Report {
-        let mut findings: Vec<Finding> = checks::logical::validate(c, self.options.as_api_server)
-            .into_iter()
-            .map(|e| Finding::new(Stage::Logical, e))
-            .collect();
+        self.validate_with(c, Vec::new())
+    }
+
+    /// Runs the checks on a parsed Composition after `earlier` findings (the API server's). A
+    /// logical finding at a field an earlier one already reports is the same problem seen
+    /// twice: it is dropped, except that its words replace a bare `Required value`.
+    fn validate_with(&self, c: &Composition, mut findings: Vec<Finding>) -> Report {
+        for e in checks::logical::validate(c, self.options.as_api_server) {
+            match findings.iter_mut().find(|f| f.error.field == e.field) {
+                Some(f) if f.error.error_type == e.error_type && f.error.detail.is_empty() => {
+                    f.error.detail = e.detail
+                }
+                Some(_) => {}
+                None => findings.push(Finding::new(Stage::Logical, e)),
+            }
+        }
         let choice =
             mode::mode_from_annotations(&c.metadata.annotations, self.options.default_mode);
-        if let Err(e) = &choice {
-            findings.push(e.finding());
+        match &choice {
+            Err(e) => findings.push(e.finding()),
+            Ok(c) => findings.extend(c.note()),
         }
         let (_schemas, lookup_findings) = checks::schemas::resolve(c, self.schemas);
         findings.extend(lookup_findings);
@@ -140,4 +173,20 @@ impl<'a> Validator<'a> {
             verdict,
         }
     }
+}
+
+/// What the API server refuses in a Composition before any webhook sees it: a value of the
+/// wrong type, a value outside an enum, a missing required field, an unknown field
+/// (`kubectl apply` validates fields strictly). `metadata` is the API server's own ObjectMeta
+/// and is checked separately.
+fn api_server_errors(defaulted: &Value) -> Vec<FieldError> {
+    let mut object = defaulted.clone();
+    if let Some(map) = object.as_object_mut() {
+        map.remove("metadata");
+    }
+    schema::validation::validate(
+        &object,
+        schema::composition_crd_schema(),
+        &crate::findings::Path::default(),
+    )
 }

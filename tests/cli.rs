@@ -12,7 +12,6 @@ fn run(args: &[&str]) -> Output {
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .args(args)
         .env_remove("COMPOSITION_WEBHOOK_MODE")
-        .env_remove("COMPOSITION_WEBHOOK_CRDS")
         .output()
         .expect("run the binary")
 }
@@ -69,7 +68,7 @@ fn invalid_example_text_output() {
         [
             r#"testdata/example/composition.yaml: Composition "xnetworks.gcp.platformref.upbound.io" (mode loose): allowed: 0 errors, 0 warnings"#.to_string(),
             format!(r#"{f}:25: error: spec.resources[0].patches[0].patchSetName: Invalid value: "comon": patchSetName must be the name of a declared patchSet"#),
-            format!(r#"{f}:32: error: spec.resources[0].patches[1].combine.string.fmt: Invalid value: "%s-%s": the format uses 2 values but combine.variables lists 1 variable: the value would contain %!v(MISSING)"#),
+            format!(r#"{f}:32: error: spec.resources[0].patches[1].combine.string.fmt: Invalid value: "%s-%s": the format uses 2 values but combine.variables lists 1 variable: the value would contain %!s(MISSING)"#),
             format!(r#"{f}:34: error: spec.resources[1].name: Duplicate value: "network""#),
             format!("{f}:43: error: spec.resources[1].patches[0].fromFieldPath: Required value: fromFieldPath must be set for patch type FromCompositeFieldPath"),
             format!(r#"{f}:51: error: spec.resources[1].patches[1].transforms[0].string.regexp.match: Invalid value: "net-(.*": invalid regexp"#),
@@ -108,7 +107,7 @@ fn invalid_example_json_output() {
                 finding("Invalid", "spec.resources[0].patches[0].patchSetName",
                     r#"Invalid value: "comon": patchSetName must be the name of a declared patchSet"#, 25),
                 finding("Invalid", "spec.resources[0].patches[1].combine.string.fmt",
-                    r#"Invalid value: "%s-%s": the format uses 2 values but combine.variables lists 1 variable: the value would contain %!v(MISSING)"#, 32),
+                    r#"Invalid value: "%s-%s": the format uses 2 values but combine.variables lists 1 variable: the value would contain %!s(MISSING)"#, 32),
                 finding("Duplicate", "spec.resources[1].name", r#"Duplicate value: "network""#, 34),
                 finding("Required", "spec.resources[1].patches[0].fromFieldPath",
                     "Required value: fromFieldPath must be set for patch type FromCompositeFieldPath", 43),
@@ -150,7 +149,7 @@ fn modes_decide_missing_schemas() {
             ),
             format!("{f}:39: error: {xr}"),
             format!(
-                r#"{f}:44: error: spec.resources[0].base: Not found: "v1, Kind=ConfigMap": ConfigMap is a built-in Kubernetes kind, which has no CRD; checks that need the schema of this resource were skipped"#
+                r#"{f}:44: error: spec.resources[0].base: Not found: "v1, Kind=ConfigMap": the core API group has no CRDs: its kinds are built into Kubernetes; checks that need the schema of this resource were skipped"#
             ),
             format!(
                 r#"{f}: Composition "legacy-strict" (mode strict): denied (403 Forbidden): 2 errors, 0 warnings"#
@@ -258,7 +257,7 @@ fn wrong_types_are_a_finding_with_line() {
     assert_eq!(o.status.code(), Some(1));
     assert_eq!(
         lines(&o)[0],
-        r#"testdata/cli/wrong-types.yaml:19: error: spec.resources[0].patches[0].transforms[0].math.multiply: Invalid value: "two": must be of type integer, got string"#
+        r#"testdata/cli/wrong-types.yaml:19: error: spec.resources[0].patches[0].transforms[0].math.multiply: Invalid value: "string": spec.resources[0].patches[0].transforms[0].math.multiply in body must be of type integer: "string""#
     );
 }
 
@@ -462,4 +461,19 @@ fn the_mode_of_a_composition_that_cannot_be_read() {
     );
     assert_eq!(v["compositions"][0]["findings"][0]["type"], "TypeInvalid");
     assert_eq!(v["compositions"][0]["findings"][0]["line"], 21);
+}
+
+#[test]
+fn a_malformed_xrd_names_file_line_and_field() {
+    let o = run(&[
+        "validate",
+        "--crds",
+        "testdata/cli/bad-xrd.yaml",
+        "testdata/example",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        stderr(&o),
+        "error: testdata/cli/bad-xrd.yaml:10: CompositeResourceDefinition \"xthings.example.org\": spec.versions: expected an array\n"
+    );
 }

@@ -118,8 +118,10 @@ fn lookup(
     let info = match source.resolve(group, kind, version) {
         Ok(info) => info,
         Err(LookupError::NotFound { .. }) => {
-            let why = if is_builtin_group(group) {
-                format!("{kind} is a built-in Kubernetes kind, which has no CRD")
+            let why = if group.is_empty() {
+                "the core API group has no CRDs: its kinds are built into Kubernetes".to_string()
+            } else if is_builtin_group(group) {
+                format!("the API group {group} has no CRDs: its kinds are built into Kubernetes")
             } else {
                 format!("no CRD or XRD defines {kind}.{group}")
             };

@@ -47,13 +47,8 @@ enum Command {
 
 #[derive(Debug, clap::Args)]
 struct ValidateArgs {
-    /// A CRD or XRD file or directory (recursive; YAML, JSON, multi-document, List). Repeatable.
-    #[arg(
-        long = "crds",
-        value_name = "PATH",
-        env = "COMPOSITION_WEBHOOK_CRDS",
-        value_delimiter = ','
-    )]
+    /// A CRD or XRD file or directory (recursive; YAML, JSON, multi-document, List); repeat the flag for more.
+    #[arg(long = "crds", value_name = "PATH")]
     crds: Vec<PathBuf>,
 
     /// Mode of Compositions without the crossplane.io/composition-schema-aware-validation-mode annotation.
@@ -132,9 +127,16 @@ fn run_validate(args: &ValidateArgs) -> u8 {
             continue; // Reported below for inputs; a --crds file must hold objects.
         }
         if let Err(e) = catalog.add_document(&doc.value, &doc.source) {
+            // Point at the offending field of the document, and name the file once.
+            let message = match &e {
+                crate::schema::SchemaError::Document { what, error, .. } => {
+                    format!("{what}: {error}")
+                }
+                other => other.to_string(),
+            };
             errors.push(DocumentError::Invalid {
-                file: location(doc, None),
-                message: e.to_string(),
+                file: location(doc, doc.line_of(e.path())),
+                message,
             });
         }
     }

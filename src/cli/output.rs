@@ -43,9 +43,9 @@ pub fn write_text(
         };
         writeln!(
             out,
-            "{}: Composition {:?} (mode {}): {verdict}: {}, {}",
+            "{}: Composition {} (mode {}): {verdict}: {}, {}",
             r.file,
-            report.name,
+            crate::findings::go_quote(&report.name),
             report.mode,
             count(report.count(Severity::Error), "error"),
             count(report.count(Severity::Warning), "warning"),

@@ -285,10 +285,19 @@ fn model_error(root: &Value, e: serde_path_to_error::Error<serde_json::Error>) -
                 node = node.and_then(|n| n.get(*index));
             }
             serde_path_to_error::Segment::Map { key } => {
-                if !field.is_empty() {
-                    field.push('.');
+                // Map keys go in brackets (`labels[app.kubernetes.io/name]`), field names
+                // after a dot. serde does not say which this is: the model's maps are the
+                // ones below, and no field name has other characters than these.
+                let in_map = MAP_FIELDS.iter().any(|m| field.ends_with(m))
+                    || !key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+                if in_map {
+                    field.push_str(&format!("[{key}]"));
+                } else {
+                    if !field.is_empty() {
+                        field.push('.');
+                    }
+                    field.push_str(key);
                 }
-                field.push_str(key);
                 node = node.and_then(|n| n.get(key));
             }
             serde_path_to_error::Segment::Enum { variant } => {
@@ -312,6 +321,9 @@ fn model_error(root: &Value, e: serde_path_to_error::Error<serde_json::Error>) -
         value: node.cloned(),
     }
 }
+
+/// The fields of the model that are maps keyed by user data.
+const MAP_FIELDS: [&str; 4] = ["annotations", "labels", "defaultData", ".map"];
 
 /// Maps serde's "expected ..." wording to OpenAPI type names.
 fn expected_type(serde_message: &str) -> Option<&'static str> {

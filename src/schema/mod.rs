@@ -10,7 +10,9 @@
 //! - [`catalog`]: [`Catalog`], every known CRD indexed by group and kind, with upstream's
 //!   NotFound and "more than one CRD" errors;
 //! - [`defaults`]: [`apply_defaults`], the API server's structural defaulting;
-//! - [`embedded`]: Crossplane's own Composition CRD, for applying its defaults to files.
+//! - [`embedded`]: Crossplane's own Composition CRD, for applying its defaults to files;
+//! - [`validation`]: validating a value against a schema as the API server does (types,
+//!   enums, required and unknown fields).
 //!
 //! Nothing here performs I/O: documents come in as `serde_json::Value`s.
 
@@ -19,6 +21,7 @@ pub mod crd;
 pub mod defaults;
 pub mod embedded;
 pub mod structural;
+pub mod validation;
 pub mod xrd;
 
 pub use catalog::{

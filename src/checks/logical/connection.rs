@@ -9,7 +9,7 @@ use crate::model::{
 use super::transform::quoted_list;
 
 /// The name the runtime gives a detail: its `name`, or for FromConnectionSecretKey the key.
-pub(crate) fn effective_name(d: &ConnectionDetail) -> Option<&str> {
+fn effective_name(d: &ConnectionDetail) -> Option<&str> {
     match d.name.as_deref() {
         Some(n) if !n.is_empty() => Some(n),
         _ if d.effective_type() == CONNECTION_FROM_SECRET_KEY => d

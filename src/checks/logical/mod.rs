@@ -9,12 +9,14 @@
 mod connection;
 mod environment;
 mod patch;
+mod paths;
 mod readiness;
 mod transform;
 
 pub use connection::validate_connection_detail;
 pub use environment::{validate_environment, validate_environment_patch, validate_selector};
 pub use patch::{count_format_verbs, validate_patch};
+pub use paths::validate_field_paths;
 pub use readiness::validate_readiness_check;
 pub use transform::validate_transform;
 
@@ -24,10 +26,10 @@ use crate::findings::{BadValue, ErrorType, FieldError, Path};
 use crate::model::{Composition, MODE_PIPELINE, MODE_RESOURCES, PATCH_SET};
 use crate::schema::split_api_version;
 
-/// Every logical error of a Composition: upstream's checks in upstream's order, preceded,
-/// with `as_api_server`, by what the API server checks before a webhook sees the object
-/// (its name, the fields the Composition CRD requires). Files never went through an API
-/// server; admission requests did.
+/// Every logical error of a Composition: upstream's checks in upstream's order, then the
+/// syntax of every field path; preceded, with `as_api_server`, by what the API server checks
+/// before a webhook sees the object (its name, the fields the Composition CRD requires).
+/// Files never went through an API server; admission requests did.
 pub fn validate(c: &Composition, as_api_server: bool) -> Vec<FieldError> {
     let mut errs = if as_api_server {
         let mut errs = validate_name(c);
@@ -37,6 +39,7 @@ pub fn validate(c: &Composition, as_api_server: bool) -> Vec<FieldError> {
         Vec::new()
     };
     errs.extend(validate_upstream(c));
+    errs.extend(validate_field_paths(c));
     errs
 }
 
@@ -298,19 +301,9 @@ pub fn validate_resources(c: &Composition) -> Vec<FieldError> {
                 errs.push(e.prefixed(r.child("readinessChecks").index(j).as_str()));
             }
         }
-        let mut names = HashSet::new();
         for (j, detail) in res.connection_details.iter().enumerate() {
-            let d = r.child("connectionDetails").index(j);
-            match validate_connection_detail(detail) {
-                Some(e) => errs.push(e.prefixed(d.as_str())),
-                None => {
-                    // Two details with one name in one resource: the second silently wins.
-                    if let Some(name) = connection::effective_name(detail)
-                        && !names.insert(name)
-                    {
-                        errs.push(FieldError::duplicate(d.child("name"), name));
-                    }
-                }
+            if let Some(e) = validate_connection_detail(detail) {
+                errs.push(e.prefixed(r.child("connectionDetails").index(j).as_str()));
             }
         }
     }

@@ -62,15 +62,29 @@ pub fn validate_patch(p: &Patch) -> Option<FieldError> {
     validate_combine_format(p)
 }
 
-/// Checks a `string` combine's format against its variables: Crossplane formats them with
+/// Checks a combine: at least one variable, the `string` strategy's configuration, and its
+/// format against the variables: Crossplane formats them with
 /// Go's `fmt.Sprintf`, which writes `%!s(MISSING)` or `%!(EXTRA ...)` into the value when
 /// the counts disagree, and `%!z(...)` for an unknown verb.
 fn validate_combine_format(p: &Patch) -> Option<FieldError> {
     let combine = p.combine.as_ref()?;
+    if combine.variables.is_empty() {
+        return Some(FieldError::required(
+            "combine.variables",
+            "a combine needs at least one variable",
+        ));
+    }
     if combine.strategy != COMBINE_STRATEGY_STRING {
         return None;
     }
-    let fmt = &combine.string.as_ref()?.fmt;
+    let Some(string) = combine.string.as_ref() else {
+        // Upstream reports this in its schema-aware stage; it needs no schema.
+        return Some(FieldError::required(
+            "combine.string",
+            "string combine strategy requires configuration",
+        ));
+    };
+    let fmt = &string.fmt;
     let field = Path::new("combine").child("string").child("fmt");
     let n = combine.variables.len();
     let verbs = match count_format_verbs(fmt) {
@@ -78,11 +92,22 @@ fn validate_combine_format(p: &Patch) -> Option<FieldError> {
         Err(detail) => return Some(FieldError::invalid(field, fmt.as_str(), detail)),
     };
     if verbs.needed > n {
+        // What Go writes for the first verb without a value.
+        let verb = verbs
+            .verbs
+            .iter()
+            .find(|(arg, _)| *arg >= n)
+            .map_or('v', |(_, v)| *v);
+        let marker = if verbs.reordered {
+            "BADINDEX"
+        } else {
+            "MISSING"
+        };
         return Some(FieldError::invalid(
             field,
             fmt.as_str(),
             format!(
-                "the format uses {} but combine.variables lists {}: the value would contain %!v(MISSING)",
+                "the format uses {} but combine.variables lists {}: the value would contain %!{verb}({marker})",
                 plural(verbs.needed, "value"),
                 plural(n, "variable")
             ),
@@ -112,12 +137,14 @@ fn plural(n: usize, word: &str) -> String {
 }
 
 /// What a Go format string consumes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FormatVerbs {
     /// How many arguments the format needs (the highest argument it reads).
     pub needed: usize,
     /// Whether explicit argument indexes (`%[2]s`) are used; Go then reports no EXTRA.
     pub reordered: bool,
+    /// Each verb with the (0-based) argument it reads.
+    pub verbs: Vec<(usize, char)>,
 }
 
 /// Walks a Go format string as `fmt.Sprintf` does and counts the arguments it reads
@@ -129,6 +156,7 @@ pub fn count_format_verbs(format: &str) -> Result<FormatVerbs, String> {
     let mut arg = 0usize;
     let mut needed = 0usize;
     let mut reordered = false;
+    let mut verbs = Vec::new();
     while i < chars.len() {
         if chars[i] != '%' {
             i += 1;
@@ -189,11 +217,16 @@ pub fn count_format_verbs(format: &str) -> Result<FormatVerbs, String> {
                 "%{verb} is not a Go format verb (use %s for strings, %d for integers, %v for any value, %% for a percent sign)"
             ));
         }
+        verbs.push((arg, verb));
         arg += 1;
         needed = needed.max(arg);
         i += 1;
     }
-    Ok(FormatVerbs { needed, reordered })
+    Ok(FormatVerbs {
+        needed,
+        reordered,
+        verbs,
+    })
 }
 
 #[cfg(test)]
