@@ -184,7 +184,7 @@ fn transforms_beyond_upstream() {
             json!({"type": "match", "match": {"patterns": [{"type": "regexp", "regexp": "a(?=b)", "result": 1}]}})
         ),
         [format!(
-            r#"{at}.match.patterns[0].regexp: Invalid value: "a(?=b)": invalid regexp"#
+            r#"{at}.match.patterns[0].regexp: Invalid value: "a(?=b)": invalid regexp: invalid or unsupported Perl syntax"#
         )]
     );
 }
@@ -325,6 +325,68 @@ fn combine_needs_variables_and_its_string_configuration() {
         combine(json!({"strategy": "string", "variables": [{"fromFieldPath": "spec.a"}]})),
         [
             "spec.resources[0].patches[0].combine.string: Required value: string combine strategy requires configuration"
+        ]
+    );
+}
+
+/// Expressions Go's `regexp` accepts are accepted, whatever Rust's `regex` crate thinks;
+/// expressions Go rejects are rejected with Go's reason.
+#[test]
+fn regular_expressions_follow_go() {
+    let check = |re: &str| {
+        let re = re.to_string();
+        messages(move |v| {
+            resource(v)["patches"][0]["transforms"] = json!([
+                {"type": "match", "match": {"patterns": [{"type": "regexp", "regexp": re, "result": 1}]}}
+            ]);
+        })
+    };
+    for valid in [
+        r"^[\w.-]{1,253}$",
+        r"(?i)^[\w\s]{1,256}$",
+        r"^arn:aws:iam::(\d+):role/(.*)$",
+        r"^(?P<region>[a-z]{2}-[a-z]+-\d)$",
+        r"\Q1.2\E\d+",
+        "a{,5}",
+        "(?P<x>a)(?P<x>b)",
+        "[a-z&&[^aeiou]]",
+    ] {
+        assert_eq!(check(valid), Vec::<String>::new(), "{valid} is valid in Go");
+    }
+    let at = "spec.resources[0].patches[0].transforms[0].match.patterns[0].regexp";
+    for (invalid, reason) in [
+        ("a{1001}", "invalid repeat count"),
+        ("a**", "invalid nested repetition operator"),
+        ("x{2}{3}", "invalid nested repetition operator"),
+        ("(?x) a b", "invalid or unsupported Perl syntax"),
+        (r"(a)\1", "invalid escape sequence"),
+    ] {
+        assert_eq!(
+            check(invalid),
+            [format!(
+                "{at}: Invalid value: {}: invalid regexp: {reason}",
+                composition_webhook::findings::go_quote(invalid)
+            )],
+            "{invalid}"
+        );
+    }
+}
+
+#[test]
+fn regexp_groups_are_counted_as_go_counts_them() {
+    let group = |re: &str, g: i64| {
+        let re = re.to_string();
+        messages(move |v| {
+            resource(v)["patches"][0]["transforms"] = json!([
+                {"type": "string", "string": {"type": "Regexp", "regexp": {"match": re, "group": g}}}
+            ]);
+        })
+    };
+    assert_eq!(group(r"^(?P<a>\w+)-(\d+)(?:x)$", 2), Vec::<String>::new());
+    assert_eq!(
+        group(r"^(?P<a>\w+)-(\d+)(?:x)$", 3),
+        [
+            "spec.resources[0].patches[0].transforms[0].string.regexp.group: Invalid value: 3: the expression has 2 capture group(s); group must be between 0 (the whole match) and 2"
         ]
     );
 }

@@ -1,6 +1,7 @@
 //! Transform checks (upstream `Transform.Validate` and its per-type validators), with regular
-//! expressions compiled by the `regex` crate, whose syntax is RE2's like Go's `regexp`.
+//! expressions checked against Go's syntax, which is what Crossplane compiles them with.
 
+use crate::checks::go_regexp::{self, GoRegexpError};
 use crate::findings::{ErrorType, FieldError};
 use crate::model::{
     CONVERT_FORMATS, MATCH_LITERAL, MATCH_REGEXP, MATH_CLAMP_MAX, MATH_CLAMP_MIN, MATH_MULTIPLY,
@@ -103,9 +104,9 @@ fn validate_match(m: &MatchTransform) -> Option<FieldError> {
                     "regexp",
                     "regexp pattern type requires a regexp",
                 )),
-                Some(re) => regex::Regex::new(re)
+                Some(re) => go_regexp::check(re)
                     .err()
-                    .map(|_| FieldError::invalid("regexp", re.as_str(), "invalid regexp")),
+                    .map(|e| FieldError::invalid("regexp", re.as_str(), invalid_regexp(&e))),
             },
             other => Some(FieldError::invalid("type", other, "unknown pattern type")),
         };
@@ -152,30 +153,27 @@ fn validate_string(s: &StringTransform) -> Option<FieldError> {
                     "regexp transform requires a match",
                 ));
             }
-            let compiled = match regex::Regex::new(&re.r#match) {
-                Ok(c) => c,
-                Err(_) => {
+            let groups = match go_regexp::capture_groups(&re.r#match) {
+                Ok(n) => n,
+                Err(e) => {
                     return Some(FieldError::invalid(
                         "regexp.match",
                         re.r#match.as_str(),
-                        "invalid regexp",
+                        invalid_regexp(&e),
                     ));
                 }
             };
             // Beyond upstream: the runtime fails on a group the expression does not have.
-            if let Some(group) = re.group {
-                let groups = compiled.captures_len() - 1;
-                if group < 0 || group as usize > groups {
-                    return Some(FieldError::invalid(
-                        "regexp.group",
-                        group,
-                        format!(
-                            "the expression has {groups} capture group(s); group must be between 0 (the whole match) and {groups}"
-                        ),
-                    ));
-                }
+            match re.group {
+                Some(group) if group < 0 || group as usize > groups => Some(FieldError::invalid(
+                    "regexp.group",
+                    group,
+                    format!(
+                        "the expression has {groups} capture group(s); group must be between 0 (the whole match) and {groups}"
+                    ),
+                )),
+                _ => None,
             }
-            None
         }
         string_kinds::JOIN => s
             .join
@@ -196,4 +194,9 @@ pub(crate) fn quoted_list(values: &[&str]) -> String {
         .map(|v| format!("\"{v}\""))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// Upstream's "invalid regexp", with Go's reason.
+fn invalid_regexp(e: &GoRegexpError) -> String {
+    format!("invalid regexp: {e}")
 }
