@@ -493,8 +493,9 @@ fn insert(m: &mut Map<String, Value>, key: &str, value: Value) {
     m.insert(key.to_string(), value);
 }
 
-/// Upstream `CompositeResourceSpecProps`.
-fn composite_spec_props(layout: Layout, update_policy: &str) -> Map<String, Value> {
+/// How an XR or claim selects its Composition: the fields both spec schemas start with (the
+/// update policy has the XRD's default on the XR only, as upstream).
+fn composition_selection_props(update_policy_default: Option<&str>) -> Map<String, Value> {
     let mut p = Map::new();
     insert(&mut p, "compositionRef", name_ref());
     insert(&mut p, "compositionSelector", label_selector());
@@ -503,8 +504,14 @@ fn composite_spec_props(layout: Layout, update_policy: &str) -> Map<String, Valu
     insert(
         &mut p,
         "compositionUpdatePolicy",
-        enum_prop(&["Automatic", "Manual"], Some(update_policy)),
+        enum_prop(&["Automatic", "Manual"], update_policy_default),
     );
+    p
+}
+
+/// Upstream `CompositeResourceSpecProps`.
+fn composite_spec_props(layout: Layout, update_policy: &str) -> Map<String, Value> {
+    let mut p = composition_selection_props(Some(update_policy));
     match layout {
         Layout::V1 => {
             insert(&mut p, "resourceRefs", object_refs(false, Some("atomic")));
@@ -555,16 +562,7 @@ fn claim_ref() -> Value {
 
 /// Upstream `CompositeResourceClaimSpecProps`.
 fn claim_spec_props(layout: Layout, delete_policy: &str) -> Map<String, Value> {
-    let mut p = Map::new();
-    insert(&mut p, "compositionRef", name_ref());
-    insert(&mut p, "compositionSelector", label_selector());
-    insert(&mut p, "compositionRevisionRef", name_ref());
-    insert(&mut p, "compositionRevisionSelector", label_selector());
-    insert(
-        &mut p,
-        "compositionUpdatePolicy",
-        enum_prop(&["Automatic", "Manual"], None),
-    );
+    let mut p = composition_selection_props(None);
     insert(
         &mut p,
         "compositeDeletePolicy",
