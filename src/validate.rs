@@ -73,8 +73,7 @@ impl<'a> Validator<'a> {
     /// Composition CRD's defaults are applied first, as the API server does; then, for files,
     /// what the API server would refuse (types, enums, required and unknown fields).
     pub fn validate_value(&self, value: &Value) -> Report {
-        let mut defaulted = value.clone();
-        schema::apply_defaults(&mut defaulted, schema::composition_crd_schema());
+        let defaulted = crate::model::with_api_defaults(value);
         let api_errors = if self.options.as_api_server {
             api_server_errors(&defaulted)
         } else {
@@ -177,15 +176,10 @@ impl<'a> Validator<'a> {
 
 /// What the API server refuses in a Composition before any webhook sees it: a value of the
 /// wrong type, a value outside an enum, a missing required field, an unknown field
-/// (`kubectl apply` validates fields strictly). `metadata` is the API server's own ObjectMeta
-/// and is checked separately.
+/// (`kubectl apply` validates fields strictly). `metadata` is checked by the logical checks.
 fn api_server_errors(defaulted: &Value) -> Vec<FieldError> {
-    let mut object = defaulted.clone();
-    if let Some(map) = object.as_object_mut() {
-        map.remove("metadata");
-    }
     schema::validation::validate(
-        &object,
+        defaulted,
         schema::composition_crd_schema(),
         &crate::findings::Path::default(),
     )

@@ -38,6 +38,21 @@ fn scratch(name: &str) -> PathBuf {
 
 const INVALID: &str = "testdata/invalid/composition.yaml";
 
+/// Writes `text` to `file` and validates it against the example's CRDs and XRD.
+fn validate_with_example_schemas(file: &std::path::Path, text: &str, flags: &[&str]) -> Output {
+    std::fs::write(file, text).expect("write scratch file");
+    let mut args = vec![
+        "validate",
+        "--crds",
+        "testdata/crds",
+        "--crds",
+        "testdata/example",
+    ];
+    args.extend_from_slice(flags);
+    args.push(file.to_str().expect("UTF-8 path"));
+    run(&args)
+}
+
 #[test]
 fn valid_example_is_allowed() {
     let o = run(&["validate", "--crds", "testdata/crds", "testdata/example"]);
@@ -341,16 +356,7 @@ fn a_path_with_ten_thousand_segments() {
             "toFieldPath: metadata.name",
             &format!("toFieldPath: {path}"),
         );
-    let file = dir.join("long.yaml");
-    std::fs::write(&file, text).unwrap();
-    let o = run(&[
-        "validate",
-        "--crds",
-        "testdata/crds",
-        "--crds",
-        "testdata/example",
-        file.to_str().unwrap(),
-    ]);
+    let o = validate_with_example_schemas(&dir.join("long.yaml"), &text, &[]);
     // Logical checks have nothing against a long path; it must not crash or hang.
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
 }
@@ -372,18 +378,7 @@ fn a_five_megabyte_file() {
     // One mistake at the very end, to see its line.
     text.push_str("    - name: net-0\n      base:\n        apiVersion: compute.gcp.upbound.io/v1beta1\n        kind: Network\n");
     let lines_in_file = text.lines().count();
-    let file = dir.join("big.yaml");
-    std::fs::write(&file, &text).unwrap();
-    let o = run(&[
-        "validate",
-        "--output",
-        "json",
-        "--crds",
-        "testdata/crds",
-        "--crds",
-        "testdata/example",
-        file.to_str().unwrap(),
-    ]);
+    let o = validate_with_example_schemas(&dir.join("big.yaml"), &text, &["--output", "json"]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     let findings = v["compositions"][0]["findings"].as_array().unwrap();

@@ -147,7 +147,7 @@ fn run_validate(args: &ValidateArgs) -> u8 {
                 message: format!(
                     "document {} is {}, not a Kubernetes object",
                     doc.index + 1,
-                    match crate::model::json_type(&doc.value) {
+                    match crate::schema::validation::json_type_name(&doc.value) {
                         t @ ("array" | "integer") => format!("an {t}"),
                         t => format!("a {t}"),
                     }

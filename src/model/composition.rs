@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use super::{EnvironmentConfiguration, ModelError, Patch, PatchSet, ReadinessCheck, null_default};
 use crate::schema;
+use crate::schema::validation::json_type_name;
 
 /// Composition mode: classic patch-and-transform resources.
 pub const MODE_RESOURCES: &str = "Resources";
@@ -233,9 +234,7 @@ impl Composition {
     /// the Composition CRD's defaults are applied first (idempotent for objects that already
     /// came through the API server), then the typed model is read.
     pub fn from_value(value: &Value) -> Result<Composition, ModelError> {
-        let mut defaulted = value.clone();
-        schema::apply_defaults(&mut defaulted, schema::composition_crd_schema());
-        Self::from_defaulted_value(&defaulted)
+        Self::from_defaulted_value(&with_api_defaults(value))
     }
 
     /// Reads a Composition without applying defaults.
@@ -243,7 +242,10 @@ impl Composition {
         if !value.is_object() {
             return Err(ModelError {
                 field: String::new(),
-                message: format!("a Composition must be an object, got {}", json_type(value)),
+                message: format!(
+                    "a Composition must be an object, got {}",
+                    json_type_name(value)
+                ),
                 value: None,
             });
         }
@@ -260,17 +262,12 @@ impl Composition {
     }
 }
 
-/// The JSON type name of a value, in the words the API server uses.
-pub fn json_type(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
+/// A copy of a Composition with the defaults the API server gives it (those of the
+/// Composition CRD); idempotent for objects that already came through the API server.
+pub fn with_api_defaults(value: &Value) -> Value {
+    let mut defaulted = value.clone();
+    schema::apply_defaults(&mut defaulted, schema::composition_crd_schema());
+    defaulted
 }
 
 /// Turns serde's error into a field error: the path as Kubernetes writes it, and what was
@@ -310,7 +307,7 @@ fn model_error(root: &Value, e: serde_path_to_error::Error<serde_json::Error>) -
     let inner = e.into_inner().to_string();
     let message = match node {
         Some(v) => match expected_type(&inner) {
-            Some(expected) => format!("must be of type {expected}, got {}", json_type(v)),
+            Some(expected) => format!("must be of type {expected}, got {}", json_type_name(v)),
             None => inner,
         },
         None => inner,

@@ -5,6 +5,8 @@
 //! integer: "string"`, `spec.mode: Unsupported value: "x": supported values: ...`).
 //!
 //! A `null` in a field that is not `nullable` counts as absent: the API server prunes it.
+//! `metadata` at the root and in embedded resources is ObjectMeta, which the API server
+//! validates itself; it is not walked here.
 
 use serde_json::Value;
 
@@ -68,6 +70,11 @@ fn walk(value: &Value, schema: &Schema, path: &Path, depth: usize, errs: &mut Ve
                 }
             }
             for (key, child) in map {
+                // ObjectMeta (at the root and in embedded resources) is validated by the API
+                // server itself, not by the schema.
+                if key == "metadata" && (depth == 0 || schema.embedded_resource) {
+                    continue;
+                }
                 if let Some(prop) = schema.properties.get(key) {
                     walk(child, prop, &path.child(key), depth + 1, errs);
                     continue;
@@ -79,7 +86,7 @@ fn walk(value: &Value, schema: &Schema, path: &Path, depth: usize, errs: &mut Ve
                     Some(AdditionalProperties::Bool(true)) => {}
                     _ if schema.preserve_unknown_fields || schema.type_.is_none() => {}
                     _ if schema.embedded_resource
-                        && matches!(key.as_str(), "apiVersion" | "kind" | "metadata") => {}
+                        && matches!(key.as_str(), "apiVersion" | "kind") => {}
                     _ => errs.push(unknown_field(path, key, schema)),
                 }
             }
@@ -131,8 +138,8 @@ fn is_integral(value: &Value) -> bool {
     }
 }
 
-/// The JSON type name kube-openapi reports for a value.
-fn json_type_name(value: &Value) -> &'static str {
+/// The JSON type name kube-openapi reports for a value (`1.0` is an integer).
+pub fn json_type_name(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "boolean",
