@@ -6,8 +6,8 @@
 
 use serde_json::Value;
 
-use crate::checks::{self, schemas::SchemaSource};
-use crate::findings::{BadValue, ErrorType, FieldError, Finding, Stage};
+use crate::checks::{self, schema_aware, schema_aware::lookup::SchemaSource};
+use crate::findings::{BadValue, ErrorType, FieldError, Finding, Path, Stage};
 use crate::mode::{self, Mode, ModeSource, Verdict};
 use crate::model::Composition;
 use crate::schema;
@@ -130,7 +130,16 @@ impl<'a> Validator<'a> {
     /// logical finding at a field an earlier one already reports is the same problem seen
     /// twice: it is dropped, except that its words replace a bare `Required value`.
     fn validate_with(&self, c: &Composition, mut findings: Vec<Finding>) -> Report {
-        for e in checks::logical::validate(c, self.options.as_api_server) {
+        let (steps, step_errors) = checks::patch_and_transform::read_steps(c);
+        let logical = checks::logical::validate(c, self.options.as_api_server)
+            .into_iter()
+            .chain(step_errors)
+            .chain(
+                steps
+                    .iter()
+                    .flat_map(checks::patch_and_transform::validate_logical),
+            );
+        for e in logical {
             match findings.iter_mut().find(|f| f.error.field == e.field) {
                 Some(f) if f.error.error_type == e.error_type && f.error.detail.is_empty() => {
                     f.error.detail = e.detail
@@ -145,8 +154,53 @@ impl<'a> Validator<'a> {
             Err(e) => findings.push(e.finding()),
             Ok(c) => findings.extend(c.note()),
         }
-        let (_schemas, lookup_findings) = checks::schemas::resolve(c, self.schemas);
+        let (schemas, lookup_findings) = schema_aware::lookup::resolve(c, self.schemas);
         findings.extend(lookup_findings);
+        let composite = schemas.composite.as_deref();
+        let no_patches = Vec::new();
+        let resources = schema_aware::ResourceSet {
+            resources: &c.spec.resources,
+            patch_sets: &c.spec.patch_sets,
+            environment_patches: c
+                .spec
+                .environment
+                .as_ref()
+                .map_or(&no_patches, |e| &e.patches),
+            at: &Path::new("spec"),
+        };
+        let mut schema_errors = schema_aware::check(&resources, composite, &schemas.resources);
+        for step in &steps {
+            let mut lookups = Vec::new();
+            let composed = schema_aware::lookup::resolve_bases(
+                &step.input.resources,
+                &step.at,
+                self.schemas,
+                &mut lookups,
+            );
+            findings.extend(lookups);
+            let set = schema_aware::ResourceSet {
+                resources: &step.input.resources,
+                patch_sets: &step.input.patch_sets,
+                environment_patches: step
+                    .input
+                    .environment
+                    .as_ref()
+                    .map_or(&no_patches, |e| &e.patches),
+                at: &step.at,
+            };
+            schema_errors.extend(schema_aware::check(&set, composite, &composed));
+        }
+        // A field with a logical error gets no second report from the schema checks.
+        schema_errors.retain(|e| {
+            !findings
+                .iter()
+                .any(|f| f.stage == Stage::Logical && related(&f.error.field, &e.field))
+        });
+        findings.extend(
+            schema_errors
+                .into_iter()
+                .map(|e| Finding::new(Stage::Schema, e)),
+        );
         self.finish(c.metadata.name.clone(), choice, findings)
     }
 
@@ -183,4 +237,11 @@ fn api_server_errors(defaulted: &Value) -> Vec<FieldError> {
         schema::composition_crd_schema(),
         &crate::findings::Path::default(),
     )
+}
+
+/// Whether one field is the other or contains it (`a.b` and `a.b[0].c`, not `a.bc`).
+fn related(a: &str, b: &str) -> bool {
+    let (short, long) = if a.len() <= b.len() { (a, b) } else { (b, a) };
+    long.strip_prefix(short)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
 }

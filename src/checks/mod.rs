@@ -1,9 +1,11 @@
 //! The validation checks. Each takes parsed inputs and returns field errors; none does I/O.
 //!
 //! - [`logical`]: the Composition by itself;
-//! - [`schemas`]: which schemas a Composition needs and which are missing;
+//! - [`schema_aware`]: which schemas a Composition needs, and its patches, readiness checks
+//!   and connection details against them;
 //! - [`go_regexp`]: Go's regular expression syntax, as Crossplane compiles expressions.
 
 pub mod go_regexp;
 pub mod logical;
-pub mod schemas;
+pub mod patch_and_transform;
+pub mod schema_aware;

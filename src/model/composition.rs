@@ -272,7 +272,10 @@ pub fn with_api_defaults(value: &Value) -> Value {
 
 /// Turns serde's error into a field error: the path as Kubernetes writes it, and what was
 /// expected in words a Crossplane user knows.
-fn model_error(root: &Value, e: serde_path_to_error::Error<serde_json::Error>) -> ModelError {
+pub(super) fn model_error(
+    root: &Value,
+    e: serde_path_to_error::Error<serde_json::Error>,
+) -> ModelError {
     let mut field = String::new();
     let mut node = Some(root);
     for segment in e.path().iter() {

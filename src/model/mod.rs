@@ -8,12 +8,14 @@
 
 mod composition;
 mod environment;
+mod function_input;
 mod patch;
 mod readiness;
 mod transform;
 
 pub use composition::*;
 pub use environment::*;
+pub use function_input::*;
 pub use patch::*;
 pub use readiness::*;
 pub use transform::*;

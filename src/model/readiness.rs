@@ -4,6 +4,15 @@ use serde::Deserialize;
 
 use super::null_default;
 
+/// Readiness check type: the field equals `matchString`.
+pub const MATCH_STRING: &str = "MatchString";
+/// Readiness check type: the field equals `matchInteger`.
+pub const MATCH_INTEGER: &str = "MatchInteger";
+/// Readiness check type: the field is `true`.
+pub const MATCH_TRUE: &str = "MatchTrue";
+/// Readiness check type: the field is `false`.
+pub const MATCH_FALSE: &str = "MatchFalse";
+
 /// Readiness check types.
 pub const READINESS_TYPES: [&str; 7] = [
     "NonEmpty",

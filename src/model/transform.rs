@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::null_default;
@@ -22,25 +22,25 @@ pub mod kinds {
 }
 
 /// A transform (`...patches[j].transforms[k]`).
-#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
 pub struct Transform {
     /// The raw transform type.
     #[serde(default, deserialize_with = "null_default")]
     pub r#type: String,
     /// Math configuration.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub math: Option<MathTransform>,
     /// Map configuration.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub map: Option<MapTransform>,
     /// Match configuration.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub r#match: Option<MatchTransform>,
     /// String configuration.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub string: Option<StringTransform>,
     /// Convert configuration.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub convert: Option<ConvertTransform>,
 }
 
@@ -52,25 +52,25 @@ pub const MATH_CLAMP_MIN: &str = "ClampMin";
 pub const MATH_CLAMP_MAX: &str = "ClampMax";
 
 /// Math transform configuration.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct MathTransform {
     /// The raw math type; empty means Multiply.
     #[serde(default, deserialize_with = "null_default")]
     pub r#type: String,
     /// Factor for Multiply.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub multiply: Option<i64>,
     /// Bound for ClampMin.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clamp_min: Option<i64>,
     /// Bound for ClampMax.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clamp_max: Option<i64>,
 }
 
 /// Map transform configuration: the pairs are the object's own keys.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
 #[serde(transparent)]
 pub struct MapTransform {
     /// Input string to output value.
@@ -83,14 +83,14 @@ pub const MATCH_LITERAL: &str = "literal";
 pub const MATCH_REGEXP: &str = "regexp";
 
 /// Match transform configuration.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct MatchTransform {
     /// Patterns tried in order.
     #[serde(default, deserialize_with = "null_default")]
     pub patterns: Vec<MatchTransformPattern>,
     /// Value when nothing matches (fallbackTo Value).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fallback_value: Option<Value>,
     /// `Value` (default) or `Input`.
     #[serde(default, deserialize_with = "null_default")]
@@ -98,16 +98,16 @@ pub struct MatchTransform {
 }
 
 /// A pattern of a match transform.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
 pub struct MatchTransformPattern {
     /// The raw pattern type; empty means literal.
     #[serde(default, deserialize_with = "null_default")]
     pub r#type: String,
     /// Literal to compare with.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub literal: Option<String>,
     /// Regular expression (RE2 syntax) to match.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub regexp: Option<String>,
     /// The output when the pattern matches.
     #[serde(default)]
@@ -144,41 +144,41 @@ pub const STRING_CONVERSIONS: [&str; 9] = [
 ];
 
 /// String transform configuration.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
 pub struct StringTransform {
     /// The raw string transform type; empty means Format.
     #[serde(default, deserialize_with = "null_default")]
     pub r#type: String,
     /// Format string for Format.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fmt: Option<String>,
     /// Conversion for Convert.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub convert: Option<String>,
     /// Prefix or suffix for TrimPrefix/TrimSuffix.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trim: Option<String>,
     /// Expression for Regexp.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub regexp: Option<StringTransformRegexp>,
     /// Separator for Join.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub join: Option<StringTransformJoin>,
 }
 
 /// Regexp configuration of a string transform.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
 pub struct StringTransformRegexp {
     /// The expression (RE2 syntax).
     #[serde(default, deserialize_with = "null_default")]
     pub r#match: String,
     /// Capture group to output (0, the whole match, by default).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group: Option<i64>,
 }
 
 /// Join configuration of a string transform.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
 pub struct StringTransformJoin {
     /// Separator between elements.
     #[serde(default, deserialize_with = "null_default")]
@@ -189,14 +189,14 @@ pub struct StringTransformJoin {
 pub const CONVERT_FORMATS: [&str; 3] = ["none", "quantity", "json"];
 
 /// Convert transform configuration.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct ConvertTransform {
     /// Target type: string, int, int64, bool, float64, object or array.
     #[serde(default, deserialize_with = "null_default")]
     pub to_type: String,
     /// Input format: none (default), quantity or json.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub format: Option<String>,
 }
 

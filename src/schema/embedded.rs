@@ -1,9 +1,13 @@
-//! Crossplane's own Composition CRD, embedded at build time.
+//! Crossplane's own Composition CRD and function-patch-and-transform's input CRD, embedded at
+//! build time.
 //!
 //! `crds/upstream/apiextensions.crossplane.io_compositions.yaml` is Crossplane v1.17.0's
 //! `cluster/crds` file, unchanged. Its schema `default:` values are what the API server
 //! applies to a Composition before any webhook sees it; [`composition_crd_schema`] lets the
 //! validator apply the same defaults to Compositions read from files.
+//!
+//! `crds/upstream/pt.fn.crossplane.io_resources.yaml` is function-patch-and-transform
+//! v0.10.8's `package/input` CRD, unchanged: the schema of its `Resources` input.
 
 use std::sync::OnceLock;
 
@@ -16,15 +20,23 @@ use super::structural::Schema;
 pub const COMPOSITION_CRD_YAML: &str =
     include_str!("../../crds/upstream/apiextensions.crossplane.io_compositions.yaml");
 
+/// The embedded function-patch-and-transform input CRD's text.
+pub const PATCH_AND_TRANSFORM_CRD_YAML: &str =
+    include_str!("../../crds/upstream/pt.fn.crossplane.io_resources.yaml");
+
 /// Parses the embedded Composition CRD (YAML -> CRD), reporting what went wrong.
 fn parse_composition_crd() -> Result<Crd, String> {
+    parse_crd(COMPOSITION_CRD_YAML)
+}
+
+fn parse_crd(text: &str) -> Result<Crd, String> {
     // Crossplane's CRD is about 30 levels deep; the default budget depth (64) would do,
     // but allow headroom in case the embedded file is updated.
     let options = serde_saphyr::options! {
         budget: serde_saphyr::budget! { max_depth: 512 },
     };
-    let value: Value = serde_saphyr::from_str_with_options(COMPOSITION_CRD_YAML, options)
-        .map_err(|e| format!("YAML: {e}"))?;
+    let value: Value =
+        serde_saphyr::from_str_with_options(text, options).map_err(|e| format!("YAML: {e}"))?;
     Crd::from_value(&value).map_err(|e| e.to_string())
 }
 
@@ -54,6 +66,24 @@ pub fn composition_crd_schema() -> &'static Schema {
     }
 }
 
+/// The `v1beta1` schema of function-patch-and-transform's `Resources` input, parsed once.
+///
+/// # Panics
+///
+/// Panics if the embedded file does not parse or has no `v1beta1` schema (a build-time
+/// constant, guarded by the `embedded_patch_and_transform_crd_parses` test).
+pub fn patch_and_transform_input_schema() -> &'static Schema {
+    static CRD: OnceLock<Crd> = OnceLock::new();
+    let crd = CRD.get_or_init(|| match parse_crd(PATCH_AND_TRANSFORM_CRD_YAML) {
+        Ok(crd) => crd,
+        Err(e) => panic!("embedded patch-and-transform input CRD does not parse: {e}"),
+    });
+    match crd.schema_for("v1beta1").schema {
+        Some(schema) => schema,
+        None => panic!("embedded patch-and-transform input CRD has no v1beta1 schema"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -74,6 +104,15 @@ mod tests {
                 .descend(&["spec", "mode"])
                 .is_some()
         );
+    }
+
+    #[test]
+    fn embedded_patch_and_transform_crd_parses() {
+        let crd = parse_crd(PATCH_AND_TRANSFORM_CRD_YAML).expect("embedded CRD parses");
+        assert_eq!(crd.name, "resources.pt.fn.crossplane.io");
+        assert_eq!(crd.names.kind, "Resources");
+        let schema = patch_and_transform_input_schema();
+        assert!(schema.descend(&["resources", "[]", "patches"]).is_some());
     }
 
     #[test]

@@ -20,6 +20,7 @@ pub mod catalog;
 pub mod crd;
 pub mod defaults;
 pub mod embedded;
+pub mod resolve;
 pub mod structural;
 pub mod validation;
 pub mod xrd;
@@ -29,7 +30,10 @@ pub use catalog::{
 };
 pub use crd::{Crd, CrdNames, CrdVersion, SchemaSelection, Scope, is_crd};
 pub use defaults::apply_defaults;
-pub use embedded::{COMPOSITION_CRD_YAML, composition_crd, composition_crd_schema};
+pub use embedded::{
+    COMPOSITION_CRD_YAML, PATCH_AND_TRANSFORM_CRD_YAML, composition_crd, composition_crd_schema,
+    patch_and_transform_input_schema,
+};
 pub use structural::{
     AdditionalProperties, Items, MAX_SCHEMA_DEPTH, Schema, SchemaError, ValidationRule,
 };

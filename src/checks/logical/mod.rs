@@ -23,7 +23,7 @@ pub use transform::validate_transform;
 use std::collections::HashSet;
 
 use crate::findings::{BadValue, ErrorType, FieldError, Path};
-use crate::model::{Composition, MODE_PIPELINE, MODE_RESOURCES, PATCH_SET};
+use crate::model::{ComposedTemplate, Composition, MODE_PIPELINE, MODE_RESOURCES, PATCH_SET};
 use crate::schema::split_api_version;
 
 /// Every logical error of a Composition: upstream's checks in upstream's order, then the
@@ -125,8 +125,41 @@ pub fn validate_required(c: &Composition) -> Vec<FieldError> {
             "the composite resource's kind is required",
         ));
     }
-    for (i, res) in c.spec.resources.iter().enumerate() {
-        let base = Path::new("spec").child("resources").index(i).child("base");
+    errs.extend(validate_bases(&c.spec.resources, &Path::new("spec")));
+    for (i, step) in c.spec.pipeline.iter().enumerate() {
+        let p = Path::new("spec").child("pipeline").index(i);
+        if step.step.is_empty() {
+            // A `step:` indented one level too deep lands in the function's input.
+            let misplaced = step
+                .input
+                .as_ref()
+                .and_then(|i| i.get("step"))
+                .is_some_and(|s| s.is_string());
+            errs.push(FieldError::required(
+                p.child("step"),
+                if misplaced {
+                    "every pipeline step needs a name; `step` is set inside `input` instead: is it indented one level too deep?"
+                } else {
+                    "every pipeline step needs a name"
+                },
+            ));
+        }
+        if step.function_ref.name.is_empty() {
+            errs.push(FieldError::required(
+                p.child("functionRef").child("name"),
+                "every pipeline step must name the Function it runs",
+            ));
+        }
+    }
+    errs
+}
+
+/// Every base is an object with a string `apiVersion` (group/version) and `kind`; `at` holds
+/// the `resources` list (`spec`, or a patch-and-transform step's `input`).
+pub fn validate_bases(resources: &[ComposedTemplate], at: &Path) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    for (i, res) in resources.iter().enumerate() {
+        let base = at.child("resources").index(i).child("base");
         match &res.base {
             serde_json::Value::Object(obj) => {
                 for key in ["apiVersion", "kind"] {
@@ -166,31 +199,6 @@ pub fn validate_required(c: &Composition) -> Vec<FieldError> {
                 BadValue::from_json(other),
                 "the base must be a Kubernetes object",
             )),
-        }
-    }
-    for (i, step) in c.spec.pipeline.iter().enumerate() {
-        let p = Path::new("spec").child("pipeline").index(i);
-        if step.step.is_empty() {
-            // A `step:` indented one level too deep lands in the function's input.
-            let misplaced = step
-                .input
-                .as_ref()
-                .and_then(|i| i.get("step"))
-                .is_some_and(|s| s.is_string());
-            errs.push(FieldError::required(
-                p.child("step"),
-                if misplaced {
-                    "every pipeline step needs a name; `step` is set inside `input` instead: is it indented one level too deep?"
-                } else {
-                    "every pipeline step needs a name"
-                },
-            ));
-        }
-        if step.function_ref.name.is_empty() {
-            errs.push(FieldError::required(
-                p.child("functionRef").child("name"),
-                "every pipeline step must name the Function it runs",
-            ));
         }
     }
     errs

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use crate::findings::{BadValue, ErrorType, FieldError, Finding, Path, Stage};
-use crate::model::Composition;
+use crate::model::{ComposedTemplate, Composition};
 use crate::schema::{Catalog, LookupError, Schema, split_api_version};
 
 /// A schema found for a kind, owned so that any schema source can hand it out.
@@ -54,26 +54,49 @@ pub struct NeededSchemas {
     pub resources: Vec<Option<Arc<Schema>>>,
 }
 
-/// Looks up every schema the Composition needs and reports the ones that are missing or
-/// unusable, and references to versions a CRD does not have.
+/// Looks up the schemas of the Composition's XR and of its `spec.resources`, and reports
+/// the ones that are missing or unusable, and references to versions a CRD does not have.
 pub fn resolve(c: &Composition, source: &dyn SchemaSource) -> (NeededSchemas, Vec<Finding>) {
     let mut findings = Vec::new();
+    let composite = resolve_composite(c, source, &mut findings);
+    let resources = resolve_bases(&c.spec.resources, &Path::new("spec"), source, &mut findings);
+    (
+        NeededSchemas {
+            composite,
+            resources,
+        },
+        findings,
+    )
+}
+
+/// The schema of the Composition's composite resource (`spec.compositeTypeRef`).
+pub fn resolve_composite(
+    c: &Composition,
+    source: &dyn SchemaSource,
+    findings: &mut Vec<Finding>,
+) -> Option<Arc<Schema>> {
     let type_ref = &c.spec.composite_type_ref;
-    let composite = if type_ref.api_version.is_empty() || type_ref.kind.is_empty() {
-        None // Reported by the logical checks.
-    } else {
-        lookup(
-            source,
-            &type_ref.api_version,
-            &type_ref.kind,
-            &Path::new("spec").child("compositeTypeRef"),
-            "the composite resource",
-            &mut findings,
-        )
-    };
-    let resources = c
-        .spec
-        .resources
+    if type_ref.api_version.is_empty() || type_ref.kind.is_empty() {
+        return None; // Reported by the logical checks.
+    }
+    lookup(
+        source,
+        &type_ref.api_version,
+        &type_ref.kind,
+        &Path::new("spec").child("compositeTypeRef"),
+        "the composite resource",
+        findings,
+    )
+}
+
+/// The schema of each template's base; `at` holds the `resources` list.
+pub fn resolve_bases(
+    templates: &[ComposedTemplate],
+    at: &Path,
+    source: &dyn SchemaSource,
+    findings: &mut Vec<Finding>,
+) -> Vec<Option<Arc<Schema>>> {
+    templates
         .iter()
         .enumerate()
         .map(|(i, res)| {
@@ -83,24 +106,10 @@ pub fn resolve(c: &Composition, source: &dyn SchemaSource) -> (NeededSchemas, Ve
             if api_version.is_empty() || kind.is_empty() {
                 return None;
             }
-            let base = Path::new("spec").child("resources").index(i).child("base");
-            lookup(
-                source,
-                api_version,
-                kind,
-                &base,
-                "this resource",
-                &mut findings,
-            )
+            let base = at.child("resources").index(i).child("base");
+            lookup(source, api_version, kind, &base, "this resource", findings)
         })
-        .collect();
-    (
-        NeededSchemas {
-            composite,
-            resources,
-        },
-        findings,
-    )
+        .collect()
 }
 
 fn lookup(

@@ -1,0 +1,87 @@
+//! Pipeline steps that run function-patch-and-transform: their `Resources` input holds the
+//! same resources, patch sets and environment patches as a Resources-mode Composition, and
+//! gets the same checks, with field paths into `spec.pipeline[i].input`.
+//!
+//! Nothing checks a function's input before the function runs (the API server keeps it
+//! opaque), so the input is also checked against its CRD here: types, enums, required and
+//! unknown fields. Other functions' inputs stay opaque.
+
+use crate::findings::{BadValue, ErrorType, FieldError, Path};
+use crate::model::{
+    Composition, CompositionSpec, MODE_RESOURCES, PatchAndTransformInput, is_patch_and_transform,
+    with_input_defaults,
+};
+use crate::schema::{self, validation};
+
+use super::logical;
+
+/// A pipeline step running function-patch-and-transform, with its input read.
+#[derive(Debug, Clone)]
+pub struct PatchAndTransformStep {
+    /// `spec.pipeline[i].input`.
+    pub at: Path,
+    /// The input.
+    pub input: PatchAndTransformInput,
+}
+
+/// The patch-and-transform steps of a Composition, and the errors of inputs that do not
+/// match their CRD (an input with a field of the wrong type is not read further).
+pub fn read_steps(c: &Composition) -> (Vec<PatchAndTransformStep>, Vec<FieldError>) {
+    let mut steps = Vec::new();
+    let mut errs = Vec::new();
+    for (i, step) in c.spec.pipeline.iter().enumerate() {
+        let Some(input) = step.input.as_ref().filter(|v| is_patch_and_transform(v)) else {
+            continue;
+        };
+        let at = Path::new("spec").child("pipeline").index(i).child("input");
+        let defaulted = with_input_defaults(input);
+        let found =
+            validation::validate(&defaulted, schema::patch_and_transform_input_schema(), &at);
+        let wrong_types = found.iter().any(|e| e.error_type == ErrorType::TypeInvalid);
+        errs.extend(found);
+        if wrong_types {
+            continue;
+        }
+        match PatchAndTransformInput::from_value(input) {
+            Ok(input) => steps.push(PatchAndTransformStep { at, input }),
+            Err(e) => errs.push(FieldError::new(
+                ErrorType::TypeInvalid,
+                crate::findings::join_path(at.as_str(), &e.field),
+                e.value
+                    .as_ref()
+                    .map(BadValue::from_json)
+                    .unwrap_or_default(),
+                e.message,
+            )),
+        }
+    }
+    (steps, errs)
+}
+
+/// The logical errors of a step's input: those of a Resources-mode Composition with the
+/// same resources, patch sets and environment patches.
+pub fn validate_logical(step: &PatchAndTransformStep) -> Vec<FieldError> {
+    let c = Composition {
+        spec: CompositionSpec {
+            mode: MODE_RESOURCES.to_string(),
+            patch_sets: step.input.patch_sets.clone(),
+            environment: step.input.environment.clone(),
+            resources: step.input.resources.clone(),
+            ..CompositionSpec::default()
+        },
+        ..Composition::default()
+    };
+    let spec = Path::new("spec");
+    let mut errs = logical::validate_patch_sets(&c);
+    errs.extend(logical::validate_resources(&c));
+    errs.extend(logical::validate_environment(&c));
+    errs.extend(logical::validate_bases(&c.spec.resources, &spec));
+    errs.extend(logical::validate_field_paths(&c));
+    for e in &mut errs {
+        // Move `spec.x` to `spec.pipeline[i].input.x`.
+        if let Some(rest) = e.field.strip_prefix("spec") {
+            e.field = format!("{}{rest}", step.at.as_str());
+        }
+    }
+    errs
+}

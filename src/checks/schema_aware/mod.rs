@@ -1,0 +1,140 @@
+//! Schema-aware checks: patches, readiness checks, connection details and environment
+//! patches against the schemas of the composite resource (XR) and of each composed resource.
+//!
+//! Passes run in Crossplane's order (patches, readiness checks, connection details,
+//! environment patches). A missing schema makes its side unknown: the checks that need it
+//! are skipped and every other check still runs. The same checks run on the resources of
+//! a Resources-mode Composition and on each function-patch-and-transform step of a
+//! Pipeline-mode one.
+
+pub mod lookup;
+pub mod patch;
+pub mod typeflow;
+
+use std::sync::Arc;
+
+use crate::findings::{FieldError, Path};
+use crate::model::{
+    ComposedTemplate, MATCH_FALSE, MATCH_INTEGER, MATCH_STRING, MATCH_TRUE, Patch, PatchSet,
+    ReadinessCheck,
+};
+use crate::schema::Schema;
+use crate::schema::resolve::{FieldType, JsonType, resolve};
+use patch::{PatchContext, Side, check_patch};
+
+/// Resources with their patch sets and environment patches, where they live: `spec` of a
+/// Resources-mode Composition, `spec.pipeline[i].input` of a patch-and-transform step.
+#[derive(Debug, Clone, Copy)]
+pub struct ResourceSet<'a> {
+    /// The composed resource templates.
+    pub resources: &'a [ComposedTemplate],
+    /// The patch sets they may reference.
+    pub patch_sets: &'a [PatchSet],
+    /// Patches between the XR and the environment.
+    pub environment_patches: &'a [Patch],
+    /// The path of the object holding `resources`, `patchSets` and `environment`.
+    pub at: &'a Path,
+}
+
+/// Every schema-aware error of a resource set. `composed[i]` is the schema of
+/// `resources[i]` (missing entries are unknown).
+pub fn check(
+    set: &ResourceSet<'_>,
+    composite: Option<&Schema>,
+    composed: &[Option<Arc<Schema>>],
+) -> Vec<FieldError> {
+    let schema_of = |i: usize| composed.get(i).and_then(|s| s.as_deref());
+    let resources = set.at.child("resources");
+    let patch_sets_path = set.at.child("patchSets");
+    let mut errs = Vec::new();
+    for (i, res) in set.resources.iter().enumerate() {
+        let ctx = PatchContext {
+            composite: Side::composite(composite),
+            composed: Side::composed(schema_of(i)),
+            patch_sets: set.patch_sets,
+            patch_sets_path: &patch_sets_path,
+        };
+        for (j, p) in res.patches.iter().enumerate() {
+            errs.extend(check_patch(
+                p,
+                &ctx,
+                &resources.index(i).child("patches").index(j),
+            ));
+        }
+    }
+    for (i, res) in set.resources.iter().enumerate() {
+        let at = resources.index(i).child("readinessChecks");
+        for (j, rc) in res.readiness_checks.iter().enumerate() {
+            errs.extend(check_readiness(rc, schema_of(i), &at.index(j)));
+        }
+    }
+    for (i, res) in set.resources.iter().enumerate() {
+        let at = resources.index(i).child("connectionDetails");
+        for (j, cd) in res.connection_details.iter().enumerate() {
+            let Some(path) = cd.from_field_path.as_deref() else {
+                continue;
+            };
+            if let Err(e) = resolve(schema_of(i), path) {
+                errs.push(FieldError::invalid(
+                    at.index(j).child("fromFieldPath"),
+                    path,
+                    e.to_string(),
+                ));
+            }
+        }
+    }
+    let env = set.at.child("environment").child("patches");
+    let ctx = PatchContext {
+        composite: Side::composite(composite),
+        composed: Side::environment(),
+        patch_sets: &[],
+        patch_sets_path: &patch_sets_path,
+    };
+    for (j, p) in set.environment_patches.iter().enumerate() {
+        errs.extend(check_patch(p, &ctx, &env.index(j)));
+    }
+    errs
+}
+
+/// A readiness check's field path against the composed resource's schema, and its type
+/// against what the check compares (MatchInteger accepts a `number` field: Kubernetes
+/// stores whole numbers as integers).
+fn check_readiness(rc: &ReadinessCheck, schema: Option<&Schema>, at: &Path) -> Option<FieldError> {
+    if rc.field_path.is_empty() {
+        return None;
+    }
+    let field = at.child("fieldPath");
+    let found = match resolve(schema, &rc.field_path) {
+        Ok(t) => t,
+        Err(e) => {
+            return Some(FieldError::invalid(
+                field,
+                rc.field_path.as_str(),
+                e.to_string(),
+            ));
+        }
+    };
+    let expected = match rc.r#type.as_str() {
+        MATCH_STRING => JsonType::String,
+        MATCH_INTEGER => JsonType::Integer,
+        MATCH_TRUE | MATCH_FALSE => JsonType::Boolean,
+        _ => return None,
+    };
+    let fits = match found {
+        FieldType::Unknown => true,
+        FieldType::IntOrString => matches!(expected, JsonType::Integer | JsonType::String),
+        FieldType::Known(JsonType::Number) => expected == JsonType::Integer,
+        FieldType::Known(t) => t == expected,
+    };
+    if fits {
+        return None;
+    }
+    Some(FieldError::invalid(
+        field,
+        rc.field_path.as_str(),
+        format!(
+            "expected field path to be of type {expected}: {} compares a {expected}, but the schema says {found}",
+            rc.r#type
+        ),
+    ))
+}

@@ -1,0 +1,203 @@
+//! One patch against the schemas of its two sides (Crossplane's per-type rules, section 4.2
+//! of the research notes): field paths first, then the type flow; one error per patch.
+
+use serde_json::Value;
+
+use super::typeflow::check_type_flow;
+use crate::findings::{BadValue, ErrorType, FieldError, Path};
+use crate::model::{
+    COMBINE_FROM_COMPOSITE, COMBINE_FROM_ENVIRONMENT, COMBINE_STRATEGY_STRING,
+    COMBINE_TO_COMPOSITE, COMBINE_TO_ENVIRONMENT, FROM_COMPOSITE_FIELD_PATH,
+    FROM_ENVIRONMENT_FIELD_PATH, PATCH_SET, Patch, PatchSet, TO_COMPOSITE_FIELD_PATH,
+    TO_ENVIRONMENT_FIELD_PATH,
+};
+use crate::schema::Schema;
+use crate::schema::resolve::{FieldType, resolve};
+
+/// One side of a patch: a schema (or none: unknown) and what it is called in messages.
+#[derive(Debug, Clone, Copy)]
+pub struct Side<'a> {
+    /// The side's schema; `None` when missing or schemaless (the environment).
+    pub schema: Option<&'a Schema>,
+    /// `the composite resource`, `the composed resource`, `the environment`.
+    pub name: &'static str,
+}
+
+impl<'a> Side<'a> {
+    /// The composite resource.
+    pub fn composite(schema: Option<&'a Schema>) -> Self {
+        Side {
+            schema,
+            name: "the composite resource",
+        }
+    }
+
+    /// A composed resource.
+    pub fn composed(schema: Option<&'a Schema>) -> Self {
+        Side {
+            schema,
+            name: "the composed resource",
+        }
+    }
+
+    /// The environment: no schema.
+    pub fn environment() -> Self {
+        Side {
+            schema: None,
+            name: "the environment",
+        }
+    }
+}
+
+/// The XR and composed resource of a resource's patches.
+#[derive(Debug, Clone, Copy)]
+pub struct PatchContext<'a> {
+    /// The composite resource.
+    pub composite: Side<'a>,
+    /// The composed resource (the environment, for `spec.environment.patches`).
+    pub composed: Side<'a>,
+    /// `spec.patchSets` (or a function input's `patchSets`).
+    pub patch_sets: &'a [PatchSet],
+    /// Where `patchSets` live, for errors inside them: `spec.patchSets`.
+    pub patch_sets_path: &'a Path,
+}
+
+/// The problems of patch `p` at `at` (`spec.resources[i].patches[j]`): at most one per patch,
+/// and for a PatchSet patch one per failing patch of the set, at
+/// `<at>.patchSets[k].patches[l]` (k, l index `spec.patchSets`).
+pub fn check_patch(p: &Patch, ctx: &PatchContext<'_>, at: &Path) -> Vec<FieldError> {
+    let (from, to) = match p.effective_type() {
+        FROM_COMPOSITE_FIELD_PATH | COMBINE_FROM_COMPOSITE => (ctx.composite, ctx.composed),
+        TO_COMPOSITE_FIELD_PATH | COMBINE_TO_COMPOSITE => (ctx.composed, ctx.composite),
+        FROM_ENVIRONMENT_FIELD_PATH | COMBINE_FROM_ENVIRONMENT => {
+            (Side::environment(), ctx.composed)
+        }
+        TO_ENVIRONMENT_FIELD_PATH | COMBINE_TO_ENVIRONMENT => (ctx.composed, Side::environment()),
+        PATCH_SET => return check_patch_set(p, ctx, at),
+        _ => return Vec::new(), // An unknown type is a logical error.
+    };
+    let combine = matches!(
+        p.effective_type(),
+        COMBINE_FROM_COMPOSITE
+            | COMBINE_TO_COMPOSITE
+            | COMBINE_FROM_ENVIRONMENT
+            | COMBINE_TO_ENVIRONMENT
+    );
+    let err = if combine {
+        check_combine(p, from, to)
+    } else {
+        check_field_paths(p, from, to)
+    };
+    err.map(|e| e.prefixed(at.as_str())).into_iter().collect()
+}
+
+fn check_patch_set(p: &Patch, ctx: &PatchContext<'_>, at: &Path) -> Vec<FieldError> {
+    let Some(name) = p.patch_set_name.as_deref() else {
+        return Vec::new();
+    };
+    let mut errs = Vec::new();
+    for (k, set) in ctx.patch_sets.iter().enumerate() {
+        if set.name != name {
+            continue;
+        }
+        for (l, inner) in set.patches.iter().enumerate() {
+            // Nested patch sets are a logical error.
+            if inner.effective_type() == PATCH_SET {
+                continue;
+            }
+            let inner_at = at.child("patchSets").index(k).child("patches").index(l);
+            errs.extend(check_patch(inner, ctx, &inner_at));
+        }
+    }
+    errs
+}
+
+/// Resolves `path` on `side`; an error is Invalid at `field` with the path as value.
+fn resolve_on(side: Side<'_>, path: &str, field: &str) -> Result<FieldType, FieldError> {
+    resolve(side.schema, path).map_err(|e| FieldError::invalid(field, path, e.to_string()))
+}
+
+/// The destination of a patch: its `toFieldPath`, or, when that is omitted, the
+/// `fromFieldPath` (where the runtime writes).
+fn destination(p: &Patch, to: Side<'_>, from_path: &str) -> Result<FieldType, FieldError> {
+    match p.to_field_path.as_deref() {
+        Some(path) => resolve_on(to, path, "toFieldPath"),
+        None => resolve(to.schema, from_path).map_err(|e| {
+            FieldError::invalid(
+                "toFieldPath",
+                from_path,
+                format!(
+                    "toFieldPath is not set, so the value is written to the fromFieldPath in {}: {e}",
+                    to.name
+                ),
+            )
+        }),
+    }
+}
+
+fn check_field_paths(p: &Patch, from: Side<'_>, to: Side<'_>) -> Option<FieldError> {
+    let from_path = p.from_field_path.as_deref()?; // Missing: a logical error.
+    let source = match resolve_on(from, from_path, "fromFieldPath") {
+        Ok(t) => t,
+        Err(e) => return Some(e),
+    };
+    let dest = match destination(p, to, from_path) {
+        Ok(t) => t,
+        Err(e) => return Some(e),
+    };
+    check_type_flow(source, &p.transforms, dest, "the fromFieldPath")
+}
+
+fn check_combine(p: &Patch, from: Side<'_>, to: Side<'_>) -> Option<FieldError> {
+    let combine = p.combine.as_ref()?; // Missing: a logical error.
+    let dest = match p.to_field_path.as_deref() {
+        Some(path) => match resolve_on(to, path, "toFieldPath") {
+            Ok(t) => t,
+            Err(e) => return Some(e),
+        },
+        None => return None, // Required by the logical checks.
+    };
+    let problems: Vec<String> = combine
+        .variables
+        .iter()
+        .enumerate()
+        .filter_map(|(k, v)| {
+            resolve(from.schema, &v.from_field_path).err().map(|e| {
+                FieldError::invalid(
+                    format!("variables[{k}].fromFieldPath"),
+                    v.from_field_path.as_str(),
+                    e.to_string(),
+                )
+                .to_string()
+            })
+        })
+        .collect();
+    if !problems.is_empty() {
+        let variables: Vec<Value> = combine
+            .variables
+            .iter()
+            .map(|v| serde_json::json!({ "fromFieldPath": v.from_field_path }))
+            .collect();
+        let detail = match problems.as_slice() {
+            [one] => one.clone(),
+            many => format!("[{}]", many.join(", ")),
+        };
+        return Some(FieldError::new(
+            ErrorType::Invalid,
+            "combine",
+            BadValue::Json(Value::Array(variables)),
+            detail,
+        ));
+    }
+    if combine.strategy == COMBINE_STRATEGY_STRING {
+        combine.string.as_ref()?; // Required by the logical checks.
+    } else {
+        return None; // An unknown strategy is a logical error.
+    }
+    check_type_flow(
+        FieldType::Known(crate::schema::resolve::JsonType::String),
+        &p.transforms,
+        dest,
+        "the combined string",
+    )
+}

@@ -1,0 +1,58 @@
+//! The input of function-patch-and-transform (`pt.fn.crossplane.io`, kind `Resources`): the
+//! same resources, patch sets and environment patches as a Resources-mode Composition, in a
+//! Pipeline step's `input`.
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::{ComposedTemplate, EnvironmentConfiguration, ModelError, PatchSet, null_default};
+use crate::schema;
+
+/// The API group of function-patch-and-transform's input.
+pub const PATCH_AND_TRANSFORM_GROUP: &str = "pt.fn.crossplane.io";
+/// The kind of function-patch-and-transform's input.
+pub const PATCH_AND_TRANSFORM_KIND: &str = "Resources";
+
+/// A function-patch-and-transform `Resources` input.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PatchAndTransformInput {
+    /// Named sets of patches that resources can reference.
+    #[serde(default, deserialize_with = "null_default")]
+    pub patch_sets: Vec<PatchSet>,
+    /// Patches between the composite resource and the environment.
+    #[serde(default)]
+    pub environment: Option<EnvironmentConfiguration>,
+    /// The composed resource templates.
+    #[serde(default, deserialize_with = "null_default")]
+    pub resources: Vec<ComposedTemplate>,
+}
+
+/// Whether a step input is function-patch-and-transform's (any version).
+pub fn is_patch_and_transform(input: &Value) -> bool {
+    let group = input
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .and_then(|v| v.split_once('/'))
+        .map(|(g, _)| g);
+    group == Some(PATCH_AND_TRANSFORM_GROUP)
+        && input.get("kind").and_then(Value::as_str) == Some(PATCH_AND_TRANSFORM_KIND)
+}
+
+impl PatchAndTransformInput {
+    /// Reads an input with the defaults of its CRD applied (the function's own defaults:
+    /// patch type FromCompositeFieldPath, string transform Format, ...). Errors name fields
+    /// relative to the input.
+    pub fn from_value(input: &Value) -> Result<PatchAndTransformInput, ModelError> {
+        let defaulted = with_input_defaults(input);
+        serde_path_to_error::deserialize(&defaulted)
+            .map_err(|e| super::composition::model_error(&defaulted, e))
+    }
+}
+
+/// A copy of an input with its CRD's defaults.
+pub fn with_input_defaults(input: &Value) -> Value {
+    let mut defaulted = input.clone();
+    schema::apply_defaults(&mut defaulted, schema::patch_and_transform_input_schema());
+    defaulted
+}
