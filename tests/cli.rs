@@ -90,7 +90,7 @@ fn invalid_example_text_output() {
             format!("{f}:57: error: spec.resources[1].readinessChecks[0].matchString: Required value: cannot be empty for type MatchString"),
             format!("{f}:60: error: spec.resources[1].connectionDetails[0].value: Required value: connection detail of type FromValue needs value"),
             format!(r#"{f}:35: error: spec.resources[0].patches[2].toFieldPath: Invalid value: "spec.forProvider.autoCreateSubnetwork": field 'autoCreateSubnetwork' is not valid according to the schema; did you mean "autoCreateSubnetworks"?"#),
-            format!("{f}:36: error: spec.resources[0].patches[3].transforms: Required value: the fromFieldPath does not have a type compatible with the toFieldPath according to their schemas and no transforms were provided: string != boolean"),
+            format!("{f}:36: error: spec.resources[0].patches[3].transforms: Required value: the fromFieldPath does not have a type compatible with the toFieldPath according to their schemas and no transforms were provided: string != boolean (a convert transform with toType: bool would do)"),
             format!(r#"{f}:58: error: spec.resources[1].readinessChecks[0].fieldPath: Invalid value: "status.atProvider.state": field 'state' is not valid according to the schema"#),
             format!(r#"{f}: Composition "xnetworks-broken.gcp.platformref.upbound.io" (mode loose): denied (422 Invalid): 10 errors, 0 warnings"#),
             "2 Compositions validated against 3 schemas: 1 allowed, 1 denied".to_string(),

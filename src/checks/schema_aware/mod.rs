@@ -45,14 +45,12 @@ pub fn check(
 ) -> Vec<FieldError> {
     let schema_of = |i: usize| composed.get(i).and_then(|s| s.as_deref());
     let resources = set.at.child("resources");
-    let patch_sets_path = set.at.child("patchSets");
     let mut errs = Vec::new();
     for (i, res) in set.resources.iter().enumerate() {
         let ctx = PatchContext {
             composite: Side::composite(composite),
             composed: Side::composed(schema_of(i)),
             patch_sets: set.patch_sets,
-            patch_sets_path: &patch_sets_path,
         };
         for (j, p) in res.patches.iter().enumerate() {
             errs.extend(check_patch(
@@ -88,7 +86,6 @@ pub fn check(
         composite: Side::composite(composite),
         composed: Side::environment(),
         patch_sets: &[],
-        patch_sets_path: &patch_sets_path,
     };
     for (j, p) in set.environment_patches.iter().enumerate() {
         errs.extend(check_patch(p, &ctx, &env.index(j)));

@@ -58,8 +58,6 @@ pub struct PatchContext<'a> {
     pub composed: Side<'a>,
     /// `spec.patchSets` (or a function input's `patchSets`).
     pub patch_sets: &'a [PatchSet],
-    /// Where `patchSets` live, for errors inside them: `spec.patchSets`.
-    pub patch_sets_path: &'a Path,
 }
 
 /// The problems of patch `p` at `at` (`spec.resources[i].patches[j]`): at most one per patch,
@@ -113,24 +111,25 @@ fn check_patch_set(p: &Patch, ctx: &PatchContext<'_>, at: &Path) -> Vec<FieldErr
 }
 
 /// Resolves `path` on `side`; an error is Invalid at `field` with the path as value.
-fn resolve_on(side: Side<'_>, path: &str, field: &str) -> Result<FieldType, FieldError> {
-    resolve(side.schema, path).map_err(|e| FieldError::invalid(field, path, e.to_string()))
+fn resolve_on(side: Side<'_>, path: &str, field: &str) -> Result<FieldType, Box<FieldError>> {
+    resolve(side.schema, path)
+        .map_err(|e| Box::new(FieldError::invalid(field, path, e.to_string())))
 }
 
 /// The destination of a patch: its `toFieldPath`, or, when that is omitted, the
 /// `fromFieldPath` (where the runtime writes).
-fn destination(p: &Patch, to: Side<'_>, from_path: &str) -> Result<FieldType, FieldError> {
+fn destination(p: &Patch, to: Side<'_>, from_path: &str) -> Result<FieldType, Box<FieldError>> {
     match p.to_field_path.as_deref() {
         Some(path) => resolve_on(to, path, "toFieldPath"),
         None => resolve(to.schema, from_path).map_err(|e| {
-            FieldError::invalid(
+            Box::new(FieldError::invalid(
                 "toFieldPath",
                 from_path,
                 format!(
                     "toFieldPath is not set, so the value is written to the fromFieldPath in {}: {e}",
                     to.name
                 ),
-            )
+            ))
         }),
     }
 }
@@ -139,11 +138,11 @@ fn check_field_paths(p: &Patch, from: Side<'_>, to: Side<'_>) -> Option<FieldErr
     let from_path = p.from_field_path.as_deref()?; // Missing: a logical error.
     let source = match resolve_on(from, from_path, "fromFieldPath") {
         Ok(t) => t,
-        Err(e) => return Some(e),
+        Err(e) => return Some(*e),
     };
     let dest = match destination(p, to, from_path) {
         Ok(t) => t,
-        Err(e) => return Some(e),
+        Err(e) => return Some(*e),
     };
     check_type_flow(source, &p.transforms, dest, "the fromFieldPath")
 }
@@ -153,7 +152,7 @@ fn check_combine(p: &Patch, from: Side<'_>, to: Side<'_>) -> Option<FieldError> 
     let dest = match p.to_field_path.as_deref() {
         Some(path) => match resolve_on(to, path, "toFieldPath") {
             Ok(t) => t,
-            Err(e) => return Some(e),
+            Err(e) => return Some(*e),
         },
         None => return None, // Required by the logical checks.
     };

@@ -270,7 +270,8 @@ pub fn check_type_flow(
         return Some(FieldError::required(
             "transforms",
             format!(
-                "{source_name} does not have a type compatible with the toFieldPath according to their schemas and no transforms were provided: {produced} != {destination}"
+                "{source_name} does not have a type compatible with the toFieldPath according to their schemas and no transforms were provided: {produced} != {destination}{}",
+                convert_hint(source_flow, destination)
             ),
         ));
     }
@@ -310,6 +311,42 @@ pub fn check_type_flow(
             current_json = produced_name(current)
         ),
     ))
+}
+
+/// Suggests the convert transform that would fix a mismatch, when the runtime has one.
+fn convert_hint(source: Flow, destination: FieldType) -> String {
+    use TransformIoType as Io;
+    let (Flow::Io(from), Some(to)) = (source, destination.known()) else {
+        return String::new();
+    };
+    let to = match to {
+        JsonType::String => Io::String,
+        JsonType::Boolean => Io::Bool,
+        JsonType::Integer => Io::Int64,
+        JsonType::Number => Io::Float64,
+        JsonType::Object => Io::Object,
+        JsonType::Array => Io::Array,
+        JsonType::Null => return String::new(),
+    };
+    // A number into a boolean (or back) is more often the wrong field than a conversion.
+    let numeric = |t: Io| matches!(t, Io::Int | Io::Int64 | Io::Float64);
+    if (from == Io::Bool && numeric(to)) || (to == Io::Bool && numeric(from)) {
+        return String::new();
+    }
+    let format = if from == Io::String && matches!(to, Io::Object | Io::Array) {
+        "json"
+    } else {
+        "none"
+    };
+    if !conversion_supported(from, to, format) {
+        return String::new();
+    }
+    let format = if format == "none" {
+        String::new()
+    } else {
+        format!(", format: {format}")
+    };
+    format!(" (a convert transform with toType: {to}{format} would do)")
 }
 
 fn produced_name(f: Flow) -> String {
