@@ -38,7 +38,13 @@ pub fn read_steps(c: &Composition) -> (Vec<PatchAndTransformStep>, Vec<FieldErro
         let found =
             validation::validate(&defaulted, schema::patch_and_transform_input_schema(), &at);
         let wrong_types = found.iter().any(|e| e.error_type == ErrorType::TypeInvalid);
-        errs.extend(found);
+        // A `step:` indented into the input is reported once, at the step's missing name.
+        let misplaced_step = at.child("step");
+        errs.extend(
+            found
+                .into_iter()
+                .filter(|e| !(step.step.is_empty() && e.field == misplaced_step.as_str())),
+        );
         if wrong_types {
             continue;
         }
