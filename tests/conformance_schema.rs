@@ -442,14 +442,16 @@ fn verdict_of(v: &Value) -> Value {
     }
 }
 
-/// Our deliberate departures, per case: the errors we give instead of upstream's (type,
-/// field, a phrase of the detail) and the verdicts that follow. Each is in README.md.
-fn override_for(
-    id: &str,
-) -> Option<(
+/// Our errors for a case (type, field, a phrase of the detail) and our verdict per mode
+/// (strict, loose, warn).
+type Override = (
     Vec<(&'static str, &'static str, &'static str)>,
     [&'static str; 3],
-)> {
+);
+
+/// Our deliberate departures, per case: the errors we give instead of upstream's and the
+/// verdicts that follow. Each is in README.md.
+fn override_for(id: &str) -> Option<Override> {
     const DENY: [&str; 3] = ["422", "422", "allow"];
     const ALLOW: [&str; 3] = ["allow", "allow", "allow"];
     Some(match id {
