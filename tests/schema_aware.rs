@@ -1,0 +1,233 @@
+//! Schema-aware checks as a user sees them: exact fields and messages for the improvements
+//! over upstream (ObjectMeta, int-or-string, `[*]`, numeric keys, precise type flow,
+//! omitted toFieldPath) and for function-patch-and-transform pipeline steps.
+
+use composition_webhook::findings::Stage;
+use composition_webhook::schema::Catalog;
+use composition_webhook::validate::{Options, Validator};
+use serde_json::{Value, json};
+
+fn crd(group: &str, kind: &str, version: &str, schema: Value) -> Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("{}s.{group}", kind.to_lowercase())},
+        "spec": {"group": group, "names": {"kind": kind, "plural": format!("{}s", kind.to_lowercase())},
+                 "scope": "Cluster",
+                 "versions": [{"name": version, "served": true, "storage": true,
+                               "schema": {"openAPIV3Schema": schema}}]}
+    })
+}
+
+fn catalog(with_xr: bool) -> Catalog {
+    let mut c = Catalog::new();
+    if with_xr {
+        let xr = crd("example.org", "XThing", "v1", json!({"type": "object", "properties": {
+            "spec": {"type": "object", "properties": {
+                "size": {"type": "integer"}, "name": {"type": "string"},
+                "enabled": {"type": "boolean"},
+                "tags": {"type": "array", "items": {"type": "string"}},
+                "ratio": {"type": "number"}}},
+            "status": {"type": "object", "properties": {"count": {"type": "integer"}}}}}));
+        c.add_document(&xr, "xr").expect("xr");
+    }
+    let thing = crd("thing.example.org", "Thing", "v1beta1", json!({"type": "object", "properties": {
+        "spec": {"type": "object", "properties": {"forProvider": {"type": "object", "properties": {
+            "count": {"type": "integer"}, "name": {"type": "string"}, "enabled": {"type": "boolean"},
+            "allocatedStorage": {"type": "integer"},
+            "port": {"x-kubernetes-int-or-string": true, "anyOf": [{"type": "integer"}, {"type": "string"}]},
+            "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+            "rules": {"type": "array", "items": {"type": "object", "properties": {"cidr": {"type": "string"}}}},
+            "tagString": {"type": "string"}}}}},
+        "status": {"type": "object", "properties": {"atProvider": {"type": "object", "properties": {
+            "replicas": {"type": "number"}, "phase": {"type": "string"}}}}}}}));
+    c.add_document(&thing, "thing").expect("thing");
+    c
+}
+
+fn composition(patches: Value) -> Value {
+    json!({
+        "apiVersion": "apiextensions.crossplane.io/v1", "kind": "Composition",
+        "metadata": {"name": "c"},
+        "spec": {"compositeTypeRef": {"apiVersion": "example.org/v1", "kind": "XThing"},
+                 "resources": [{"name": "thing",
+                                "base": {"apiVersion": "thing.example.org/v1beta1", "kind": "Thing"},
+                                "patches": patches}]}
+    })
+}
+
+/// `field: message body` of every non-Crds finding.
+fn messages(catalog: &Catalog, c: &Value) -> Vec<String> {
+    let v = Validator::new(catalog, Options::default());
+    v.validate_value(c)
+        .findings
+        .iter()
+        .filter(|f| f.stage != Stage::Crds)
+        .map(|f| f.error.to_string())
+        .collect()
+}
+
+fn patch(from: &str, to: &str) -> Value {
+    json!({"fromFieldPath": from, "toFieldPath": to})
+}
+
+#[test]
+fn object_meta_numeric_keys_wildcards_and_int_or_string_are_accepted() {
+    let c = composition(json!([
+        patch("spec.name", "metadata.finalizers[0]"),
+        patch("spec.name", "metadata.ownerReferences[0].name"),
+        patch("spec.name", "metadata.labels[123]"),
+        patch("spec.name", "metadata.annotations[example.org/owner]"),
+        patch("spec.name", "spec.forProvider.rules[*].cidr"),
+        patch("spec.name", "spec.forProvider.labels[*]"),
+        patch("spec.size", "spec.forProvider.port"),
+        patch("spec.name", "spec.forProvider.port"),
+        {"type": "ToCompositeFieldPath", "fromFieldPath": "metadata.generation", "toFieldPath": "status.count"},
+    ]));
+    assert_eq!(messages(&catalog(true), &c), Vec::<String>::new());
+}
+
+#[test]
+fn wrong_paths_and_types_name_the_field_and_suggest() {
+    let c = composition(json!([
+        patch("spec.size", "spec.forProvider.alocatedStorage"),
+        patch("spec.name", "metadata.finalizer[0]"),
+        patch("spec.enabled", "spec.forProvider.port"),
+        patch("spec.name", "spec.forProvider.name[0]"),
+        {"type": "ToCompositeFieldPath", "fromFieldPath": "metadata.ownerReferences[0].controller", "toFieldPath": "status.count"},
+    ]));
+    let p = "spec.resources[0].patches";
+    assert_eq!(
+        messages(&catalog(true), &c),
+        [
+            format!(
+                r#"{p}[0].toFieldPath: Invalid value: "spec.forProvider.alocatedStorage": field 'alocatedStorage' is not valid according to the schema; did you mean "allocatedStorage"?"#
+            ),
+            format!(
+                r#"{p}[1].toFieldPath: Invalid value: "metadata.finalizer[0]": field 'finalizer' is not valid according to the schema; did you mean "finalizers"?"#
+            ),
+            format!(
+                "{p}[2].transforms: Required value: the fromFieldPath does not have a type compatible with the toFieldPath according to their schemas and no transforms were provided: boolean != integer or string"
+            ),
+            format!(
+                r#"{p}[3].toFieldPath: Invalid value: "spec.forProvider.name[0]": trying to access a 'string' by index (spec.forProvider.name is not an array)"#
+            ),
+            format!(
+                "{p}[4].transforms: Required value: the fromFieldPath does not have a type compatible with the toFieldPath according to their schemas and no transforms were provided: boolean != integer"
+            ),
+        ]
+    );
+}
+
+#[test]
+fn type_flow_is_precise() {
+    let math = |t: &str| json!({"type": "math", "math": {"type": t, "multiply": 2, "clampMin": 1}});
+    let c = composition(json!([
+        // integer * 2 stays an integer.
+        {"fromFieldPath": "spec.size", "toFieldPath": "spec.forProvider.count", "transforms": [math("Multiply")]},
+        // A float times 2 is not an integer: the message names the produced type.
+        {"fromFieldPath": "spec.ratio", "toFieldPath": "spec.forProvider.count", "transforms": [math("Multiply")]},
+        // Join works on arrays.
+        {"fromFieldPath": "spec.tags", "toFieldPath": "spec.forProvider.tagString",
+         "transforms": [{"type": "string", "string": {"type": "Join", "join": {"separator": ","}}}]},
+        // A map whose values are all strings produces a string.
+        {"fromFieldPath": "spec.name", "toFieldPath": "spec.forProvider.count",
+         "transforms": [{"type": "map", "map": {"a": "1", "b": "2"}}]},
+        // The runtime writes to the fromFieldPath when toFieldPath is omitted.
+        {"fromFieldPath": "spec.size"},
+        // Join on a string is refused.
+        {"fromFieldPath": "spec.name", "toFieldPath": "spec.forProvider.tagString",
+         "transforms": [{"type": "string", "string": {"type": "Join", "join": {"separator": ","}}}]},
+    ]));
+    let p = "spec.resources[0].patches";
+    let got = messages(&catalog(true), &c);
+    assert_eq!(
+        got,
+        [
+            format!(
+                r#"{p}[1].transforms: Invalid value: [{{"type":"math","math":{{"type":"Multiply","multiply":2,"clampMin":1}}}}]: the provided transforms do not output a type compatible with the toFieldPath according to the schema: number != integer"#
+            ),
+            format!(
+                r#"{p}[3].transforms: Invalid value: [{{"type":"map","map":{{"a":"1","b":"2"}}}}]: the provided transforms do not output a type compatible with the toFieldPath according to the schema: string != integer"#
+            ),
+            format!(
+                r#"{p}[4].toFieldPath: Invalid value: "spec.size": toFieldPath is not set, so the value is written to the fromFieldPath in the composed resource: field 'size' is not valid according to the schema"#
+            ),
+            format!(
+                r#"{p}[5].transforms[0]: Invalid value: {{"type":"string","string":{{"type":"Join","join":{{"separator":","}}}}}}: string transform join type can only be used with arrays as input, got string"#
+            ),
+        ]
+    );
+}
+
+#[test]
+fn a_missing_xr_schema_skips_only_the_checks_that_need_it() {
+    let c = composition(json!([
+        patch("spec.size", "spec.forProvider.nope"),
+        patch("spec.whatever", "spec.forProvider.count"),
+    ]));
+    let schemas = catalog(false);
+    let v = Validator::new(&schemas, Options::default());
+    let r = v.validate_value(&c);
+    let got: Vec<String> = r.findings.iter().map(|f| f.message()).collect();
+    assert_eq!(
+        got,
+        [
+            r#"spec.compositeTypeRef: Not found: "example.org/v1, Kind=XThing": no CRD or XRD defines XThing.example.org; checks that need the schema of the composite resource were skipped"#,
+            r#"spec.resources[0].patches[0].toFieldPath: Invalid value: "spec.forProvider.nope": field 'nope' is not valid according to the schema"#,
+        ]
+    );
+    assert_eq!(r.verdict.code, Some(422), "loose: the schema error denies");
+}
+
+#[test]
+fn patch_and_transform_steps_are_validated_like_resources() {
+    let c = json!({
+        "apiVersion": "apiextensions.crossplane.io/v1", "kind": "Composition",
+        "metadata": {"name": "c"},
+        "spec": {
+            "compositeTypeRef": {"apiVersion": "example.org/v1", "kind": "XThing"},
+            "mode": "Pipeline",
+            "pipeline": [
+                {"step": "other", "functionRef": {"name": "function-go-templating"},
+                 "input": {"apiVersion": "gotemplating.fn.crossplane.io/v1beta1", "kind": "GoTemplate",
+                           "anything": {"goes": true}}},
+                {"step": "pt", "functionRef": {"name": "function-patch-and-transform"},
+                 "input": {
+                    "apiVersion": "pt.fn.crossplane.io/v1beta1", "kind": "Resources",
+                    "patchSets": [{"name": "common", "patches": [patch("spec.name", "spec.forProvider.nme")]}],
+                    "resources": [{
+                        "name": "thing",
+                        "base": {"apiVersion": "thing.example.org/v1beta1", "kind": "Thing"},
+                        "patches": [
+                            {"type": "PatchSet", "patchSetName": "common"},
+                            patch("spec.size", "spec.forProvider.enabled"),
+                            {"fromFieldPath": "spec.name", "toFieldPath": "spec.forProvider.name",
+                             "transforms": [{"type": "string", "string": {"type": "Regexp", "regexp": {"match": "("}}}]}
+                        ],
+                        "readinessChecks": [{"type": "MatchString", "fieldPath": "status.atProvider.replicas", "matchString": "x"}]
+                    }],
+                    "unknownTopLevel": 1
+                 }}
+            ]
+        }
+    });
+    let at = "spec.pipeline[1].input";
+    assert_eq!(
+        messages(&catalog(true), &c),
+        [
+            format!(r#"{at}.unknownTopLevel: Invalid value: "unknownTopLevel": unknown field: "unknownTopLevel""#),
+            format!(
+                r#"{at}.resources[0].patches[2].transforms[0].string.regexp.match: Invalid value: "(": invalid regexp: missing closing )"#
+            ),
+            format!(
+                r#"{at}.resources[0].patches[0].patchSets[0].patches[0].toFieldPath: Invalid value: "spec.forProvider.nme": field 'nme' is not valid according to the schema; did you mean "name"?"#
+            ),
+            format!(
+                "{at}.resources[0].patches[1].transforms: Required value: the fromFieldPath does not have a type compatible with the toFieldPath according to their schemas and no transforms were provided: integer != boolean"
+            ),
+            format!(
+                r#"{at}.resources[0].readinessChecks[0].fieldPath: Invalid value: "status.atProvider.replicas": expected field path to be of type string: MatchString compares a string, but the schema says number"#
+            ),
+        ]
+    );
+}
