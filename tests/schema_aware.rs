@@ -21,16 +21,25 @@ fn crd(group: &str, kind: &str, version: &str, schema: Value) -> Value {
 fn catalog(with_xr: bool) -> Catalog {
     let mut c = Catalog::new();
     if with_xr {
-        let xr = crd("example.org", "XThing", "v1", json!({"type": "object", "properties": {
+        let xr = crd(
+            "example.org",
+            "XThing",
+            "v1",
+            json!({"type": "object", "properties": {
             "spec": {"type": "object", "properties": {
                 "size": {"type": "integer"}, "name": {"type": "string"},
                 "enabled": {"type": "boolean"},
                 "tags": {"type": "array", "items": {"type": "string"}},
                 "ratio": {"type": "number"}}},
-            "status": {"type": "object", "properties": {"count": {"type": "integer"}}}}}));
+            "status": {"type": "object", "properties": {"count": {"type": "integer"}}}}}),
+        );
         c.add_document(&xr, "xr").expect("xr");
     }
-    let thing = crd("thing.example.org", "Thing", "v1beta1", json!({"type": "object", "properties": {
+    let thing = crd(
+        "thing.example.org",
+        "Thing",
+        "v1beta1",
+        json!({"type": "object", "properties": {
         "spec": {"type": "object", "properties": {"forProvider": {"type": "object", "properties": {
             "count": {"type": "integer"}, "name": {"type": "string"}, "enabled": {"type": "boolean"},
             "allocatedStorage": {"type": "integer"},
@@ -39,7 +48,8 @@ fn catalog(with_xr: bool) -> Catalog {
             "rules": {"type": "array", "items": {"type": "object", "properties": {"cidr": {"type": "string"}}}},
             "tagString": {"type": "string"}}}}},
         "status": {"type": "object", "properties": {"atProvider": {"type": "object", "properties": {
-            "replicas": {"type": "number"}, "phase": {"type": "string"}}}}}}}));
+            "replicas": {"type": "number"}, "phase": {"type": "string"}}}}}}}),
+    );
     c.add_document(&thing, "thing").expect("thing");
     c
 }
@@ -215,7 +225,9 @@ fn patch_and_transform_steps_are_validated_like_resources() {
     assert_eq!(
         messages(&catalog(true), &c),
         [
-            format!(r#"{at}.unknownTopLevel: Invalid value: "unknownTopLevel": unknown field: "unknownTopLevel""#),
+            format!(
+                r#"{at}.unknownTopLevel: Invalid value: "unknownTopLevel": unknown field: "unknownTopLevel""#
+            ),
             format!(
                 r#"{at}.resources[0].patches[2].transforms[0].string.regexp.match: Invalid value: "(": invalid regexp: missing closing )"#
             ),
