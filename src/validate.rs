@@ -157,17 +157,13 @@ impl<'a> Validator<'a> {
         let (schemas, lookup_findings) = schema_aware::lookup::resolve(c, self.schemas);
         findings.extend(lookup_findings);
         let composite = schemas.composite.as_deref();
-        let no_patches = Vec::new();
-        let resources = schema_aware::ResourceSet {
-            resources: &c.spec.resources,
-            patch_sets: &c.spec.patch_sets,
-            environment_patches: c
-                .spec
-                .environment
-                .as_ref()
-                .map_or(&no_patches, |e| &e.patches),
-            at: &Path::new("spec"),
-        };
+        let spec = Path::new("spec");
+        let resources = schema_aware::ResourceSet::new(
+            &c.spec.resources,
+            &c.spec.patch_sets,
+            c.spec.environment.as_ref(),
+            &spec,
+        );
         let mut schema_errors = schema_aware::check(&resources, composite, &schemas.resources);
         for step in &steps {
             let mut lookups = Vec::new();
@@ -178,16 +174,12 @@ impl<'a> Validator<'a> {
                 &mut lookups,
             );
             findings.extend(lookups);
-            let set = schema_aware::ResourceSet {
-                resources: &step.input.resources,
-                patch_sets: &step.input.patch_sets,
-                environment_patches: step
-                    .input
-                    .environment
-                    .as_ref()
-                    .map_or(&no_patches, |e| &e.patches),
-                at: &step.at,
-            };
+            let set = schema_aware::ResourceSet::new(
+                &step.input.resources,
+                &step.input.patch_sets,
+                step.input.environment.as_ref(),
+                &step.at,
+            );
             schema_errors.extend(schema_aware::check(&set, composite, &composed));
         }
         // A field with a logical error gets no second report from the schema checks.

@@ -15,8 +15,8 @@ use std::sync::Arc;
 
 use crate::findings::{FieldError, Path};
 use crate::model::{
-    ComposedTemplate, MATCH_FALSE, MATCH_INTEGER, MATCH_STRING, MATCH_TRUE, Patch, PatchSet,
-    ReadinessCheck,
+    ComposedTemplate, EnvironmentConfiguration, MATCH_FALSE, MATCH_INTEGER, MATCH_STRING,
+    MATCH_TRUE, Patch, PatchSet, ReadinessCheck,
 };
 use crate::schema::Schema;
 use crate::schema::resolve::{FieldType, JsonType, resolve};
@@ -34,6 +34,23 @@ pub struct ResourceSet<'a> {
     pub environment_patches: &'a [Patch],
     /// The path of the object holding `resources`, `patchSets` and `environment`.
     pub at: &'a Path,
+}
+
+impl<'a> ResourceSet<'a> {
+    /// The resources, patch sets and environment patches held at `at`.
+    pub fn new(
+        resources: &'a [ComposedTemplate],
+        patch_sets: &'a [PatchSet],
+        environment: Option<&'a EnvironmentConfiguration>,
+        at: &'a Path,
+    ) -> Self {
+        ResourceSet {
+            resources,
+            patch_sets,
+            environment_patches: environment.map_or(&[], |e| e.patches.as_slice()),
+            at,
+        }
+    }
 }
 
 /// Every schema-aware error of a resource set. `composed[i]` is the schema of

@@ -152,9 +152,7 @@ pub fn transform_output(t: &Transform, input: Flow) -> Result<Flow, InputError> 
                 return Ok(Flow::Unknown);
             };
             match input {
-                Flow::Io(Io::Int64 | Io::Int) if m.r#type == MATH_MULTIPLY => {
-                    Ok(Flow::Io(Io::Int64))
-                }
+                // Multiply and the clamps keep integers integral.
                 Flow::Io(Io::Int64 | Io::Int) => Ok(Flow::Io(Io::Int64)),
                 Flow::Io(Io::Float64) if m.r#type == MATH_MULTIPLY => Ok(Flow::Io(Io::Float64)),
                 // A clamp returns a float input or its integer bound.
