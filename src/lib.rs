@@ -14,7 +14,8 @@
 //! - [`validate`]: the engine that runs every check and produces a report.
 //!
 //! Shells:
-//! - [`cli`]: the `composition-webhook` command line.
+//! - [`cli`]: the `composition-webhook` command line (`validate`, `serve`);
+//! - [`server`]: the admission webhook server (HTTPS, AdmissionReview, metrics, probes).
 //!
 //! # Example
 //!
@@ -73,4 +74,5 @@ pub mod findings;
 pub mod mode;
 pub mod model;
 pub mod schema;
+pub mod server;
 pub mod validate;

@@ -7,6 +7,7 @@
 //! input errors (unreadable file, YAML syntax error, no Composition found).
 
 mod output;
+mod serve;
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -43,6 +44,8 @@ struct Cli {
 enum Command {
     /// Validate Compositions in files against CRD and XRD files.
     Validate(ValidateArgs),
+    /// Serve the validating admission webhook (HTTPS) with schemas from CRD and XRD files.
+    Serve(Box<serve::ServeArgs>),
 }
 
 #[derive(Debug, clap::Args)]
@@ -112,6 +115,7 @@ pub fn main() -> ExitCode {
     };
     match cli.command {
         Command::Validate(args) => ExitCode::from(run_validate(&args)),
+        Command::Serve(args) => ExitCode::from(serve::run(&args)),
     }
 }
 
@@ -121,40 +125,7 @@ fn run_validate(args: &ValidateArgs) -> u8 {
     let schema_docs = load_all(&args.crds, &mut errors);
     let input_docs = load_all(&args.inputs, &mut errors);
 
-    let mut catalog = Catalog::new();
-    for doc in schema_docs.iter().chain(&input_docs) {
-        if !doc.value.is_object() {
-            continue; // Reported below for inputs; a --crds file must hold objects.
-        }
-        if let Err(e) = catalog.add_document(&doc.value, &doc.source) {
-            // Point at the offending field of the document, and name the file once.
-            let message = match &e {
-                crate::schema::SchemaError::Document { what, error, .. } => {
-                    format!("{what}: {error}")
-                }
-                other => other.to_string(),
-            };
-            errors.push(DocumentError::Invalid {
-                file: location(doc, doc.line_of(e.path())),
-                message,
-            });
-        }
-    }
-    for doc in schema_docs.iter().chain(&input_docs) {
-        if !doc.value.is_object() {
-            errors.push(DocumentError::Invalid {
-                file: location(doc, Some(doc.first_line)),
-                message: format!(
-                    "document {} is {}, not a Kubernetes object",
-                    doc.index + 1,
-                    match crate::schema::validation::json_type_name(&doc.value) {
-                        t @ ("array" | "integer") => format!("an {t}"),
-                        t => format!("a {t}"),
-                    }
-                ),
-            });
-        }
-    }
+    let catalog = build_catalog(schema_docs.iter().chain(&input_docs), &mut errors);
 
     let validator = Validator::new(
         &catalog,
@@ -222,6 +193,49 @@ fn run_validate(args: &ValidateArgs) -> u8 {
     } else {
         EXIT_ALLOWED
     }
+}
+
+/// A catalog of the CRDs and XRDs among `docs`; documents that are not usable schemas or
+/// not objects at all are reported in `errors` (other kinds are skipped silently).
+fn build_catalog<'a>(
+    docs: impl Iterator<Item = &'a Document> + Clone,
+    errors: &mut Vec<DocumentError>,
+) -> Catalog {
+    let mut catalog = Catalog::new();
+    for doc in docs.clone() {
+        if !doc.value.is_object() {
+            continue; // Reported below.
+        }
+        if let Err(e) = catalog.add_document(&doc.value, &doc.source) {
+            // Point at the offending field of the document, and name the file once.
+            let message = match &e {
+                crate::schema::SchemaError::Document { what, error, .. } => {
+                    format!("{what}: {error}")
+                }
+                other => other.to_string(),
+            };
+            errors.push(DocumentError::Invalid {
+                file: location(doc, doc.line_of(e.path())),
+                message,
+            });
+        }
+    }
+    for doc in docs {
+        if !doc.value.is_object() {
+            errors.push(DocumentError::Invalid {
+                file: location(doc, Some(doc.first_line)),
+                message: format!(
+                    "document {} is {}, not a Kubernetes object",
+                    doc.index + 1,
+                    match crate::schema::validation::json_type_name(&doc.value) {
+                        t @ ("array" | "integer") => format!("an {t}"),
+                        t => format!("a {t}"),
+                    }
+                ),
+            });
+        }
+    }
+    catalog
 }
 
 /// `file:line` (or `file` when there is no line).

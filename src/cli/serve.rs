@@ -1,0 +1,226 @@
+//! `composition-webhook serve`: flags (each also read from an environment variable) into a
+//! [`ServeConfig`], the file catalog, a runtime, and the server until SIGTERM.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{EXIT_ALLOWED, EXIT_INPUT_ERROR, ModeArg, build_catalog, load_all};
+use crate::server::logging::{self, LogFormat};
+use crate::server::{self, Schemas, ServeConfig, TlsSource, deadline, https};
+
+fn duration(s: &str) -> Result<Duration, String> {
+    deadline::parse_go_duration(s).map_err(|e| e.to_string())
+}
+
+#[derive(Debug, clap::Args)]
+pub(super) struct ServeArgs {
+    /// CRD and XRD files or directories to take schemas from (repeatable; in the environment, comma-separated).
+    #[arg(
+        long = "crds",
+        value_name = "PATH",
+        required = true,
+        env = "COMPOSITION_WEBHOOK_CRDS",
+        value_delimiter = ','
+    )]
+    crds: Vec<PathBuf>,
+
+    /// Mode of Compositions without the crossplane.io/composition-schema-aware-validation-mode annotation.
+    #[arg(long, value_enum, default_value_t = ModeArg::Loose, env = "COMPOSITION_WEBHOOK_MODE")]
+    mode: ModeArg,
+
+    /// Address of the admission port (HTTPS; POST /validate).
+    #[arg(
+        long,
+        value_name = "ADDR",
+        default_value = "0.0.0.0:9443",
+        env = "COMPOSITION_WEBHOOK_ADDRESS"
+    )]
+    address: SocketAddr,
+
+    /// Address of the operations port (plain HTTP; /livez, /readyz, /metrics).
+    #[arg(
+        long,
+        value_name = "ADDR",
+        default_value = "0.0.0.0:8080",
+        env = "COMPOSITION_WEBHOOK_OPERATIONS_ADDRESS"
+    )]
+    operations_address: SocketAddr,
+
+    /// Serving certificate chain, PEM (leaf first); re-read when it changes.
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "COMPOSITION_WEBHOOK_TLS_CERT_FILE",
+        required_unless_present = "self_signed",
+        requires = "tls_key_file"
+    )]
+    tls_cert_file: Option<PathBuf>,
+
+    /// Private key of the serving certificate, PEM (PKCS#8, PKCS#1 or SEC1).
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "COMPOSITION_WEBHOOK_TLS_KEY_FILE",
+        requires = "tls_cert_file"
+    )]
+    tls_key_file: Option<PathBuf>,
+
+    /// How often the certificate files are checked for changes.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = duration, env = "COMPOSITION_WEBHOOK_TLS_RELOAD_INTERVAL")]
+    tls_reload_interval: Duration,
+
+    /// Generate a CA and a serving certificate at start instead of reading files.
+    #[arg(long, env = "COMPOSITION_WEBHOOK_SELF_SIGNED", conflicts_with_all = ["tls_cert_file", "tls_key_file"])]
+    self_signed: bool,
+
+    /// DNS names of the self-signed certificate (repeatable; in the environment, comma-separated).
+    #[arg(
+        long = "self-signed-dns-name",
+        value_name = "NAME",
+        env = "COMPOSITION_WEBHOOK_SELF_SIGNED_DNS_NAMES",
+        value_delimiter = ',',
+        default_value = "composition-webhook.crossplane-system.svc"
+    )]
+    self_signed_dns_names: Vec<String>,
+
+    /// Where to write the self-signed CA certificate (PEM), the webhook configuration's caBundle.
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "COMPOSITION_WEBHOOK_CA_BUNDLE_OUT",
+        requires = "self_signed"
+    )]
+    ca_bundle_out: Option<PathBuf>,
+
+    /// Reviews decoded and validated at once [default: the number of CPUs].
+    #[arg(long, value_name = "N", env = "COMPOSITION_WEBHOOK_WORKERS")]
+    workers: Option<usize>,
+
+    /// Largest request body read, in bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = server::DEFAULT_MAX_BODY_BYTES, env = "COMPOSITION_WEBHOOK_MAX_BODY_BYTES")]
+    max_body_bytes: usize,
+
+    /// Bytes of request bodies held at once across all requests.
+    #[arg(long, value_name = "BYTES", default_value_t = 256 * 1024 * 1024, env = "COMPOSITION_WEBHOOK_BODY_MEMORY_BYTES")]
+    body_memory_bytes: usize,
+
+    /// Connections served at once on the admission port.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 1024,
+        env = "COMPOSITION_WEBHOOK_MAX_CONNECTIONS"
+    )]
+    max_connections: usize,
+
+    /// Time a client has to complete the TLS handshake.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = duration, env = "COMPOSITION_WEBHOOK_HANDSHAKE_TIMEOUT")]
+    handshake_timeout: Duration,
+
+    /// Time a client has to send a request's headers.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = duration, env = "COMPOSITION_WEBHOOK_HEADER_READ_TIMEOUT")]
+    header_read_timeout: Duration,
+
+    /// On SIGTERM, how long in-flight reviews may take to finish.
+    #[arg(long, value_name = "DURATION", default_value = "25s", value_parser = duration, env = "COMPOSITION_WEBHOOK_DRAIN_TIMEOUT")]
+    drain_timeout: Duration,
+
+    /// Log format.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text, env = "COMPOSITION_WEBHOOK_LOG_FORMAT")]
+    log_format: LogFormat,
+
+    /// Log level or filter (error, warn, info, debug, trace; or e.g. info,composition_webhook=debug).
+    #[arg(
+        long,
+        value_name = "LEVEL",
+        default_value = "info",
+        env = "COMPOSITION_WEBHOOK_LOG_LEVEL"
+    )]
+    log_level: String,
+}
+
+/// Runs `serve`: 0 after a clean shutdown, 2 when it cannot start.
+pub(super) fn run(args: &ServeArgs) -> u8 {
+    if let Err(e) = logging::init(args.log_format, &args.log_level) {
+        eprintln!("error: {e}");
+        return EXIT_INPUT_ERROR;
+    }
+    let mut errors = Vec::new();
+    let docs = load_all(&args.crds, &mut errors);
+    let catalog = build_catalog(docs.iter(), &mut errors);
+    if !errors.is_empty() {
+        for e in &errors {
+            tracing::error!(error = %e, "cannot load schemas");
+        }
+        return EXIT_INPUT_ERROR;
+    }
+    if catalog.is_empty() {
+        tracing::warn!(crds = ?args.crds, "no CRD or XRD found: every schema lookup will report a missing schema");
+    }
+    let schemas = Schemas {
+        kinds: catalog.len(),
+        description: format!(
+            "schema catalog loaded: {} kinds from --crds files",
+            catalog.len()
+        ),
+        source: Arc::new(catalog),
+    };
+    let workers = args.workers.unwrap_or_else(|| {
+        std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get)
+    });
+    let tls = if args.self_signed {
+        TlsSource::SelfSigned {
+            dns_names: args.self_signed_dns_names.clone(),
+            ca_bundle_out: args.ca_bundle_out.clone(),
+        }
+    } else {
+        match (&args.tls_cert_file, &args.tls_key_file) {
+            (Some(cert), Some(key)) => TlsSource::Files {
+                cert: cert.clone(),
+                key: key.clone(),
+                reload_interval: args.tls_reload_interval,
+            },
+            // clap requires both or --self-signed.
+            _ => {
+                tracing::error!(
+                    "--tls-cert-file and --tls-key-file, or --self-signed, are required"
+                );
+                return EXIT_INPUT_ERROR;
+            }
+        }
+    };
+    let config = ServeConfig {
+        address: args.address,
+        operations_address: args.operations_address,
+        tls,
+        default_mode: args.mode.into(),
+        max_body_bytes: args.max_body_bytes,
+        body_memory_bytes: args.body_memory_bytes,
+        workers,
+        limits: https::ConnectionLimits {
+            handshake_timeout: args.handshake_timeout,
+            header_read_timeout: args.header_read_timeout,
+            max_connections: args.max_connections.max(1),
+        },
+        drain_timeout: args.drain_timeout,
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot start the async runtime");
+            return EXIT_INPUT_ERROR;
+        }
+    };
+    match runtime.block_on(server::run(config, schemas, server::shutdown_signal())) {
+        Ok(()) => EXIT_ALLOWED,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot serve");
+            EXIT_INPUT_ERROR
+        }
+    }
+}

@@ -1,0 +1,258 @@
+//! What to answer a readable AdmissionRequest: the decision, apart from HTTP and time.
+//!
+//! - DELETE and CONNECT are allowed: a Composition being deleted has nothing to validate.
+//! - CREATE and UPDATE validate the new object (`oldObject` is not looked at: immutable
+//!   fields are the Composition CRD's own CEL rules, checked before any webhook).
+//! - An object that is not an `apiextensions.crossplane.io` Composition is allowed with a
+//!   warning: the webhook configuration should not have sent it.
+
+use std::time::Duration;
+
+use kube_core::Status;
+use kube_core::admission::Operation;
+
+use super::answer;
+use super::metrics::Outcome;
+use super::review::{Answer, Request, ReviewError};
+use super::warnings::{self, Warning};
+use crate::checks::schema_aware::lookup::SchemaSource;
+use crate::mode::{self, Mode};
+use crate::model::APIEXTENSIONS_GROUP;
+use crate::validate::{Options, Report, Validator};
+
+/// The decision on one request.
+#[derive(Debug)]
+pub struct Decision {
+    /// The answer.
+    pub answer: Answer,
+    /// How it ended, for metrics.
+    pub outcome: Outcome,
+    /// The mode the Composition was judged by (`None` when none was validated).
+    pub mode: Option<Mode>,
+    /// The validation report, when a Composition was validated.
+    pub report: Option<Report>,
+}
+
+/// The name of a request's operation, for logs and metrics.
+pub fn operation_name(op: &Operation) -> &'static str {
+    match op {
+        Operation::Create => "CREATE",
+        Operation::Update => "UPDATE",
+        Operation::Delete => "DELETE",
+        Operation::Connect => "CONNECT",
+    }
+}
+
+/// Decides on a request. `started` is called with the mode and the Composition's name as
+/// soon as they are known, before validation: should the deadline pass during validation,
+/// the answer still follows the Composition's mode.
+pub fn decide(
+    request: &Request,
+    schemas: &dyn SchemaSource,
+    default_mode: Mode,
+    started: impl FnOnce(Mode, &str),
+) -> Decision {
+    let op = operation_name(&request.operation);
+    if matches!(request.operation, Operation::Delete | Operation::Connect) {
+        return Decision {
+            answer: Answer::allow(Vec::new()),
+            outcome: Outcome::allowed,
+            mode: None,
+            report: None,
+        };
+    }
+    let kind = &request.kind;
+    if kind.group != APIEXTENSIONS_GROUP || kind.kind != "Composition" {
+        let what = if kind.group.is_empty() {
+            format!("{}/{}", kind.version, kind.kind)
+        } else {
+            format!("{}/{}, Kind={}", kind.group, kind.version, kind.kind)
+        };
+        let warning = Warning::new(format!(
+            "composition-webhook validates only {APIEXTENSIONS_GROUP} Compositions and was sent a {what} to {}: allowed unchecked; the ValidatingWebhookConfiguration's rules should not match this kind",
+            op.to_lowercase()
+        ));
+        let subject = format!("{} {:?}", kind.kind, request.name);
+        return Decision {
+            answer: Answer::allow(warnings::shape(&subject, [warning])),
+            outcome: Outcome::warned,
+            mode: None,
+            report: None,
+        };
+    }
+    let Some(object) = &request.object else {
+        return Decision {
+            answer: Answer::bad_request(&ReviewError::NoObject(op)),
+            outcome: Outcome::malformed,
+            mode: None,
+            report: None,
+        };
+    };
+    let name = display_name(
+        object.metadata.name.as_deref(),
+        object.metadata.generate_name.as_deref(),
+    );
+    let annotations = object.metadata.annotations.clone().unwrap_or_default();
+    let mode =
+        mode::mode_from_annotations(&annotations, default_mode).map_or(Mode::Strict, |c| c.mode);
+    started(mode, &name);
+    // The validator reads plain JSON; ObjectMeta and TypeMeta serialize back losslessly.
+    let value = match serde_json::to_value(object) {
+        Ok(v) => v,
+        Err(e) => {
+            return Decision {
+                answer: Answer::bad_request(&ReviewError::Decode(e)),
+                outcome: Outcome::malformed,
+                mode: Some(mode),
+                report: None,
+            };
+        }
+    };
+    let report = Validator::new(
+        schemas,
+        Options {
+            default_mode,
+            // The API server has validated the object against the Composition CRD.
+            as_api_server: false,
+        },
+    )
+    .validate_value(&value);
+    let answer = answer::for_report(&report, &name);
+    let outcome = match (answer.allowed, answer.warnings.is_empty()) {
+        (false, _) => Outcome::denied,
+        (true, true) => Outcome::allowed,
+        (true, false) => Outcome::warned,
+    };
+    Decision {
+        answer,
+        outcome,
+        mode: Some(report.mode),
+        report: Some(report),
+    }
+}
+
+/// How a Composition is called in messages: its name, or `<generateName>*` on a create that
+/// asks for a generated name.
+pub fn display_name(name: Option<&str>, generate_name: Option<&str>) -> String {
+    match (name, generate_name) {
+        (Some(n), _) if !n.is_empty() => n.to_string(),
+        (_, Some(g)) if !g.is_empty() => format!("{g}*"),
+        _ => String::new(),
+    }
+}
+
+/// The answer when validation could not finish within `budget`: strict mode denies what it
+/// could not check (504 `Timeout`); loose and warn admit it with a warning.
+pub fn deadline_answer(mode: Mode, name: &str, budget: Duration) -> Answer {
+    let why = format!(
+        "validation did not finish within {}, the time left before the API server's webhook timeout",
+        human(budget)
+    );
+    match mode {
+        Mode::Strict => Answer::deny(
+            Status::failure(
+                &format!(
+                    "Composition {name:?} was not validated: {why}; strict mode denies what it cannot check. Try again; if it persists, give the webhook more CPU or raise timeoutSeconds in its ValidatingWebhookConfiguration"
+                ),
+                "Timeout",
+            )
+            .with_code(504),
+            Vec::new(),
+        ),
+        Mode::Loose | Mode::Warn => Answer::allow(warnings::shape(
+            &format!("Composition {name:?}"),
+            [Warning::new(format!(
+                "admitted without validation ({} mode): {why}",
+                mode.name()
+            ))],
+        )),
+    }
+}
+
+/// A duration as people write it: `9s`, `900ms`.
+fn human(d: Duration) -> String {
+    if d.subsec_millis() == 0 && d.as_secs() > 0 {
+        format!("{}s", d.as_secs())
+    } else {
+        format!("{}ms", d.as_millis())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::Catalog;
+
+    fn request(body: serde_json::Value) -> Request {
+        let review = serde_json::json!({
+            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": body,
+        });
+        super::super::review::decode(None, review.to_string().as_bytes()).unwrap()
+    }
+
+    fn base(op: &str, group: &str, kind: &str) -> serde_json::Value {
+        serde_json::json!({
+            "uid": "u", "operation": op, "userInfo": {}, "name": "n",
+            "kind": {"group": group, "version": "v1", "kind": kind},
+            "resource": {"group": group, "version": "v1", "resource": "things"},
+        })
+    }
+
+    #[test]
+    fn delete_connect_and_other_kinds() {
+        let catalog = Catalog::new();
+        let none = |_: Mode, _: &str| {};
+        for op in ["DELETE", "CONNECT"] {
+            let d = decide(
+                &request(base(op, APIEXTENSIONS_GROUP, "Composition")),
+                &catalog,
+                Mode::Loose,
+                none,
+            );
+            assert_eq!((d.answer.allowed, d.outcome), (true, Outcome::allowed));
+        }
+        let d = decide(
+            &request(base("CREATE", "", "ConfigMap")),
+            &catalog,
+            Mode::Loose,
+            none,
+        );
+        assert!(d.answer.allowed);
+        assert_eq!(
+            d.answer.warnings,
+            [
+                r#"ConfigMap "n": composition-webhook validates only apiextensions.crossplane.io Compositions and was sent a v1/ConfigMap to create: allowed unchecked; the ValidatingWebhookConfiguration's rules should not match this kind"#
+            ]
+        );
+        let d = decide(
+            &request(base("UPDATE", APIEXTENSIONS_GROUP, "Composition")),
+            &catalog,
+            Mode::Loose,
+            none,
+        );
+        assert_eq!(d.outcome, Outcome::malformed);
+        assert_eq!(
+            d.answer.status.unwrap().message,
+            "the AdmissionReview request (UPDATE) has no object"
+        );
+    }
+
+    #[test]
+    fn deadline_by_mode() {
+        let a = deadline_answer(Mode::Strict, "c", Duration::from_secs(9));
+        let s = a.status.unwrap();
+        assert_eq!((s.code, s.reason.as_str()), (504, "Timeout"));
+        assert!(s.message.starts_with(
+            "Composition \"c\" was not validated: validation did not finish within 9s"
+        ));
+        let a = deadline_answer(Mode::Loose, "c", Duration::from_millis(900));
+        assert!(a.allowed);
+        assert_eq!(
+            a.warnings,
+            [
+                "Composition \"c\": admitted without validation (loose mode): validation did not finish within 900ms, the time left before the API server's webhook timeout"
+            ]
+        );
+    }
+}

@@ -1,0 +1,107 @@
+//! The time a review may take. The API server gives each call `timeoutSeconds` (1-30,
+//! default 10) and passes what remains as `?timeout=<Go duration>`; an answer after that is a
+//! failed call, which `failurePolicy: Fail` turns into a rejection that says only "context
+//! deadline exceeded". So the webhook answers before it, keeping a margin for the way back.
+
+use std::time::Duration;
+
+/// The timeout when the API server sends none (its default `timeoutSeconds`).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+/// The longest timeout the API server allows.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long validation may take for a call with `timeout`: a tenth is kept for the answer's
+/// way back, at least 50 ms and at most one second.
+pub fn budget(timeout: Duration) -> Duration {
+    let timeout = timeout.min(MAX_TIMEOUT);
+    let margin = (timeout / 10).clamp(Duration::from_millis(50), Duration::from_secs(1));
+    timeout.saturating_sub(margin)
+}
+
+/// The `timeout` parameter of a query string, if present and valid.
+pub fn timeout_from_query(query: Option<&str>) -> Option<Duration> {
+    query?
+        .split('&')
+        .filter_map(|pair| pair.split_once('='))
+        .find(|(k, _)| *k == "timeout")
+        .and_then(|(_, v)| parse_go_duration(v).ok())
+}
+
+/// A Go duration that cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid duration {0:?}: expected a number with a unit, as 10s, 500ms or 1m30s")]
+pub struct InvalidDuration(pub String);
+
+/// Parses a Go duration (`time.ParseDuration`): a sequence of decimal numbers, each with a
+/// unit (`ns`, `us`, `µs`, `ms`, `s`, `m`, `h`), as `10s`, `1.5h` or `2m30s`. Negative
+/// durations are refused: no timeout is in the past.
+pub fn parse_go_duration(s: &str) -> Result<Duration, InvalidDuration> {
+    let bad = || InvalidDuration(s.to_string());
+    let mut rest = s.strip_prefix('+').unwrap_or(s);
+    if rest == "0" {
+        return Ok(Duration::ZERO);
+    }
+    if rest.is_empty() {
+        return Err(bad());
+    }
+    let mut total = 0f64;
+    while !rest.is_empty() {
+        let number_end = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(bad)?;
+        let (number, tail) = rest.split_at(number_end);
+        if number.is_empty() || number == "." {
+            return Err(bad());
+        }
+        let value: f64 = number.parse().map_err(|_| bad())?;
+        let unit_end = tail
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(tail.len());
+        let (unit, tail) = tail.split_at(unit_end);
+        let scale = match unit {
+            "ns" => 1e-9,
+            "us" | "µs" | "μs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return Err(bad()),
+        };
+        total += value * scale;
+        rest = tail;
+    }
+    Duration::try_from_secs_f64(total).map_err(|_| bad())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn go_durations() {
+        let ms = Duration::from_millis;
+        assert_eq!(parse_go_duration("10s"), Ok(ms(10_000)));
+        assert_eq!(parse_go_duration("1m30s"), Ok(ms(90_000)));
+        assert_eq!(parse_go_duration("1.5h"), Ok(ms(5_400_000)));
+        assert_eq!(parse_go_duration("250ms"), Ok(ms(250)));
+        assert_eq!(parse_go_duration("0"), Ok(Duration::ZERO));
+        assert_eq!(parse_go_duration("3us"), Ok(Duration::from_micros(3)));
+        for bad in ["", "10", "s", "-1s", "1x", "1.2.3s", "."] {
+            assert!(parse_go_duration(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn query_and_budget() {
+        assert_eq!(
+            timeout_from_query(Some("dryRun=All&timeout=9s")),
+            Some(Duration::from_secs(9))
+        );
+        assert_eq!(timeout_from_query(Some("timeout=soon")), None);
+        assert_eq!(timeout_from_query(None), None);
+        assert_eq!(budget(DEFAULT_TIMEOUT), Duration::from_secs(9));
+        assert_eq!(budget(Duration::from_secs(1)), Duration::from_millis(900));
+        assert_eq!(budget(Duration::from_secs(300)), Duration::from_secs(29));
+        assert_eq!(budget(Duration::from_millis(20)), Duration::ZERO);
+    }
+}

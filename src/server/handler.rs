@@ -1,0 +1,326 @@
+//! `POST /validate`: HTTP, memory and time around [`super::admission::decide`].
+//!
+//! Every request gets HTTP 200 and an AdmissionReview echoing the uid (salvaged from the body
+//! when the review cannot be read). The body is read as bytes up to a limit, within a memory
+//! budget shared by all requests; decoding and validation run on the blocking pool behind a
+//! semaphore (CPU work never stalls the reactor, and at most `workers` run at once); and the
+//! answer comes before the API server's deadline, by the mode, when validation would not.
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{RawQuery, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use bytes::{Bytes, BytesMut};
+use http_body_util::BodyExt;
+use tokio::sync::Semaphore;
+use tokio::time::{Instant, timeout_at};
+
+use super::admission::{self, Decision};
+use super::deadline;
+use super::metrics::{Metrics, Outcome, ReviewLabels};
+use super::review::{self, Answer, Echo, ReviewError};
+use crate::checks::schema_aware::lookup::SchemaSource;
+use crate::mode::Mode;
+
+/// What the review handler needs.
+pub struct ReviewState {
+    /// Where schemas come from.
+    pub schemas: Arc<dyn SchemaSource + Send + Sync>,
+    /// The mode of Compositions without the annotation.
+    pub default_mode: Mode,
+    /// The largest body read, in bytes.
+    pub max_body_bytes: usize,
+    /// Bytes of request bodies that may be held at once, across requests.
+    pub body_memory: Arc<Semaphore>,
+    /// Reviews that may be decoded and validated at once.
+    pub workers: Arc<Semaphore>,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+}
+
+/// Decrements the in-flight gauge when a review ends, however it ends.
+struct InFlight(Arc<Metrics>);
+
+impl InFlight {
+    fn start(metrics: &Arc<Metrics>) -> Self {
+        metrics.in_flight().inc();
+        InFlight(metrics.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight().dec();
+    }
+}
+
+/// The outcome of one call, for the answer, the log and the metrics.
+struct Handled {
+    echo: Echo,
+    answer: Answer,
+    outcome: Outcome,
+    operation: &'static str,
+    mode: Option<Mode>,
+    decision: Option<Decision>,
+    problem: Option<String>,
+}
+
+impl Handled {
+    fn unreadable(echo: Echo, error: &ReviewError) -> Self {
+        Handled {
+            echo,
+            answer: Answer::bad_request(error),
+            outcome: Outcome::malformed,
+            operation: "unknown",
+            mode: None,
+            decision: None,
+            problem: Some(error.to_string()),
+        }
+    }
+}
+
+/// The handler of `POST /validate`.
+pub async fn validate(
+    State(state): State<Arc<ReviewState>>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let started = Instant::now();
+    let _in_flight = InFlight::start(&state.metrics);
+    let timeout =
+        deadline::timeout_from_query(query.as_deref()).unwrap_or(deadline::DEFAULT_TIMEOUT);
+    let budget = deadline::budget(timeout);
+    let deadline = started + budget;
+    let handled = handle(&state, &headers, body, deadline, budget).await;
+    let elapsed = started.elapsed();
+    log(&handled, elapsed);
+    let findings = handled
+        .decision
+        .as_ref()
+        .and_then(|d| d.report.as_ref())
+        .map(|r| r.findings.as_slice())
+        .unwrap_or_default();
+    state.metrics.review(
+        ReviewLabels {
+            operation: handled.operation.to_string(),
+            mode: handled.mode.map_or("none", Mode::name).to_string(),
+            verdict: handled.outcome,
+        },
+        elapsed,
+        findings,
+    );
+    let uid = handled.echo.uid.as_deref().unwrap_or_default();
+    let out = review::encode(handled.echo.answer_version(), uid, handled.answer);
+    tracing::trace!(uid, response = %String::from_utf8_lossy(&out), "response body");
+    (
+        StatusCode::OK,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        out,
+    )
+        .into_response()
+}
+
+async fn handle(
+    state: &Arc<ReviewState>,
+    headers: &HeaderMap,
+    body: Body,
+    deadline: Instant,
+    budget: Duration,
+) -> Handled {
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .map(|v| v.to_str().unwrap_or("(not text)").to_string());
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    // Reserve the whole body's memory up front (the API server always sends a length), so
+    // that requests never hold part of the budget while waiting for more of it.
+    let reserve = declared
+        .unwrap_or(state.max_body_bytes)
+        .clamp(1, state.max_body_bytes);
+    let permits = u32::try_from(reserve).unwrap_or(u32::MAX);
+    let Ok(Ok(_memory)) = timeout_at(
+        deadline,
+        state.body_memory.clone().acquire_many_owned(permits),
+    )
+    .await
+    else {
+        let error = ReviewError::Body(format!(
+            "the webhook is busy: no memory for a {reserve}-byte body within {budget:?}"
+        ));
+        return Handled::unreadable(Echo::default(), &error);
+    };
+    let bytes = match read_body(body, state.max_body_bytes, declared, deadline).await {
+        Ok(b) => b,
+        Err((error, prefix)) => return Handled::unreadable(review::salvage(&prefix), &error),
+    };
+    let echo = review::salvage(&bytes);
+    tracing::trace!(uid = echo.uid.as_deref().unwrap_or_default(), body = %String::from_utf8_lossy(&bytes), "request body");
+
+    // Known once the object is decoded: the mode and name a late answer goes by.
+    let known: Arc<OnceLock<(Mode, String)>> = Arc::new(OnceLock::new());
+    let job = {
+        let state = state.clone();
+        let known = known.clone();
+        async move {
+            let permit = state.workers.clone().acquire_owned().await;
+            tokio::task::spawn_blocking(move || {
+                let _permit = permit;
+                let request = review::decode(content_type.as_deref(), &bytes)?;
+                tracing::debug!(
+                    uid = %request.uid,
+                    operation = admission::operation_name(&request.operation),
+                    kind = %format!("{}/{}, Kind={}", request.kind.group, request.kind.version, request.kind.kind),
+                    name = %request.name,
+                    user = request.user_info.username.as_deref().unwrap_or_default(),
+                    dry_run = request.dry_run,
+                    bytes = bytes.len(),
+                    "reviewing"
+                );
+                let decision = admission::decide(
+                    &request,
+                    state.schemas.as_ref(),
+                    state.default_mode,
+                    |mode, name| {
+                        let _ = known.set((mode, name.to_string()));
+                    },
+                );
+                Ok::<_, ReviewError>((admission::operation_name(&request.operation), decision))
+            })
+            .await
+        }
+    };
+    match timeout_at(deadline, job).await {
+        Ok(Ok(Ok((operation, decision)))) => Handled {
+            echo,
+            answer: decision.answer.clone(),
+            outcome: decision.outcome,
+            operation,
+            mode: decision.mode,
+            decision: Some(decision),
+            problem: None,
+        },
+        Ok(Ok(Err(error))) => Handled::unreadable(echo, &error),
+        Ok(Err(join)) => {
+            // A panic in validation is a bug; the caller still gets an answer.
+            tracing::error!(error = %join, "validation task failed");
+            let error = ReviewError::Body(format!("internal error while validating: {join}"));
+            Handled::unreadable(echo, &error)
+        }
+        Err(_elapsed) => {
+            let (mode, name) = known
+                .get()
+                .cloned()
+                .unwrap_or_else(|| (state.default_mode, String::new()));
+            Handled {
+                echo,
+                answer: admission::deadline_answer(mode, &name, budget),
+                outcome: Outcome::deadline_exceeded,
+                operation: "unknown",
+                mode: Some(mode),
+                decision: None,
+                problem: Some(format!(
+                    "validation did not finish within {budget:?} ({} mode answer)",
+                    mode.name()
+                )),
+            }
+        }
+    }
+}
+
+/// Reads the body up to `limit` bytes before `deadline`. On failure, returns what was read,
+/// from which the uid can often still be salvaged.
+async fn read_body(
+    mut body: Body,
+    limit: usize,
+    declared: Option<usize>,
+    deadline: Instant,
+) -> Result<Bytes, (ReviewError, Bytes)> {
+    if declared.is_some_and(|n| n > limit) {
+        // Read only what fits, to salvage the uid, then refuse.
+        let prefix = read_prefix(&mut body, limit.min(64 * 1024), deadline).await;
+        return Err((ReviewError::TooLarge { limit }, prefix));
+    }
+    let mut buf = BytesMut::with_capacity(declared.unwrap_or(0).min(limit));
+    loop {
+        match timeout_at(deadline, body.frame()).await {
+            Err(_) => {
+                return Err((
+                    ReviewError::Body("the body did not arrive before the deadline".to_string()),
+                    buf.freeze(),
+                ));
+            }
+            Ok(None) => return Ok(buf.freeze()),
+            Ok(Some(Err(e))) => return Err((ReviewError::Body(e.to_string()), buf.freeze())),
+            Ok(Some(Ok(frame))) => {
+                let Ok(data) = frame.into_data() else {
+                    continue; // Trailers.
+                };
+                if buf.len() + data.len() > limit {
+                    let room = limit - buf.len();
+                    buf.extend_from_slice(&data[..room]);
+                    return Err((ReviewError::TooLarge { limit }, buf.freeze()));
+                }
+                buf.extend_from_slice(&data);
+            }
+        }
+    }
+}
+
+async fn read_prefix(body: &mut Body, max: usize, deadline: Instant) -> Bytes {
+    let mut buf = BytesMut::new();
+    while buf.len() < max {
+        match timeout_at(deadline, body.frame()).await {
+            Ok(Some(Ok(frame))) => {
+                if let Ok(data) = frame.into_data() {
+                    let take = data.len().min(max - buf.len());
+                    buf.extend_from_slice(&data[..take]);
+                }
+            }
+            _ => break,
+        }
+    }
+    buf.freeze()
+}
+
+/// Denials and problems at info/warn with their reasons; every review at debug.
+fn log(h: &Handled, elapsed: Duration) {
+    let uid = h.echo.uid.as_deref().unwrap_or_default();
+    let ms = elapsed.as_secs_f64() * 1000.0;
+    let verdict = format!("{:?}", h.outcome);
+    if let Some(problem) = &h.problem {
+        tracing::warn!(uid, operation = h.operation, verdict, elapsed_ms = ms, problem = %problem, "review not validated");
+        return;
+    }
+    let Some(report) = h.decision.as_ref().and_then(|d| d.report.as_ref()) else {
+        tracing::debug!(
+            uid,
+            operation = h.operation,
+            verdict,
+            elapsed_ms = ms,
+            "review answered"
+        );
+        return;
+    };
+    let mode = report.mode.name();
+    if h.answer.allowed {
+        tracing::debug!(uid, operation = h.operation, composition = %report.name, mode, verdict, warnings = h.answer.warnings.len(), elapsed_ms = ms, "Composition allowed");
+    } else {
+        let message = h
+            .answer
+            .status
+            .as_ref()
+            .map(|s| s.message.as_str())
+            .unwrap_or_default();
+        let code = h.answer.status.as_ref().map_or(0, |s| s.code);
+        tracing::info!(uid, operation = h.operation, composition = %report.name, mode, code, elapsed_ms = ms, message, "Composition denied");
+    }
+}

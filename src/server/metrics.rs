@@ -1,0 +1,339 @@
+//! Prometheus metrics (prometheus-client), served on the operations port at `/metrics`.
+//!
+//! Names parallel the API server's own webhook metrics, and the review duration histogram uses
+//! the buckets of `apiserver_admission_webhook_admission_duration_seconds`, so the two can be
+//! read side by side. Calls to the API server are recorded through a channel and counted by a
+//! task of their own, off the path of the call that made them.
+
+use std::sync::atomic::{AtomicI64, AtomicU64};
+use std::time::Duration;
+
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+use tokio::sync::mpsc;
+
+use crate::findings::Finding;
+
+/// The buckets of the API server's webhook duration histogram.
+pub const APISERVER_WEBHOOK_BUCKETS: [f64; 8] = [0.005, 0.025, 0.1, 0.5, 1.0, 2.5, 10.0, 25.0];
+
+/// How a review ended.
+#[derive(Debug, Clone, Copy, Hash, PartialEq, Eq, EncodeLabelValue)]
+#[allow(non_camel_case_types)]
+pub enum Outcome {
+    /// Admitted without warnings.
+    allowed,
+    /// Admitted with warnings.
+    warned,
+    /// Denied for what the Composition holds.
+    denied,
+    /// The review itself could not be read.
+    malformed,
+    /// Validation could not finish before the API server's deadline.
+    deadline_exceeded,
+}
+
+/// Labels of a review.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReviewLabels {
+    /// CREATE, UPDATE, DELETE, CONNECT, or `unknown` when the review could not be read.
+    pub operation: String,
+    /// The validation mode, or `none` when no Composition was validated.
+    pub mode: String,
+    /// How it ended.
+    pub verdict: Outcome,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FindingLabels {
+    stage: &'static str,
+    r#type: &'static str,
+    severity: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReloadLabels {
+    result: &'static str,
+}
+
+/// Labels of a call to the API server.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ApiCallLabels {
+    /// `list`, `watch`, `get`, ...
+    pub verb: &'static str,
+    /// The resource, as `customresourcedefinitions`.
+    pub resource: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ApiErrorLabels {
+    verb: &'static str,
+    resource: &'static str,
+    error: String,
+}
+
+/// One finished call to the API server.
+#[derive(Debug, Clone)]
+pub struct ApiCall {
+    /// Verb and resource.
+    pub labels: ApiCallLabels,
+    /// How long it took.
+    pub duration: Duration,
+    /// The error class when it failed (`timeout`, `connect`, `http_403`, ...).
+    pub error: Option<String>,
+}
+
+type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
+
+fn webhook_histogram() -> Histogram {
+    Histogram::new(APISERVER_WEBHOOK_BUCKETS)
+}
+
+/// Every metric of the server.
+pub struct Metrics {
+    registry: Registry,
+    reviews: Family<ReviewLabels, Counter>,
+    review_duration: HistogramFamily<ReviewLabels>,
+    findings: Family<FindingLabels, Counter>,
+    in_flight: Gauge,
+    schema_kinds: Gauge,
+    cert_reloads: Family<ReloadLabels, Counter>,
+    cert_expiry: Gauge<f64, AtomicU64>,
+    api_calls: Family<ApiCallLabels, Counter>,
+    api_call_duration: HistogramFamily<ApiCallLabels>,
+    api_call_errors: Family<ApiErrorLabels, Counter>,
+    api_calls_dropped: Counter,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// All metrics, registered under the `composition_webhook` prefix.
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("composition_webhook");
+        let m = Metrics {
+            reviews: Family::default(),
+            review_duration: Family::new_with_constructor(webhook_histogram),
+            findings: Family::default(),
+            in_flight: Gauge::<i64, AtomicI64>::default(),
+            schema_kinds: Gauge::<i64, AtomicI64>::default(),
+            cert_reloads: Family::default(),
+            cert_expiry: Gauge::default(),
+            api_calls: Family::default(),
+            api_call_duration: Family::new_with_constructor(webhook_histogram),
+            api_call_errors: Family::default(),
+            api_calls_dropped: Counter::default(),
+            registry: Registry::default(),
+        };
+        registry.register(
+            "admission_reviews",
+            "AdmissionReviews answered, by operation, validation mode and verdict",
+            m.reviews.clone(),
+        );
+        registry.register_with_unit(
+            "admission_review_duration",
+            "Time from receiving an AdmissionReview to answering it (buckets of the API server's webhook histogram)",
+            prometheus_client::registry::Unit::Seconds,
+            m.review_duration.clone(),
+        );
+        registry.register(
+            "findings",
+            "Findings reported in answered reviews, by stage, error type and severity",
+            m.findings.clone(),
+        );
+        registry.register(
+            "reviews_in_flight",
+            "AdmissionReviews being read or validated",
+            m.in_flight.clone(),
+        );
+        registry.register(
+            "schema_catalog_kinds",
+            "Kinds (group and kind) whose schemas the webhook knows",
+            m.schema_kinds.clone(),
+        );
+        registry.register(
+            "tls_certificate_reloads",
+            "Serving certificate reloads from files, by result (loaded or rejected)",
+            m.cert_reloads.clone(),
+        );
+        registry.register_with_unit(
+            "tls_certificate_expiry_timestamp",
+            "Expiry (notAfter) of the serving certificate, as Unix time",
+            prometheus_client::registry::Unit::Seconds,
+            m.cert_expiry.clone(),
+        );
+        registry.register(
+            "apiserver_calls",
+            "Calls made to the Kubernetes API server, by verb and resource",
+            m.api_calls.clone(),
+        );
+        registry.register_with_unit(
+            "apiserver_call_duration",
+            "Duration of calls made to the Kubernetes API server",
+            prometheus_client::registry::Unit::Seconds,
+            m.api_call_duration.clone(),
+        );
+        registry.register(
+            "apiserver_call_errors",
+            "Failed calls to the Kubernetes API server, by verb, resource and error",
+            m.api_call_errors.clone(),
+        );
+        registry.register(
+            "apiserver_call_records_dropped",
+            "API server call records dropped because the metrics task was behind",
+            m.api_calls_dropped.clone(),
+        );
+        Metrics { registry, ..m }
+    }
+
+    /// Records an answered review.
+    pub fn review(&self, labels: ReviewLabels, elapsed: Duration, findings: &[Finding]) {
+        self.reviews.get_or_create(&labels).inc();
+        self.review_duration
+            .get_or_create(&labels)
+            .observe(elapsed.as_secs_f64());
+        for f in findings {
+            self.findings
+                .get_or_create(&FindingLabels {
+                    stage: f.stage.name(),
+                    r#type: f.error.error_type.name(),
+                    severity: f.severity.name(),
+                })
+                .inc();
+        }
+    }
+
+    /// The gauge of reviews in flight.
+    pub fn in_flight(&self) -> &Gauge {
+        &self.in_flight
+    }
+
+    /// Sets the number of kinds with schemas.
+    pub fn set_schema_kinds(&self, n: usize) {
+        self.schema_kinds.set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+
+    /// Records a certificate load: its expiry when loaded, a rejection otherwise.
+    pub fn certificate(&self, loaded: Option<i64>) {
+        let result = if loaded.is_some() {
+            "loaded"
+        } else {
+            "rejected"
+        };
+        self.cert_reloads
+            .get_or_create(&ReloadLabels { result })
+            .inc();
+        if let Some(expiry) = loaded {
+            self.cert_expiry.set(expiry as f64);
+        }
+    }
+
+    fn api_call(&self, call: ApiCall) {
+        self.api_calls.get_or_create(&call.labels).inc();
+        self.api_call_duration
+            .get_or_create(&call.labels)
+            .observe(call.duration.as_secs_f64());
+        if let Some(error) = call.error {
+            self.api_call_errors
+                .get_or_create(&ApiErrorLabels {
+                    verb: call.labels.verb,
+                    resource: call.labels.resource,
+                    error,
+                })
+                .inc();
+        }
+    }
+
+    /// The metrics in the text exposition format.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}
+
+/// Records calls to the API server without waiting: a record goes into a bounded channel and
+/// a task counts it; when the task is behind, the record is dropped and the drop counted.
+#[derive(Clone)]
+pub struct ApiCallRecorder {
+    tx: mpsc::Sender<ApiCall>,
+    metrics: std::sync::Arc<Metrics>,
+}
+
+impl ApiCallRecorder {
+    /// A recorder and the task that counts its records (spawn it on the runtime).
+    pub fn new(
+        metrics: std::sync::Arc<Metrics>,
+    ) -> (Self, impl std::future::Future<Output = ()> + Send + 'static) {
+        let (tx, mut rx) = mpsc::channel::<ApiCall>(4096);
+        let counting = metrics.clone();
+        let task = async move {
+            while let Some(call) = rx.recv().await {
+                counting.api_call(call);
+            }
+        };
+        (ApiCallRecorder { tx, metrics }, task)
+    }
+
+    /// Records one call.
+    pub fn record(&self, call: ApiCall) {
+        if self.tx.try_send(call).is_err() {
+            self.metrics.api_calls_dropped.inc();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::findings::{FieldError, Stage};
+
+    #[tokio::test]
+    async fn exposition() {
+        let m = std::sync::Arc::new(Metrics::new());
+        m.review(
+            ReviewLabels {
+                operation: "CREATE".into(),
+                mode: "loose".into(),
+                verdict: Outcome::denied,
+            },
+            Duration::from_millis(3),
+            &[Finding::new(
+                Stage::Schema,
+                FieldError::required("spec.x", ""),
+            )],
+        );
+        let (recorder, task) = ApiCallRecorder::new(m.clone());
+        let counting = tokio::spawn(task);
+        recorder.record(ApiCall {
+            labels: ApiCallLabels {
+                verb: "list",
+                resource: "customresourcedefinitions",
+            },
+            duration: Duration::from_millis(40),
+            error: Some("http_403".into()),
+        });
+        drop(recorder);
+        counting.await.unwrap();
+        let text = m.encode();
+        for line in [
+            r#"composition_webhook_admission_reviews_total{operation="CREATE",mode="loose",verdict="denied"} 1"#,
+            r#"composition_webhook_admission_review_duration_seconds_bucket{le="0.005",operation="CREATE",mode="loose",verdict="denied"} 1"#,
+            r#"composition_webhook_findings_total{stage="schema",type="Required",severity="error"} 1"#,
+            r#"composition_webhook_apiserver_calls_total{verb="list",resource="customresourcedefinitions"} 1"#,
+            r#"composition_webhook_apiserver_call_errors_total{verb="list",resource="customresourcedefinitions",error="http_403"} 1"#,
+            r#"composition_webhook_apiserver_call_duration_seconds_bucket{le="0.1",verb="list",resource="customresourcedefinitions"} 1"#,
+        ] {
+            assert!(text.contains(line), "missing {line} in\n{text}");
+        }
+    }
+}

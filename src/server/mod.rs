@@ -1,0 +1,271 @@
+//! The admission webhook server (`composition-webhook serve`): a shell around the validation
+//! core.
+//!
+//! - [`review`]: the AdmissionReview envelope (v1 and v1beta1), uid salvage, encoding;
+//! - [`admission`]: the decision for a request (operation, kind, validation);
+//! - [`answer`]: a validation report as a Status with causes, and warnings;
+//! - [`warnings`]: warnings shaped as the API server and kubectl need them;
+//! - [`deadline`]: the time a review may take (`?timeout=`);
+//! - [`handler`]: `POST /validate` (body limits, blocking pool, deadline);
+//! - [`https`]: the TLS accept loop with connection limits and a graceful drain;
+//! - [`tls`]: certificates from files (reloaded) or self-signed;
+//! - [`operations`]: `/livez`, `/readyz`, `/metrics` on a plain-HTTP port;
+//! - [`metrics`]: the Prometheus metrics;
+//! - [`logging`]: structured logs.
+
+pub mod admission;
+pub mod answer;
+pub mod deadline;
+pub mod handler;
+pub mod https;
+pub mod logging;
+pub mod metrics;
+pub mod operations;
+pub mod review;
+pub mod tls;
+pub mod warnings;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::routing::post;
+use tokio::net::TcpListener;
+use tokio::sync::{Semaphore, watch};
+
+use crate::checks::schema_aware::lookup::SchemaSource;
+use crate::mode::Mode;
+use handler::ReviewState;
+use metrics::Metrics;
+use operations::Readiness;
+
+/// The path the API server posts AdmissionReviews to.
+pub const VALIDATE_PATH: &str = "/validate";
+/// The default admission port.
+pub const DEFAULT_PORT: u16 = 9443;
+/// The default operations port.
+pub const DEFAULT_OPERATIONS_PORT: u16 = 8080;
+/// The default largest request body: above the API server's 3 MiB per object, for an UPDATE
+/// that carries the object and the old object.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
+
+/// Where the serving certificate comes from.
+#[derive(Debug, Clone)]
+pub enum TlsSource {
+    /// PEM files, re-read every `reload_interval`.
+    Files {
+        /// Certificate chain (leaf first).
+        cert: PathBuf,
+        /// Private key.
+        key: PathBuf,
+        /// How often the files are checked for changes.
+        reload_interval: Duration,
+    },
+    /// A CA and serving certificate generated at start.
+    SelfSigned {
+        /// The DNS names of the serving certificate.
+        dns_names: Vec<String>,
+        /// Where to write the CA certificate (PEM), if anywhere.
+        ca_bundle_out: Option<PathBuf>,
+    },
+}
+
+/// Everything `serve` is configured with.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    /// Address of the admission port (HTTPS).
+    pub address: SocketAddr,
+    /// Address of the operations port (HTTP).
+    pub operations_address: SocketAddr,
+    /// The serving certificate.
+    pub tls: TlsSource,
+    /// The mode of Compositions without the mode annotation.
+    pub default_mode: Mode,
+    /// The largest request body read.
+    pub max_body_bytes: usize,
+    /// Bytes of request bodies held at once across requests.
+    pub body_memory_bytes: usize,
+    /// Reviews decoded and validated at once.
+    pub workers: usize,
+    /// Connection limits.
+    pub limits: https::ConnectionLimits,
+    /// How long in-flight reviews may take to finish on shutdown.
+    pub drain_timeout: Duration,
+}
+
+/// The schemas the server validates against.
+pub struct Schemas {
+    /// The source.
+    pub source: Arc<dyn SchemaSource + Send + Sync>,
+    /// How many kinds it knows (for the metrics).
+    pub kinds: usize,
+    /// What it is, for `/readyz` and the logs (`12 kinds from --crds files`).
+    pub description: String,
+}
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The certificate could not be loaded or made.
+    #[error(transparent)]
+    Tls(#[from] tls::TlsError),
+    /// rustls refused the configuration.
+    #[error("TLS configuration: {0}")]
+    Rustls(#[from] rustls::Error),
+    /// A port could not be bound.
+    #[error("cannot listen on {address}: {source}")]
+    Bind {
+        /// The address.
+        address: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// Runs the server until `shutdown` completes, then stops accepting, finishes in-flight
+/// reviews (for at most the drain timeout) and returns.
+pub async fn run(
+    config: ServeConfig,
+    schemas: Schemas,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ServeError> {
+    let provider = tls::provider();
+    let metrics = Arc::new(Metrics::new());
+    metrics.set_schema_kinds(schemas.kinds);
+
+    let (loaded, watch_files) = match &config.tls {
+        TlsSource::Files {
+            cert,
+            key,
+            reload_interval,
+        } => (
+            tls::load_files(cert, key, &provider)?,
+            Some((cert.clone(), key.clone(), *reload_interval)),
+        ),
+        TlsSource::SelfSigned {
+            dns_names,
+            ca_bundle_out,
+        } => {
+            let generated = tls::self_signed(dns_names, &provider)?;
+            if let Some(path) = ca_bundle_out {
+                tls::write_bundle(path, &generated.ca_pem)?;
+                tracing::info!(path = %path.display(), "CA bundle written");
+            }
+            (generated.loaded, None)
+        }
+    };
+    tracing::info!(dns_names = ?loaded.dns_names, not_after = loaded.not_after, "serving certificate loaded");
+    metrics.certificate(Some(loaded.not_after));
+    let resolver = Arc::new(tls::CertResolver::new(loaded.key));
+    let tls_config = Arc::new(tls::server_config(provider.clone(), resolver.clone())?);
+
+    let bind = |address: SocketAddr| async move {
+        TcpListener::bind(address)
+            .await
+            .map_err(|source| ServeError::Bind { address, source })
+    };
+    let admission_listener = bind(config.address).await?;
+    let operations_listener = bind(config.operations_address).await?;
+    let admission_addr = admission_listener.local_addr().unwrap_or(config.address);
+    let operations_addr = operations_listener
+        .local_addr()
+        .unwrap_or(config.operations_address);
+
+    let state = Arc::new(ReviewState {
+        schemas: schemas.source,
+        default_mode: config.default_mode,
+        max_body_bytes: config.max_body_bytes,
+        body_memory: Arc::new(Semaphore::new(
+            config.body_memory_bytes.max(config.max_body_bytes),
+        )),
+        workers: Arc::new(Semaphore::new(config.workers.max(1))),
+        metrics: metrics.clone(),
+    });
+    let router = Router::new()
+        .route(VALIDATE_PATH, post(handler::validate))
+        .with_state(state);
+
+    let (ready_tx, ready_rx) = watch::channel(Readiness::ready(schemas.description.clone()));
+    let ops_router = operations::router(ready_rx, metrics.clone());
+    let (stop_tx, stop_rx) = watch::channel(false);
+
+    let watcher = watch_files.map(|(cert, key, interval)| {
+        tokio::spawn(tls::watch_files(
+            cert,
+            key,
+            interval,
+            resolver,
+            provider,
+            metrics.clone(),
+        ))
+    });
+
+    tracing::info!(
+        admission = %admission_addr,
+        operations = %operations_addr,
+        path = VALIDATE_PATH,
+        default_mode = config.default_mode.name(),
+        schemas = %schemas.description,
+        workers = config.workers,
+        "serving"
+    );
+
+    let admission = tokio::spawn(https::serve(
+        admission_listener,
+        tls_config,
+        router,
+        config.limits,
+        stop_rx.clone(),
+        config.drain_timeout,
+    ));
+    let (ops_done_tx, ops_done_rx) = tokio::sync::oneshot::channel::<()>();
+    let operations = tokio::spawn(async move {
+        let served = axum::serve(operations_listener, ops_router)
+            .with_graceful_shutdown(async move {
+                let _ = ops_done_rx.await;
+            })
+            .await;
+        if let Err(e) = served {
+            tracing::error!(error = %e, "operations port failed");
+        }
+    });
+
+    shutdown.await;
+    tracing::info!("shutting down: not ready, no new connections");
+    ready_tx.send_replace(Readiness::not_ready("shutting down"));
+    let _ = stop_tx.send(true);
+    let _ = admission.await;
+    // The operations port outlives the drain, so probes and scrapes see it.
+    let _ = ops_done_tx.send(());
+    let _ = operations.await;
+    if let Some(w) = watcher {
+        w.abort();
+    }
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Completes on SIGTERM (what the kubelet sends) or SIGINT.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => tracing::info!("SIGINT received"),
+        _ = term => tracing::info!("SIGTERM received"),
+    }
+}

@@ -1,0 +1,357 @@
+//! The AdmissionReview envelope (`admission.k8s.io/v1` and `v1beta1`): reading a review from
+//! the bytes the API server sent and writing the answer in the version it was sent in.
+//!
+//! The API server accepts nothing but HTTP 200 with an AdmissionReview that echoes
+//! `request.uid`; anything else is a failed call, which its failure policy turns into a
+//! rejection nobody can explain. So a review that cannot be read is still answered: the
+//! uid is salvaged from whatever part of the body parses, and the answer is a denial that
+//! says what was wrong.
+
+use std::fmt;
+
+use kube_core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
+use kube_core::response::StatusSummary;
+use kube_core::{DynamicObject, Status, TypeMeta};
+use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
+
+/// `admission.k8s.io/v1`.
+pub const V1: &str = "admission.k8s.io/v1";
+/// `admission.k8s.io/v1beta1` (deprecated since Kubernetes 1.16, still sent when listed).
+pub const V1BETA1: &str = "admission.k8s.io/v1beta1";
+/// The kind of the envelope.
+pub const KIND: &str = "AdmissionReview";
+
+/// The request of a review that could be read.
+pub type Request = AdmissionRequest<DynamicObject>;
+
+/// Why a review could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReviewError {
+    /// No body at all.
+    #[error("the request body is empty; expected an AdmissionReview")]
+    Empty,
+    /// More bytes than the limit.
+    #[error(
+        "the request body is larger than the limit of {limit} bytes (the API server sends at most 3 MiB per object)"
+    )]
+    TooLarge {
+        /// The limit in bytes.
+        limit: usize,
+    },
+    /// The body did not arrive in full.
+    #[error("the request body could not be read: {0}")]
+    Body(String),
+    /// A media type other than JSON.
+    #[error(
+        "Content-Type {0:?} is not supported: send an AdmissionReview as application/json, as the API server does"
+    )]
+    ContentType(String),
+    /// Not JSON, or not an AdmissionReview.
+    #[error("the request body is not a valid AdmissionReview: {0}")]
+    Decode(#[from] serde_json::Error),
+    /// An apiVersion other than v1 and v1beta1.
+    #[error(
+        "AdmissionReview apiVersion {0:?} is not supported: this webhook answers admission.k8s.io/v1 and admission.k8s.io/v1beta1"
+    )]
+    ApiVersion(String),
+    /// A kind other than AdmissionReview.
+    #[error("expected kind AdmissionReview, got {0:?}")]
+    Kind(String),
+    /// An envelope without `request`.
+    #[error("the AdmissionReview has no request")]
+    NoRequest,
+    /// CREATE or UPDATE without the object.
+    #[error("the AdmissionReview request ({0}) has no object")]
+    NoObject(&'static str),
+}
+
+/// What an answer must echo, salvaged from any body, even a truncated or malformed one.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Echo {
+    /// The review's apiVersion, when it is one this webhook speaks.
+    pub api_version: Option<&'static str>,
+    /// `request.uid`.
+    pub uid: Option<String>,
+}
+
+impl Echo {
+    /// The apiVersion to answer in: the one sent, or v1.
+    pub fn answer_version(&self) -> &'static str {
+        self.api_version.unwrap_or(V1)
+    }
+}
+
+/// Reads a review. `content_type` is the request's `Content-Type` header, if any.
+pub fn decode(content_type: Option<&str>, body: &[u8]) -> Result<Request, ReviewError> {
+    if let Some(ct) = content_type
+        && !is_json(ct)
+    {
+        return Err(ReviewError::ContentType(ct.to_string()));
+    }
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Err(ReviewError::Empty);
+    }
+    let review: AdmissionReview<DynamicObject> = serde_json::from_slice(body)?;
+    match review.types.api_version.as_str() {
+        V1 | V1BETA1 => {}
+        other => return Err(ReviewError::ApiVersion(other.to_string())),
+    }
+    if review.types.kind != KIND {
+        return Err(ReviewError::Kind(review.types.kind));
+    }
+    let request: Request = review.try_into().map_err(|_| ReviewError::NoRequest)?;
+    Ok(request)
+}
+
+/// Whether a media type is JSON (`application/json`, with or without parameters).
+fn is_json(content_type: &str) -> bool {
+    content_type
+        .split(';')
+        .next()
+        .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
+}
+
+/// Salvages the apiVersion and `request.uid` from a body, reading as far as it parses and no
+/// further than needed.
+pub fn salvage(body: &[u8]) -> Echo {
+    let mut echo = Echo::default();
+    let mut de = serde_json::Deserializer::from_slice(body);
+    // Errors are expected (truncated bodies, or the early stop): keep what was found.
+    let _ = de::Deserializer::deserialize_map(&mut de, Salvage { echo: &mut echo });
+    echo
+}
+
+struct Salvage<'e> {
+    echo: &'e mut Echo,
+}
+
+impl<'de> Visitor<'de> for Salvage<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an AdmissionReview")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            match key.as_ref() {
+                "apiVersion" => {
+                    let v: std::borrow::Cow<'de, str> = map.next_value()?;
+                    self.echo.api_version = match v.as_ref() {
+                        V1 => Some(V1),
+                        V1BETA1 => Some(V1BETA1),
+                        _ => None,
+                    };
+                }
+                "request" => map.next_value_seed(Uid {
+                    uid: &mut self.echo.uid,
+                })?,
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+            if self.echo.uid.is_some() && self.echo.api_version.is_some() {
+                // Everything needed is known: stop reading.
+                return Err(de::Error::custom("done"));
+            }
+        }
+        Ok(())
+    }
+}
+
+struct Uid<'u> {
+    uid: &'u mut Option<String>,
+}
+
+impl<'de> DeserializeSeed<'de> for Uid<'_> {
+    type Value = ();
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Uid<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an AdmissionRequest")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            if key == "uid" {
+                let uid: String = map.next_value()?;
+                *self.uid = Some(uid);
+                // The rest of the request is not needed.
+                return Err(de::Error::custom("done"));
+            }
+            map.next_value::<IgnoredAny>()?;
+        }
+        Ok(())
+    }
+}
+
+/// An answer to one review: allowed or not, the Status of a denial, warnings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answer {
+    /// Whether the object is admitted.
+    pub allowed: bool,
+    /// The Status of a denial (code, reason, message, causes).
+    pub status: Option<Status>,
+    /// Warnings for the client (kubectl prints them as `Warning: ...`).
+    pub warnings: Vec<String>,
+}
+
+impl Answer {
+    /// Admitted, with warnings.
+    pub fn allow(warnings: Vec<String>) -> Self {
+        Answer {
+            allowed: true,
+            status: None,
+            warnings,
+        }
+    }
+
+    /// Denied with a Status.
+    pub fn deny(status: Status, warnings: Vec<String>) -> Self {
+        Answer {
+            allowed: false,
+            status: Some(status),
+            warnings,
+        }
+    }
+
+    /// A denial for a review that could not be read (400 Bad Request).
+    pub fn bad_request(error: &ReviewError) -> Self {
+        Answer::deny(
+            Status::failure(&error.to_string(), "BadRequest").with_code(400),
+            Vec::new(),
+        )
+    }
+}
+
+/// Serializes the answer as an AdmissionReview in `api_version` echoing `uid`. A validating
+/// answer never carries a patch.
+pub fn encode(api_version: &str, uid: &str, answer: Answer) -> Vec<u8> {
+    let mut response = AdmissionResponse::invalid("");
+    response.uid = uid.to_string();
+    response.allowed = answer.allowed;
+    response.result = match answer.status {
+        Some(mut s) => {
+            s.status = Some(StatusSummary::Failure);
+            s
+        }
+        None => Status::default(),
+    };
+    response.warnings = (!answer.warnings.is_empty()).then_some(answer.warnings);
+    let mut review = response.into_review();
+    review.types = TypeMeta {
+        api_version: api_version.to_string(),
+        kind: KIND.to_string(),
+    };
+    // Serializing plain structs of strings, numbers and maps cannot fail.
+    serde_json::to_vec(&review).unwrap_or_else(|_| {
+        br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"","allowed":false}}"#
+            .to_vec()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+
+    const BODY: &str = r#"{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1beta1",
+      "request":{"uid":"705ab4f5-6393-11e8-b7cc-42010a800002",
+        "kind":{"group":"apiextensions.crossplane.io","version":"v1","kind":"Composition"},
+        "resource":{"group":"apiextensions.crossplane.io","version":"v1","resource":"compositions"},
+        "name":"c","operation":"CREATE","userInfo":{"username":"admin"},
+        "object":{"apiVersion":"apiextensions.crossplane.io/v1","kind":"Composition","metadata":{"name":"c"},"spec":{}},
+        "oldObject":null,"dryRun":false}}"#;
+
+    #[test]
+    fn decodes_v1beta1_and_keeps_its_version() {
+        let r = decode(Some("application/json; charset=utf-8"), BODY.as_bytes()).unwrap();
+        assert_eq!(r.types.api_version, V1BETA1);
+        assert_eq!(r.uid, "705ab4f5-6393-11e8-b7cc-42010a800002");
+        assert_eq!(r.object.unwrap().metadata.name.as_deref(), Some("c"));
+    }
+
+    #[test]
+    fn salvages_uid_from_truncated_bodies() {
+        for cut in [140, 200, BODY.len() - 3] {
+            let echo = salvage(&BODY.as_bytes()[..cut]);
+            assert_eq!(echo.api_version, Some(V1BETA1), "cut at {cut}");
+            assert_eq!(
+                echo.uid.as_deref(),
+                Some("705ab4f5-6393-11e8-b7cc-42010a800002")
+            );
+        }
+        assert_eq!(salvage(b"").uid, None);
+        assert_eq!(salvage(b"[1,2]").uid, None);
+        assert_eq!(salvage(br#"{"request":{"kind":{}}"#).uid, None);
+        // The request before the apiVersion, or no apiVersion at all.
+        let echo = salvage(br#"{"request":{"uid":"u1","x":"#);
+        assert_eq!((echo.api_version, echo.uid.as_deref()), (None, Some("u1")));
+        assert_eq!(echo.answer_version(), V1);
+    }
+
+    #[test]
+    fn refuses_what_is_not_a_review() {
+        let err = |ct: Option<&str>, b: &str| decode(ct, b.as_bytes()).unwrap_err().to_string();
+        assert_eq!(
+            err(Some("text/plain"), BODY),
+            r#"Content-Type "text/plain" is not supported: send an AdmissionReview as application/json, as the API server does"#
+        );
+        assert_eq!(
+            err(None, "  \n"),
+            "the request body is empty; expected an AdmissionReview"
+        );
+        assert_eq!(
+            err(None, "{\"kind\": "),
+            "the request body is not a valid AdmissionReview: EOF while parsing a value at line 1 column 9"
+        );
+        assert_eq!(
+            err(
+                None,
+                r#"{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1"}"#
+            ),
+            "the AdmissionReview has no request"
+        );
+        assert_eq!(
+            err(
+                None,
+                &BODY.replace("admission.k8s.io/v1beta1", "admission.k8s.io/v2")
+            ),
+            r#"AdmissionReview apiVersion "admission.k8s.io/v2" is not supported: this webhook answers admission.k8s.io/v1 and admission.k8s.io/v1beta1"#
+        );
+        let deep = format!(
+            r#"{{"kind":"AdmissionReview","request":{{"uid":"u","object":{{"spec":{}"#,
+            "[".repeat(100_000)
+        );
+        assert_eq!(
+            err(None, &deep),
+            "the request body is not a valid AdmissionReview: recursion limit exceeded at line 1 column 189"
+        );
+    }
+
+    #[test]
+    fn encodes_in_the_version_sent_without_patch() {
+        let status = Status::failure("no", "Invalid").with_code(422);
+        let out = encode(V1BETA1, "u", Answer::deny(status, vec!["w".into()]));
+        let v: Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(
+            v,
+            json!({"apiVersion": V1BETA1, "kind": "AdmissionReview",
+                   "response": {"uid": "u", "allowed": false, "warnings": ["w"],
+                                "status": {"status": "Failure", "code": 422, "reason": "Invalid", "message": "no"}}})
+        );
+        let v: Value = serde_json::from_slice(&encode(V1, "u", Answer::allow(vec![]))).unwrap();
+        assert_eq!(
+            v,
+            json!({"apiVersion": V1, "kind": "AdmissionReview",
+                   "response": {"uid": "u", "allowed": true, "status": {}}})
+        );
+    }
+}

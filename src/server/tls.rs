@@ -1,0 +1,368 @@
+//! TLS for the admission port (rustls, ring provider, TLS 1.2 and 1.3).
+//!
+//! The serving certificate comes from PEM files (a chain is allowed) and is reloaded without
+//! a restart: the files are re-read on a timer and a changed, valid pair replaces the one
+//! being served. Re-reading by content rather than waiting for file events catches every way
+//! files change, including the atomic `..data` symlink swap of Kubernetes Secret volumes,
+//! which changes no watched file. A pair that does not load (a half-written update, a key
+//! that does not match) is logged and the previous certificate stays in service.
+//!
+//! `--self-signed` generates a CA and a serving certificate at start instead (rcgen).
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use rustls::ServerConfig;
+use rustls::crypto::CryptoProvider;
+use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+
+use super::metrics::Metrics;
+
+/// Why a certificate could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// A file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A file holds no usable PEM.
+    #[error("{path}: {what}")]
+    Pem {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        what: String,
+    },
+    /// The key does not fit the certificate, or is of an unsupported kind.
+    #[error("the key in {key} does not go with the certificate in {cert}: {reason}")]
+    Mismatch {
+        /// The certificate file.
+        cert: PathBuf,
+        /// The key file.
+        key: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// Generating a self-signed certificate failed.
+    #[error("cannot generate a self-signed certificate: {0}")]
+    Generate(#[from] rcgen::Error),
+    /// Writing the CA bundle failed.
+    #[error("cannot write the CA bundle to {path}: {source}")]
+    WriteBundle {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// No DNS name for a self-signed certificate.
+    #[error("--self-signed needs at least one DNS name (--self-signed-dns-name)")]
+    NoDnsName,
+}
+
+/// The process-wide crypto provider (ring), installed once, explicitly: rustls refuses to
+/// guess when more than one provider is compiled in, and every TLS user (this server, later
+/// the Kubernetes client) must agree.
+pub fn provider() -> Arc<CryptoProvider> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    CryptoProvider::get_default()
+        .cloned()
+        .unwrap_or_else(|| Arc::new(rustls::crypto::ring::default_provider()))
+}
+
+/// A serving certificate with what is worth logging about it.
+#[derive(Clone)]
+pub struct Loaded {
+    /// The chain and key.
+    pub key: Arc<CertifiedKey>,
+    /// The leaf's DNS names.
+    pub dns_names: Vec<String>,
+    /// The leaf's notAfter as Unix time.
+    pub not_after: i64,
+}
+
+impl fmt::Debug for Loaded {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Loaded")
+            .field("dns_names", &self.dns_names)
+            .field("not_after", &self.not_after)
+            .finish()
+    }
+}
+
+impl Loaded {
+    fn new(
+        chain: Vec<CertificateDer<'static>>,
+        key: PrivateKeyDer<'static>,
+        provider: &CryptoProvider,
+    ) -> Result<Self, String> {
+        let leaf = chain.first().ok_or("no certificate")?.clone();
+        let certified = CertifiedKey::from_der(chain, key, provider).map_err(|e| e.to_string())?;
+        let (_, parsed) =
+            x509_parser::parse_x509_certificate(&leaf).map_err(|e| format!("certificate: {e}"))?;
+        let dns_names = parsed
+            .subject_alternative_name()
+            .ok()
+            .flatten()
+            .map(|san| {
+                san.value
+                    .general_names
+                    .iter()
+                    .filter_map(|n| match n {
+                        x509_parser::extensions::GeneralName::DNSName(d) => Some(d.to_string()),
+                        _ => None,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        Ok(Loaded {
+            key: Arc::new(certified),
+            dns_names,
+            not_after: parsed.validity().not_after.timestamp(),
+        })
+    }
+}
+
+/// Reads a certificate chain and its key from PEM files.
+pub fn load_files(cert: &Path, key: &Path, provider: &CryptoProvider) -> Result<Loaded, TlsError> {
+    let cert_pem = read(cert)?;
+    let key_pem = read(key)?;
+    load_pem(cert, &cert_pem, key, &key_pem, provider)
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
+    std::fs::read(path).map_err(|source| TlsError::Read {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+fn load_pem(
+    cert: &Path,
+    cert_pem: &[u8],
+    key: &Path,
+    key_pem: &[u8],
+    provider: &CryptoProvider,
+) -> Result<Loaded, TlsError> {
+    let chain = CertificateDer::pem_slice_iter(cert_pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| TlsError::Pem {
+            path: cert.to_path_buf(),
+            what: e.to_string(),
+        })?;
+    if chain.is_empty() {
+        return Err(TlsError::Pem {
+            path: cert.to_path_buf(),
+            what: "no CERTIFICATE block".into(),
+        });
+    }
+    let private = PrivateKeyDer::from_pem_slice(key_pem).map_err(|e| TlsError::Pem {
+        path: key.to_path_buf(),
+        what: format!("no usable private key: {e}"),
+    })?;
+    Loaded::new(chain, private, provider).map_err(|reason| TlsError::Mismatch {
+        cert: cert.to_path_buf(),
+        key: key.to_path_buf(),
+        reason,
+    })
+}
+
+/// Serves the current certificate to every handshake; [`watch_files`] replaces it.
+#[derive(Debug)]
+pub struct CertResolver {
+    current: RwLock<Arc<CertifiedKey>>,
+}
+
+impl CertResolver {
+    /// A resolver serving `key`.
+    pub fn new(key: Arc<CertifiedKey>) -> Self {
+        CertResolver {
+            current: RwLock::new(key),
+        }
+    }
+
+    fn set(&self, key: Arc<CertifiedKey>) {
+        match self.current.write() {
+            Ok(mut g) => *g = key,
+            Err(poisoned) => *poisoned.into_inner() = key,
+        }
+    }
+}
+
+impl ResolvesServerCert for CertResolver {
+    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(match self.current.read() {
+            Ok(g) => g.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        })
+    }
+}
+
+/// The rustls configuration of the admission port: TLS 1.2 and 1.3, HTTP/2 and HTTP/1.1.
+pub fn server_config(
+    provider: Arc<CryptoProvider>,
+    resolver: Arc<CertResolver>,
+) -> Result<ServerConfig, rustls::Error> {
+    let mut config = ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])?
+        .with_no_client_auth()
+        .with_cert_resolver(resolver);
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(config)
+}
+
+/// Re-reads the certificate and key every `interval` and serves a changed pair once it
+/// loads. Runs until the process ends.
+pub async fn watch_files(
+    cert: PathBuf,
+    key: PathBuf,
+    interval: Duration,
+    resolver: Arc<CertResolver>,
+    provider: Arc<CryptoProvider>,
+    metrics: Arc<Metrics>,
+) {
+    let mut last: Option<(Vec<u8>, Vec<u8>)> =
+        std::fs::read(&cert).ok().zip(std::fs::read(&key).ok());
+    let mut ticker = tokio::time::interval(interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticker.tick().await;
+        let (Ok(c), Ok(k)) = (std::fs::read(&cert), std::fs::read(&key)) else {
+            // Mid-swap, or gone for now: keep serving, look again next time.
+            continue;
+        };
+        if last.as_ref().is_some_and(|(lc, lk)| *lc == c && *lk == k) {
+            continue;
+        }
+        match load_pem(&cert, &c, &key, &k, &provider) {
+            Ok(loaded) => {
+                tracing::info!(
+                    cert = %cert.display(),
+                    dns_names = ?loaded.dns_names,
+                    not_after = loaded.not_after,
+                    "serving certificate reloaded"
+                );
+                metrics.certificate(Some(loaded.not_after));
+                resolver.set(loaded.key);
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "serving certificate not reloaded; the previous one stays in service");
+                metrics.certificate(None);
+            }
+        }
+        last = Some((c, k));
+    }
+}
+
+/// A self-signed CA and a serving certificate it signed, for `dns_names`.
+pub struct SelfSigned {
+    /// The serving certificate (leaf and CA) and key.
+    pub loaded: Loaded,
+    /// The CA certificate in PEM: the `caBundle` of the webhook configuration.
+    pub ca_pem: String,
+}
+
+/// Generates a CA (valid ten years) and a serving certificate (one year) for `dns_names`.
+pub fn self_signed(
+    dns_names: &[String],
+    provider: &CryptoProvider,
+) -> Result<SelfSigned, TlsError> {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, KeyUsagePurpose};
+    let Some(first) = dns_names.first() else {
+        return Err(TlsError::NoDnsName);
+    };
+    let now = time::OffsetDateTime::now_utc();
+    let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "composition-webhook CA");
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+    ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    ca_params.not_before = now - time::Duration::hours(1);
+    ca_params.not_after = now + time::Duration::days(3650);
+    let ca_key = KeyPair::generate()?;
+    let ca_cert = ca_params.self_signed(&ca_key)?;
+    let issuer = rcgen::Issuer::new(ca_params, ca_key);
+
+    let mut params = CertificateParams::new(dns_names.to_vec())?;
+    params.distinguished_name.push(DnType::CommonName, first);
+    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
+    params.not_before = now - time::Duration::hours(1);
+    params.not_after = now + time::Duration::days(365);
+    let key = KeyPair::generate()?;
+    let cert = params.signed_by(&key, &issuer)?;
+    let chain = vec![cert.der().clone(), ca_cert.der().clone()];
+    let private = PrivateKeyDer::try_from(key.serialize_der()).map_err(|e| TlsError::Pem {
+        path: PathBuf::from("<generated>"),
+        what: e.to_string(),
+    })?;
+    let loaded = Loaded::new(chain, private, provider).map_err(|reason| TlsError::Mismatch {
+        cert: PathBuf::from("<generated>"),
+        key: PathBuf::from("<generated>"),
+        reason,
+    })?;
+    Ok(SelfSigned {
+        loaded,
+        ca_pem: ca_cert.pem(),
+    })
+}
+
+/// Writes the CA bundle (PEM) where the webhook configuration's `caBundle` can be made from.
+pub fn write_bundle(path: &Path, pem: &str) -> Result<(), TlsError> {
+    std::fs::write(path, pem).map_err(|source| TlsError::WriteBundle {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn self_signed_chain_loads_and_round_trips_through_files() {
+        let provider = provider();
+        let s = self_signed(&["webhook.example.svc".into()], &provider).unwrap();
+        assert_eq!(s.loaded.dns_names, ["webhook.example.svc"]);
+        assert_eq!(s.loaded.key.cert.len(), 2);
+        assert!(s.ca_pem.starts_with("-----BEGIN CERTIFICATE-----"));
+        assert!(matches!(
+            self_signed(&[], &provider),
+            Err(TlsError::NoDnsName)
+        ));
+    }
+
+    #[test]
+    fn mismatched_and_missing_files_are_explained() {
+        let provider = provider();
+        let dir = std::env::temp_dir().join(format!("cw-tls-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let err = load_files(&dir.join("nope.crt"), &dir.join("nope.key"), &provider)
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("cannot read "), "{err}");
+        let a = rcgen::generate_simple_self_signed(vec!["a".to_string()]).unwrap();
+        let b = rcgen::generate_simple_self_signed(vec!["b".to_string()]).unwrap();
+        std::fs::write(dir.join("a.crt"), a.cert.pem()).unwrap();
+        std::fs::write(dir.join("b.key"), b.signing_key.serialize_pem()).unwrap();
+        let err = load_files(&dir.join("a.crt"), &dir.join("b.key"), &provider)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("does not go with the certificate"), "{err}");
+        std::fs::write(dir.join("empty.crt"), "hello").unwrap();
+        let err = load_files(&dir.join("empty.crt"), &dir.join("b.key"), &provider)
+            .unwrap_err()
+            .to_string();
+        assert!(err.ends_with("no CERTIFICATE block"), "{err}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

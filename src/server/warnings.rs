@@ -1,0 +1,141 @@
+//! Admission warnings as the API server and kubectl handle them well: single lines without
+//! control characters (the API server drops those), short (aim 120 characters, never more
+//! than 256), deduplicated, and within 4096 characters in all (past that the API server cuts
+//! every warning to 256), ending with "and N more" when some had to be left out.
+
+/// The length a warning aims for.
+pub const AIM: usize = 120;
+/// The length no warning exceeds.
+pub const MAX_ONE: usize = 256;
+/// The total length of all warnings.
+pub const MAX_TOTAL: usize = 4096;
+
+/// One warning to shape: the subject it is about (`Composition "x"`), the full text, and a
+/// shorter form to use when the full one is longer than [`AIM`].
+#[derive(Debug, Clone)]
+pub struct Warning {
+    /// The full text.
+    pub text: String,
+    /// A shorter text saying the same thing, if there is one.
+    pub short: Option<String>,
+}
+
+impl Warning {
+    /// A warning with no shorter form.
+    pub fn new(text: impl Into<String>) -> Self {
+        Warning {
+            text: text.into(),
+            short: None,
+        }
+    }
+}
+
+/// Shapes warnings for a response; each is prefixed with `subject: `.
+pub fn shape(subject: &str, warnings: impl IntoIterator<Item = Warning>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut total = 0;
+    let mut left_out = 0;
+    for w in warnings {
+        let mut text = single_line(&format!("{subject}: {}", w.text));
+        if text.chars().count() > AIM
+            && let Some(short) = &w.short
+        {
+            text = single_line(&format!("{subject}: {short}"));
+        }
+        let text = truncate(&text, MAX_ONE);
+        if out.contains(&text) {
+            continue;
+        }
+        let len = text.chars().count();
+        // Keep room for the closing "and N more".
+        if left_out > 0 || total + len > MAX_TOTAL - 100 {
+            left_out += 1;
+            continue;
+        }
+        total += len;
+        out.push(text);
+    }
+    if left_out > 0 {
+        out.push(truncate(
+            &single_line(&format!(
+                "{subject}: and {left_out} more warning{}; run `composition-webhook validate` on the Composition to see all",
+                if left_out == 1 { "" } else { "s" }
+            )),
+            MAX_ONE,
+        ));
+    }
+    out
+}
+
+/// Control characters (line breaks, tabs, escapes) become spaces; runs of spaces collapse.
+fn single_line(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut space = false;
+    for c in s.chars() {
+        let c = if c.is_control() { ' ' } else { c };
+        if c == ' ' {
+            if space {
+                continue;
+            }
+            space = true;
+        } else {
+            space = false;
+        }
+        out.push(c);
+    }
+    out.trim_end().to_string()
+}
+
+/// At most `max` characters, the last one an ellipsis when cut.
+fn truncate(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_string();
+    }
+    let mut out: String = s.chars().take(max - 1).collect();
+    out.push('…');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_line_short_and_unique() {
+        let long = format!("spec.x: Invalid value: \"{}\": bad", "v".repeat(300));
+        let out = shape(
+            r#"Composition "c""#,
+            [
+                Warning::new("a\nb\tc\u{1b}[31m"),
+                Warning::new("a\nb\tc\u{1b}[31m"),
+                Warning {
+                    text: long.clone(),
+                    short: Some("spec.x: Invalid value: bad".into()),
+                },
+                Warning::new(long),
+            ],
+        );
+        assert_eq!(out[0], r#"Composition "c": a b c [31m"#);
+        assert_eq!(out[1], r#"Composition "c": spec.x: Invalid value: bad"#);
+        assert_eq!(out[2].chars().count(), MAX_ONE);
+        assert!(out[2].ends_with('…'));
+        assert_eq!(out.len(), 3);
+    }
+
+    #[test]
+    fn total_is_bounded_with_a_count_of_the_rest() {
+        let many = (0..100).map(|i| Warning::new(format!("{i}: {}", "x".repeat(200))));
+        let out = shape("C", many);
+        let total: usize = out.iter().map(|w| w.chars().count()).sum();
+        assert!(total < MAX_TOTAL, "{total}");
+        let kept = out.len() - 1;
+        assert_eq!(
+            out.last().unwrap(),
+            &format!(
+                "C: and {} more warnings; run `composition-webhook validate` on the Composition to see all",
+                100 - kept
+            )
+        );
+        assert!(out.iter().all(|w| w.chars().count() <= MAX_ONE));
+    }
+}
