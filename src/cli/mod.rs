@@ -51,7 +51,12 @@ enum Command {
 #[derive(Debug, clap::Args)]
 struct ValidateArgs {
     /// A CRD or XRD file or directory (recursive; YAML, JSON, multi-document, List); repeat the flag for more.
-    #[arg(long = "crds", value_name = "PATH")]
+    #[arg(
+        long = "crds",
+        value_name = "PATH",
+        env = "COMPOSITION_WEBHOOK_CRDS",
+        value_delimiter = ','
+    )]
     crds: Vec<PathBuf>,
 
     /// Mode of Compositions without the crossplane.io/composition-schema-aware-validation-mode annotation.
@@ -59,7 +64,7 @@ struct ValidateArgs {
     mode: ModeArg,
 
     /// Output format.
-    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text, env = "COMPOSITION_WEBHOOK_OUTPUT")]
     output: OutputFormat,
 
     /// Files or directories holding Compositions (CRDs and XRDs among them are used as schemas); `-` reads standard input.

@@ -45,12 +45,13 @@ pub fn operation_name(op: &Operation) -> &'static str {
 
 /// Decides on a request. `started` is called with the mode and the Composition's name as
 /// soon as they are known, before validation: should the deadline pass during validation,
-/// the answer still follows the Composition's mode.
+/// the answer still follows the Composition's mode. When `started` returns an answer (the
+/// deadline has already passed), that is the answer and nothing is validated.
 pub fn decide(
     request: &Request,
     schemas: &dyn SchemaSource,
     default_mode: Mode,
-    started: impl FnOnce(Mode, &str),
+    started: impl FnOnce(Mode, &str) -> Option<Answer>,
 ) -> Decision {
     let op = operation_name(&request.operation);
     if matches!(request.operation, Operation::Delete | Operation::Connect) {
@@ -95,7 +96,14 @@ pub fn decide(
     let annotations = object.metadata.annotations.clone().unwrap_or_default();
     let mode =
         mode::mode_from_annotations(&annotations, default_mode).map_or(Mode::Strict, |c| c.mode);
-    started(mode, &name);
+    if let Some(answer) = started(mode, &name) {
+        return Decision {
+            answer,
+            outcome: Outcome::deadline_exceeded,
+            mode: Some(mode),
+            report: None,
+        };
+    }
     // The validator reads plain JSON; ObjectMeta and TypeMeta serialize back losslessly.
     let value = match serde_json::to_value(object) {
         Ok(v) => v,
@@ -202,7 +210,7 @@ mod tests {
     #[test]
     fn delete_connect_and_other_kinds() {
         let catalog = Catalog::new();
-        let none = |_: Mode, _: &str| {};
+        let none = |_: Mode, _: &str| None;
         for op in ["DELETE", "CONNECT"] {
             let d = decide(
                 &request(base(op, APIEXTENSIONS_GROUP, "Composition")),
@@ -236,6 +244,27 @@ mod tests {
             d.answer.status.unwrap().message,
             "the AdmissionReview request (UPDATE) has no object"
         );
+    }
+
+    #[test]
+    fn nothing_validated_past_the_deadline() {
+        let mut body = base("CREATE", APIEXTENSIONS_GROUP, "Composition");
+        body["object"] = serde_json::json!({
+            "apiVersion": "apiextensions.crossplane.io/v1", "kind": "Composition",
+            "metadata": {"name": "c", "annotations": {crate::model::MODE_ANNOTATION: "strict"}},
+            "spec": {},
+        });
+        let d = decide(
+            &request(body),
+            &Catalog::new(),
+            Mode::Loose,
+            |mode, name| Some(deadline_answer(mode, name, Duration::ZERO)),
+        );
+        assert_eq!(
+            (d.outcome, d.mode, d.report.is_none()),
+            (Outcome::deadline_exceeded, Some(Mode::Strict), true)
+        );
+        assert_eq!(d.answer.status.unwrap().code, 504);
     }
 
     #[test]

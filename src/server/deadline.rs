@@ -14,8 +14,13 @@ pub const MAX_TIMEOUT: Duration = Duration::from_secs(30);
 /// way back, at least 50 ms and at most one second.
 pub fn budget(timeout: Duration) -> Duration {
     let timeout = timeout.min(MAX_TIMEOUT);
-    let margin = (timeout / 10).clamp(Duration::from_millis(50), Duration::from_secs(1));
-    timeout.saturating_sub(margin)
+    timeout.saturating_sub(margin(timeout))
+}
+
+/// The time kept for the answer's way back: a tenth of `timeout`, at least 50 ms and at most
+/// one second.
+pub fn margin(timeout: Duration) -> Duration {
+    (timeout.min(MAX_TIMEOUT) / 10).clamp(Duration::from_millis(50), Duration::from_secs(1))
 }
 
 /// The `timeout` parameter of a query string, if present and valid.
@@ -103,5 +108,7 @@ mod tests {
         assert_eq!(budget(Duration::from_secs(1)), Duration::from_millis(900));
         assert_eq!(budget(Duration::from_secs(300)), Duration::from_secs(29));
         assert_eq!(budget(Duration::from_millis(20)), Duration::ZERO);
+        assert_eq!(margin(Duration::ZERO), Duration::from_millis(50));
+        assert_eq!(margin(DEFAULT_TIMEOUT), Duration::from_secs(1));
     }
 }

@@ -6,6 +6,7 @@
 //! semaphore (CPU work never stalls the reactor, and at most `workers` run at once); and the
 //! answer comes before the API server's deadline, by the mode, when validation would not.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -95,7 +96,10 @@ pub async fn validate(
         deadline::timeout_from_query(query.as_deref()).unwrap_or(deadline::DEFAULT_TIMEOUT);
     let budget = deadline::budget(timeout);
     let deadline = started + budget;
-    let handled = handle(&state, &headers, body, deadline, budget).await;
+    // How long a review still waiting for a worker at the deadline may wait for one (its
+    // mode is not known before): half the margin, the other half for the way back.
+    let late = deadline + deadline::margin(timeout) / 2;
+    let handled = handle(&state, &headers, body, deadline, late, budget).await;
     let elapsed = started.elapsed();
     log(&handled, elapsed);
     let findings = handled
@@ -132,6 +136,7 @@ async fn handle(
     headers: &HeaderMap,
     body: Body,
     deadline: Instant,
+    late: Instant,
     budget: Duration,
 ) -> Handled {
     let content_type = headers
@@ -167,11 +172,15 @@ async fn handle(
 
     // Known once the object is decoded: the mode and name a late answer goes by.
     let known: Arc<OnceLock<(Mode, String)>> = Arc::new(OnceLock::new());
+    // Set once a worker has the review: from then on it is decoded without waiting.
+    let working = Arc::new(AtomicBool::new(false));
     let job = {
         let state = state.clone();
         let known = known.clone();
+        let working = working.clone();
         async move {
             let permit = state.workers.clone().acquire_owned().await;
+            working.store(true, Ordering::Release);
             tokio::task::spawn_blocking(move || {
                 let _permit = permit;
                 let request = review::decode(content_type.as_deref(), &bytes)?;
@@ -191,6 +200,10 @@ async fn handle(
                     state.default_mode,
                     |mode, name| {
                         let _ = known.set((mode, name.to_string()));
+                        // Past the deadline (a zero budget, or a long wait for a worker) the
+                        // answer goes by the mode: validating would only make it late.
+                        (Instant::now() >= deadline)
+                            .then(|| admission::deadline_answer(mode, name, budget))
                     },
                 );
                 Ok::<_, ReviewError>((admission::operation_name(&request.operation), decision))
@@ -198,24 +211,39 @@ async fn handle(
             .await
         }
     };
-    match timeout_at(deadline, job).await {
-        Ok(Ok(Ok((operation, decision)))) => Handled {
+    tokio::pin!(job);
+    let finished = match timeout_at(deadline, &mut job).await {
+        Ok(done) => Some(done),
+        Err(_elapsed) if known.get().is_some() => None,
+        // Not decoded yet, so the mode is unknown: once decoded (work bounded by the body
+        // size), the job answers by the mode without validating.
+        Err(_elapsed) if working.load(Ordering::Acquire) => Some(job.await),
+        // Still waiting for a worker: for at most half the margin.
+        Err(_elapsed) => timeout_at(late, &mut job).await.ok(),
+    };
+    match finished {
+        Some(Ok(Ok((operation, decision)))) => Handled {
             echo,
             answer: decision.answer.clone(),
             outcome: decision.outcome,
             operation,
             mode: decision.mode,
+            problem: (decision.outcome == Outcome::deadline_exceeded).then(|| {
+                format!(
+                    "validation could not start within {budget:?} ({} mode answer)",
+                    decision.mode.map_or("none", Mode::name)
+                )
+            }),
             decision: Some(decision),
-            problem: None,
         },
-        Ok(Ok(Err(error))) => Handled::unreadable(echo, &error),
-        Ok(Err(join)) => {
+        Some(Ok(Err(error))) => Handled::unreadable(echo, &error),
+        Some(Err(join)) => {
             // A panic in validation is a bug; the caller still gets an answer.
             tracing::error!(error = %join, "validation task failed");
             let error = ReviewError::Body(format!("internal error while validating: {join}"));
             Handled::unreadable(echo, &error)
         }
-        Err(_elapsed) => {
+        None => {
             let (mode, name) = known
                 .get()
                 .cloned()

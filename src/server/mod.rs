@@ -141,10 +141,11 @@ pub async fn run(
             cert,
             key,
             reload_interval,
-        } => (
-            tls::load_files(cert, key, &provider)?,
-            Some((cert.clone(), key.clone(), *reload_interval)),
-        ),
+        } => {
+            let (loaded, served) = tls::load_files(cert, key, &provider)?;
+            let watch = (cert.clone(), key.clone(), *reload_interval, served);
+            (loaded, Some(watch))
+        }
         TlsSource::SelfSigned {
             dns_names,
             ca_bundle_out,
@@ -192,11 +193,12 @@ pub async fn run(
     let ops_router = operations::router(ready_rx, metrics.clone());
     let (stop_tx, stop_rx) = watch::channel(false);
 
-    let watcher = watch_files.map(|(cert, key, interval)| {
+    let watcher = watch_files.map(|(cert, key, interval, served)| {
         tokio::spawn(tls::watch_files(
             cert,
             key,
             interval,
+            served,
             resolver,
             provider,
             metrics.clone(),

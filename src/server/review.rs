@@ -91,16 +91,31 @@ pub fn decode(content_type: Option<&str>, body: &[u8]) -> Result<Request, Review
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(ReviewError::Empty);
     }
-    let review: AdmissionReview<DynamicObject> = serde_json::from_slice(body)?;
-    match review.types.api_version.as_str() {
+    let review: AdmissionReview<DynamicObject> = match serde_json::from_slice(body) {
+        Ok(review) => review,
+        Err(e) => {
+            // Another version or kind need not have this request's shape: say so first.
+            if let Ok(types) = serde_json::from_slice::<TypeMeta>(body) {
+                check_types(&types)?;
+            }
+            return Err(e.into());
+        }
+    };
+    check_types(&review.types)?;
+    let request: Request = review.try_into().map_err(|_| ReviewError::NoRequest)?;
+    Ok(request)
+}
+
+/// The envelope must be an AdmissionReview of a version this webhook answers.
+fn check_types(types: &TypeMeta) -> Result<(), ReviewError> {
+    match types.api_version.as_str() {
         V1 | V1BETA1 => {}
         other => return Err(ReviewError::ApiVersion(other.to_string())),
     }
-    if review.types.kind != KIND {
-        return Err(ReviewError::Kind(review.types.kind));
+    if types.kind != KIND {
+        return Err(ReviewError::Kind(types.kind.clone()));
     }
-    let request: Request = review.try_into().map_err(|_| ReviewError::NoRequest)?;
-    Ok(request)
+    Ok(())
 }
 
 /// Whether a media type is JSON (`application/json`, with or without parameters).
@@ -325,6 +340,21 @@ mod tests {
                 &BODY.replace("admission.k8s.io/v1beta1", "admission.k8s.io/v2")
             ),
             r#"AdmissionReview apiVersion "admission.k8s.io/v2" is not supported: this webhook answers admission.k8s.io/v1 and admission.k8s.io/v1beta1"#
+        );
+        // The envelope is judged before the request, whose shape another version may change.
+        assert_eq!(
+            err(
+                None,
+                r#"{"apiVersion":"admission.k8s.io/v2","kind":"AdmissionReview","request":{"uid":"u"}}"#
+            ),
+            r#"AdmissionReview apiVersion "admission.k8s.io/v2" is not supported: this webhook answers admission.k8s.io/v1 and admission.k8s.io/v1beta1"#
+        );
+        assert_eq!(
+            err(
+                None,
+                r#"{"apiVersion":"admission.k8s.io/v1","kind":"Pod","request":{"uid":"u"}}"#
+            ),
+            r#"expected kind AdmissionReview, got "Pod""#
         );
         let deep = format!(
             r#"{{"kind":"AdmissionReview","request":{{"uid":"u","object":{{"spec":{}"#,

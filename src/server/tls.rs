@@ -131,11 +131,20 @@ impl Loaded {
     }
 }
 
-/// Reads a certificate chain and its key from PEM files.
-pub fn load_files(cert: &Path, key: &Path, provider: &CryptoProvider) -> Result<Loaded, TlsError> {
+/// The bytes of a certificate file and of a key file, as read.
+pub type PemFiles = (Vec<u8>, Vec<u8>);
+
+/// Reads a certificate chain and its key from PEM files. Also returns the bytes read, which
+/// [`watch_files`] tells later changes by.
+pub fn load_files(
+    cert: &Path,
+    key: &Path,
+    provider: &CryptoProvider,
+) -> Result<(Loaded, PemFiles), TlsError> {
     let cert_pem = read(cert)?;
     let key_pem = read(key)?;
-    load_pem(cert, &cert_pem, key, &key_pem, provider)
+    let loaded = load_pem(cert, &cert_pem, key, &key_pem, provider)?;
+    Ok((loaded, (cert_pem, key_pem)))
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
@@ -220,17 +229,19 @@ pub fn server_config(
 }
 
 /// Re-reads the certificate and key every `interval` and serves a changed pair once it
-/// loads. Runs until the process ends.
+/// loads. `served` is the bytes of the pair in service, as [`load_files`] read them: a change
+/// made after that load but before this task first runs is a change too. Runs until the
+/// process ends.
 pub async fn watch_files(
     cert: PathBuf,
     key: PathBuf,
     interval: Duration,
+    served: PemFiles,
     resolver: Arc<CertResolver>,
     provider: Arc<CryptoProvider>,
     metrics: Arc<Metrics>,
 ) {
-    let mut last: Option<(Vec<u8>, Vec<u8>)> =
-        std::fs::read(&cert).ok().zip(std::fs::read(&key).ok());
+    let mut last = served;
     let mut ticker = tokio::time::interval(interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -239,7 +250,7 @@ pub async fn watch_files(
             // Mid-swap, or gone for now: keep serving, look again next time.
             continue;
         };
-        if last.as_ref().is_some_and(|(lc, lk)| *lc == c && *lk == k) {
+        if last.0 == c && last.1 == k {
             continue;
         }
         match load_pem(&cert, &c, &key, &k, &provider) {
@@ -258,7 +269,7 @@ pub async fn watch_files(
                 metrics.certificate(None);
             }
         }
-        last = Some((c, k));
+        last = (c, k);
     }
 }
 
