@@ -380,7 +380,7 @@ async fn invalid_composition_is_denied_422_with_every_cause() {
                     ),
                     warning(
                         BROKEN,
-                        "spec.resources[0].patches[3].transforms: Required value: the fromFieldPath does not have a type compatible with the toFieldPath according to their schemas and no transforms were provided: string !…",
+                        "spec.resources[0].patches[3].transforms: Required value: the fromFieldPath does not have a type compatible with…rms were provided: string != boolean (a convert transform with toType: bool would do)",
                     ),
                     warning(
                         BROKEN,
@@ -476,7 +476,7 @@ async fn warn_mode_admits_schema_errors_with_warnings() {
         ),
         warning(
             EXAMPLE,
-            "spec.resources[0].patches[3].transforms: Required value: the fromFieldPath does not have a type compatible with the toFieldPath according to their schemas and no transforms were provided: string != boole…",
+            "spec.resources[0].patches[3].transforms: Required value: the fromFieldPath does not have a type compatible with the to…rms were provided: string != boolean (a convert transform with toType: bool would do)",
         ),
     ];
     assert_eq!(warnings[1].chars().count(), 256);
@@ -574,7 +574,7 @@ async fn other_kinds_are_allowed_with_exactly_one_warning() {
     assert_eq!(
         answer(&client, &config_map).await,
         allowed(&[
-            r#"ConfigMap "settings": composition-webhook validates only apiextensions.crossplane.io Compositions and was sent a v1/ConfigMap to create: allowed unchecked; the ValidatingWebhookConfiguration's rules should not match this kind"#.to_string()
+            r#"ConfigMap "settings": not validated: composition-webhook checks only apiextensions.crossplane.io Compositions, not v1/ConfigMap; the webhook configuration's rules should not send it"#.to_string()
         ])
     );
     // Another kind of the same group (a rule matching `*`) is not validated either.
@@ -589,7 +589,7 @@ async fn other_kinds_are_allowed_with_exactly_one_warning() {
     assert_eq!(
         answer(&client, &revision).await,
         allowed(&[
-            r#"CompositionRevision "rev-1": composition-webhook validates only apiextensions.crossplane.io Compositions and was sent a apiextensions.crossplane.io/v1, Kind=CompositionRevision to create: allowed unchecked; the ValidatingWebhookConfiguration's rules shoul…"#.to_string()
+            r#"CompositionRevision "rev-1": not validated: composition-webhook checks only apiextensions.crossplane.io Compositions, not apiextensions.crossplane.io/v1, Kind=CompositionRevision; the webhook configuration's rules should not send it"#.to_string()
         ])
     );
 }
@@ -1076,7 +1076,7 @@ fn case_expectation(id: &str, mode: Option<&str>, crds: &Path) -> (Value, Upstre
         ("e2e/004-invalid-composition-is-accepted-warn-mode", None) => (
             allowed(&[warning(
                 "valid-with-warnings",
-                "spec.resources[0].patches[2].transforms: Required value: the fromFieldPath does not have a type compatible with the toFieldPath according to their schemas and no transforms were provided: string != integer (a convert tra…",
+                "spec.resources[0].patches[2].transforms: Required value: the fromFieldPath does not have a type compatible with the toFieldPath accordi…ms were provided: string != integer (a convert transform with toType: int64 would do)",
             )]),
             Verdict,
         ),
@@ -1244,7 +1244,7 @@ fn case_expectation(id: &str, mode: Option<&str>, crds: &Path) -> (Value, Upstre
                         ),
                         warning(
                             "flow-many",
-                            "spec.resources[0].patches[2].transforms: Required value: the fromFieldPath does not have a type compatible with the toFieldPath according to their schemas and no transforms were provided: string != integer (a convert transform wit…",
+                            "spec.resources[0].patches[2].transforms: Required value: the fromFieldPath does not have a type compatible with the toFieldPath according to thei…ms were provided: string != integer (a convert transform with toType: int64 would do)",
                         ),
                     ]),
                     Verdict,

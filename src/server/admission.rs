@@ -70,8 +70,7 @@ pub fn decide(
             format!("{}/{}, Kind={}", kind.group, kind.version, kind.kind)
         };
         let warning = Warning::new(format!(
-            "composition-webhook validates only {APIEXTENSIONS_GROUP} Compositions and was sent a {what} to {}: allowed unchecked; the ValidatingWebhookConfiguration's rules should not match this kind",
-            op.to_lowercase()
+            "not validated: composition-webhook checks only {APIEXTENSIONS_GROUP} Compositions, not {what}; the webhook configuration's rules should not send it"
         ));
         let subject = format!("{} {:?}", kind.kind, request.name);
         return Decision {
@@ -230,7 +229,7 @@ mod tests {
         assert_eq!(
             d.answer.warnings,
             [
-                r#"ConfigMap "n": composition-webhook validates only apiextensions.crossplane.io Compositions and was sent a v1/ConfigMap to create: allowed unchecked; the ValidatingWebhookConfiguration's rules should not match this kind"#
+                r#"ConfigMap "n": not validated: composition-webhook checks only apiextensions.crossplane.io Compositions, not v1/ConfigMap; the webhook configuration's rules should not send it"#
             ]
         );
         let d = decide(

@@ -86,13 +86,19 @@ fn single_line(s: &str) -> String {
     out.trim_end().to_string()
 }
 
-/// At most `max` characters, the last one an ellipsis when cut.
+/// At most `max` characters. A longer text loses its middle, not its end: the end of a
+/// finding says what is specific to it (`string != boolean`, a suggested fix), the start says
+/// where it is.
 fn truncate(s: &str, max: usize) -> String {
-    if s.chars().count() <= max {
+    let chars: Vec<char> = s.chars().collect();
+    if chars.len() <= max {
         return s.to_string();
     }
-    let mut out: String = s.chars().take(max - 1).collect();
+    let tail = (max - 1) / 3;
+    let head = max - 1 - tail;
+    let mut out: String = chars[..head].iter().collect();
     out.push('…');
+    out.extend(&chars[chars.len() - tail..]);
     out
 }
 
@@ -118,7 +124,7 @@ mod tests {
         assert_eq!(out[0], r#"Composition "c": a b c [31m"#);
         assert_eq!(out[1], r#"Composition "c": spec.x: Invalid value: bad"#);
         assert_eq!(out[2].chars().count(), MAX_ONE);
-        assert!(out[2].ends_with('…'));
+        assert!(out[2].ends_with(r#"vvv": bad"#) && out[2].contains('…'));
         assert_eq!(out.len(), 3);
     }
 
