@@ -73,9 +73,22 @@ impl<'a> Validator<'a> {
     /// Composition CRD's defaults are applied first, as the API server does; then, for files,
     /// what the API server would refuse (types, enums, required and unknown fields).
     pub fn validate_value(&self, value: &Value) -> Report {
-        let defaulted = crate::model::with_api_defaults(value);
+        self.validate_defaulted(&crate::model::with_api_defaults(value))
+    }
+
+    /// As [`Validator::validate_value`], taking the JSON by value: the defaults are applied in
+    /// place instead of to a copy (the webhook's case, where the object is read for this alone).
+    pub fn validate_owned(&self, mut value: Value) -> Report {
+        schema::apply_defaults(&mut value, schema::composition_crd_schema());
+        self.validate_defaulted(&value)
+    }
+
+    /// Validates a Composition to which the Composition CRD's defaults have been applied
+    /// (they do not touch `metadata`, read below).
+    fn validate_defaulted(&self, defaulted: &Value) -> Report {
+        let value = defaulted;
         let api_errors = if self.options.as_api_server {
-            api_server_errors(&defaulted)
+            api_server_errors(defaulted)
         } else {
             Vec::new()
         };
@@ -88,7 +101,7 @@ impl<'a> Validator<'a> {
             .map(|e| Finding::new(Stage::Logical, e))
             .collect();
         if !wrong_types {
-            match Composition::from_defaulted_value(&defaulted) {
+            match Composition::from_defaulted_value(defaulted) {
                 Ok(c) => return self.validate_with(&c, findings),
                 Err(e) => {
                     let bad = e

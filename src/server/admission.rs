@@ -6,6 +6,7 @@
 //! - An object that is not an `apiextensions.crossplane.io` Composition is allowed with a
 //!   warning: the webhook configuration should not have sent it.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use kube_core::Status;
@@ -17,8 +18,9 @@ use super::review::{Answer, Request, ReviewError};
 use super::warnings::{self, Warning};
 use crate::checks::schema_aware::lookup::SchemaSource;
 use crate::mode::{self, Mode};
-use crate::model::APIEXTENSIONS_GROUP;
+use crate::model::{APIEXTENSIONS_GROUP, LEGACY_MODE_ANNOTATION, MODE_ANNOTATION};
 use crate::validate::{Options, Report, Validator};
+use serde_json::Value;
 
 /// The decision on one request.
 #[derive(Debug)]
@@ -48,7 +50,7 @@ pub fn operation_name(op: &Operation) -> &'static str {
 /// the answer still follows the Composition's mode. When `started` returns an answer (the
 /// deadline has already passed), that is the answer and nothing is validated.
 pub fn decide(
-    request: &Request,
+    request: Request,
     schemas: &dyn SchemaSource,
     default_mode: Mode,
     started: impl FnOnce(Mode, &str) -> Option<Answer>,
@@ -80,7 +82,7 @@ pub fn decide(
             report: None,
         };
     }
-    let Some(object) = &request.object else {
+    let Some(object) = request.object else {
         return Decision {
             answer: Answer::bad_request(&ReviewError::NoObject(op)),
             outcome: Outcome::malformed,
@@ -88,13 +90,11 @@ pub fn decide(
             report: None,
         };
     };
-    let name = display_name(
-        object.metadata.name.as_deref(),
-        object.metadata.generate_name.as_deref(),
-    );
-    let annotations = object.metadata.annotations.clone().unwrap_or_default();
-    let mode =
-        mode::mode_from_annotations(&annotations, default_mode).map_or(Mode::Strict, |c| c.mode);
+    let metadata = object.get("metadata");
+    let text = |field: &str| metadata.and_then(|m| m.get(field)).and_then(Value::as_str);
+    let name = display_name(text("name"), text("generateName"));
+    let mode = mode::mode_from_annotations(&mode_annotations(metadata), default_mode)
+        .map_or(Mode::Strict, |c| c.mode);
     if let Some(answer) = started(mode, &name) {
         return Decision {
             answer,
@@ -103,18 +103,6 @@ pub fn decide(
             report: None,
         };
     }
-    // The validator reads plain JSON; ObjectMeta and TypeMeta serialize back losslessly.
-    let value = match serde_json::to_value(object) {
-        Ok(v) => v,
-        Err(e) => {
-            return Decision {
-                answer: Answer::bad_request(&ReviewError::Decode(e)),
-                outcome: Outcome::malformed,
-                mode: Some(mode),
-                report: None,
-            };
-        }
-    };
     let report = Validator::new(
         schemas,
         Options {
@@ -123,7 +111,7 @@ pub fn decide(
             as_api_server: false,
         },
     )
-    .validate_value(&value);
+    .validate_owned(Value::Object(object));
     let answer = answer::for_report(&report, &name);
     let outcome = match (answer.allowed, answer.warnings.is_empty()) {
         (false, _) => Outcome::denied,
@@ -136,6 +124,21 @@ pub fn decide(
         mode: Some(report.mode),
         report: Some(report),
     }
+}
+
+/// The mode annotations among `metadata.annotations` (only those: the others, such as a
+/// large `last-applied-configuration`, are not copied).
+fn mode_annotations(metadata: Option<&Value>) -> BTreeMap<String, String> {
+    let annotations = metadata
+        .and_then(|m| m.get("annotations"))
+        .and_then(Value::as_object);
+    [MODE_ANNOTATION, LEGACY_MODE_ANNOTATION]
+        .into_iter()
+        .filter_map(|key| {
+            let v = annotations?.get(key)?.as_str()?;
+            Some((key.to_string(), v.to_string()))
+        })
+        .collect()
 }
 
 /// How a Composition is called in messages: its name, or `<generateName>*` on a create that
@@ -212,7 +215,7 @@ mod tests {
         let none = |_: Mode, _: &str| None;
         for op in ["DELETE", "CONNECT"] {
             let d = decide(
-                &request(base(op, APIEXTENSIONS_GROUP, "Composition")),
+                request(base(op, APIEXTENSIONS_GROUP, "Composition")),
                 &catalog,
                 Mode::Loose,
                 none,
@@ -220,7 +223,7 @@ mod tests {
             assert_eq!((d.answer.allowed, d.outcome), (true, Outcome::allowed));
         }
         let d = decide(
-            &request(base("CREATE", "", "ConfigMap")),
+            request(base("CREATE", "", "ConfigMap")),
             &catalog,
             Mode::Loose,
             none,
@@ -233,7 +236,7 @@ mod tests {
             ]
         );
         let d = decide(
-            &request(base("UPDATE", APIEXTENSIONS_GROUP, "Composition")),
+            request(base("UPDATE", APIEXTENSIONS_GROUP, "Composition")),
             &catalog,
             Mode::Loose,
             none,
@@ -253,12 +256,9 @@ mod tests {
             "metadata": {"name": "c", "annotations": {crate::model::MODE_ANNOTATION: "strict"}},
             "spec": {},
         });
-        let d = decide(
-            &request(body),
-            &Catalog::new(),
-            Mode::Loose,
-            |mode, name| Some(deadline_answer(mode, name, Duration::ZERO)),
-        );
+        let d = decide(request(body), &Catalog::new(), Mode::Loose, |mode, name| {
+            Some(deadline_answer(mode, name, Duration::ZERO))
+        });
         assert_eq!(
             (d.outcome, d.mode, d.report.is_none()),
             (Outcome::deadline_exceeded, Some(Mode::Strict), true)

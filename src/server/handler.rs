@@ -152,7 +152,7 @@ async fn handle(
         .unwrap_or(state.max_body_bytes)
         .clamp(1, state.max_body_bytes);
     let permits = u32::try_from(reserve).unwrap_or(u32::MAX);
-    let Ok(Ok(_memory)) = timeout_at(
+    let Ok(Ok(memory)) = timeout_at(
         deadline,
         state.body_memory.clone().acquire_many_owned(permits),
     )
@@ -183,19 +183,24 @@ async fn handle(
             working.store(true, Ordering::Release);
             tokio::task::spawn_blocking(move || {
                 let _permit = permit;
+                // The body's memory stays reserved until the review is done, however late.
+                let _memory = memory;
                 let request = review::decode(content_type.as_deref(), &bytes)?;
+                let size = bytes.len();
+                drop(bytes);
+                let operation = admission::operation_name(&request.operation);
                 tracing::debug!(
                     uid = %request.uid,
-                    operation = admission::operation_name(&request.operation),
+                    operation,
                     kind = %format!("{}/{}, Kind={}", request.kind.group, request.kind.version, request.kind.kind),
                     name = %request.name,
                     user = request.user_info.username.as_deref().unwrap_or_default(),
                     dry_run = request.dry_run,
-                    bytes = bytes.len(),
+                    bytes = size,
                     "reviewing"
                 );
                 let decision = admission::decide(
-                    &request,
+                    request,
                     state.schemas.as_ref(),
                     state.default_mode,
                     |mode, name| {
@@ -206,7 +211,7 @@ async fn handle(
                             .then(|| admission::deadline_answer(mode, name, budget))
                     },
                 );
-                Ok::<_, ReviewError>((admission::operation_name(&request.operation), decision))
+                Ok::<_, ReviewError>((operation, decision))
             })
             .await
         }

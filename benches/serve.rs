@@ -1,0 +1,1117 @@
+//! Load generator for `composition-webhook serve`: AdmissionReviews over keep-alive HTTP/1.1
+//! connections over TLS, at several concurrency levels, against the real binary.
+//!
+//! The binary (`CARGO_BIN_EXE_composition-webhook`, the bench-profile build under
+//! `cargo bench`) is started with a self-signed certificate for `localhost` and the schema
+//! files of one Composition, and is sent that Composition, wrapped in an
+//! `admission.k8s.io/v1` AdmissionReview as the API server sends it for `kubectl apply`
+//! (CREATE, `userInfo`, `options`, `?timeout=10s`, the object with `uid`,
+//! `creationTimestamp`, `managedFields` and the last-applied-configuration annotation), each
+//! request with its own uid.
+//!
+//! The Composition: `configuration-aws-network@v0.2.0` `apis/basic/composition.yaml` from
+//! `../shared/corpus` (Upbound's reference AWS network configuration: 16 composed resources,
+//! 84 patches through 5 patch sets, 10 schema files, all found, allowed without findings —
+//! the happy path a webhook mostly sees). The corpus' median Composition has 3 resources and
+//! its largest ~40, so this is the upper-middle a platform team writes. Without the corpus,
+//! `testdata/example` (platform-ref-gcp network, 2 resources) is used instead.
+//! `SERVE_BENCH_COMPOSITION=<file as in manifest.json>` picks another corpus Composition.
+//!
+//! For each concurrency level (1, 8, 64), that many workers each open one TLS connection
+//! and one hyper HTTP/1.1 client connection and send reviews back to back on it; after a
+//! warm-up, several rounds are measured. Per level it prints throughput and p50/p99 latency
+//! (medians across rounds, with the rounds' min and max), the server's and the generator's
+//! CPU time per review, and the server's RSS after the level (and its peak). Every response
+//! must be HTTP 200, JSON, echo the uid and carry the `allowed` value the library decides
+//! in-process for the same review; any error fails the bench (after the table).
+//!
+//! The generator shares the machine with the server. With `SERVE_BENCH_PIN=1` the server
+//! runs under `taskset -c 1` and the generator on core 0; `SERVE_BENCH_PIN=both` measures
+//! unpinned, then pinned.
+//!
+//! Settings (environment, or the same names as flags after `--`, e.g.
+//! `cargo bench --bench serve -- --seconds 1 --rounds 2`):
+//!
+//! - `SERVE_BENCH_SECONDS` (`--seconds`, default 3): length of a round;
+//! - `SERVE_BENCH_ROUNDS` (`--rounds`, default 5): rounds per level;
+//! - `SERVE_BENCH_WARMUP` (`--warmup`, default 1): warm-up seconds per level;
+//! - `SERVE_BENCH_CONCURRENCY` (`--concurrency`, default `1,8,64`);
+//! - `SERVE_BENCH_PIN` (`--pin`, `0`, `1` or `both`, default `0`);
+//! - `SERVE_BENCH_WORKERS` (`--workers`): the server's `--workers` (default: its own);
+//! - `SERVE_BENCH_BIN`: another `composition-webhook` binary to measure (to compare builds).
+//!
+//! Run with `cargo bench --bench serve`.
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use composition_webhook::document;
+use composition_webhook::mode::Mode;
+use composition_webhook::schema::Catalog;
+use composition_webhook::server::{admission, review};
+use composition_webhook::validate::{Options, Validator};
+use http_body_util::{BodyExt, Full};
+use hyper::client::conn::http1::SendRequest;
+use hyper_util::rt::TokioIo;
+use kube_core::DynamicObject;
+use kube_core::admission::AdmissionReview;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, ServerName};
+use serde_json::{Value, json};
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+
+/// The corpus Composition benchmarked unless `SERVE_BENCH_COMPOSITION` names another.
+const CORPUS_FILE: &str =
+    "compositions/configuration-aws-network@v0.2.0/apis__basic__composition.yaml";
+
+/// The uid in the review template, overwritten in place per request (same length).
+const UID_PLACEHOLDER: &str = "00000000-0000-4000-8000-000000000000";
+
+/// How long one request may take before it counts as an error.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+fn project_dir() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+// ---------------------------------------------------------------------------------------
+// Settings
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pin {
+    Off,
+    On,
+    Both,
+}
+
+#[derive(Debug, Clone)]
+struct Settings {
+    seconds: f64,
+    rounds: usize,
+    warmup: f64,
+    levels: Vec<usize>,
+    pin: Pin,
+    workers: Option<usize>,
+}
+
+impl Settings {
+    /// Environment variables, overridden by flags; unknown flags (`--bench`) are ignored.
+    fn load() -> Settings {
+        let mut values: Vec<(String, String)> = [
+            "seconds",
+            "rounds",
+            "warmup",
+            "concurrency",
+            "pin",
+            "workers",
+        ]
+        .iter()
+        .filter_map(|k| {
+            let var = format!("SERVE_BENCH_{}", k.to_uppercase());
+            std::env::var(var).ok().map(|v| (k.to_string(), v))
+        })
+        .collect();
+        let args: Vec<String> = std::env::args().skip(1).collect();
+        let mut i = 0;
+        while i < args.len() {
+            let arg = &args[i];
+            if let Some(flag) = arg.strip_prefix("--") {
+                let (key, value) = match flag.split_once('=') {
+                    Some((k, v)) => (k.to_string(), Some(v.to_string())),
+                    None => (flag.to_string(), args.get(i + 1).cloned()),
+                };
+                let known = matches!(
+                    key.as_str(),
+                    "seconds" | "rounds" | "warmup" | "concurrency" | "pin" | "workers"
+                );
+                if known && let Some(value) = value {
+                    if !flag.contains('=') {
+                        i += 1;
+                    }
+                    values.push((key, value));
+                }
+            }
+            i += 1;
+        }
+        let mut s = Settings {
+            seconds: 3.0,
+            rounds: 5,
+            warmup: 1.0,
+            levels: vec![1, 8, 64],
+            pin: Pin::Off,
+            workers: None,
+        };
+        let bad = |k: &str, v: &str| -> ! { panic!("invalid {k} {v:?}") };
+        for (k, v) in values {
+            match k.as_str() {
+                "seconds" => s.seconds = v.parse().unwrap_or_else(|_| bad(&k, &v)),
+                "rounds" => s.rounds = v.parse().unwrap_or_else(|_| bad(&k, &v)),
+                "warmup" => s.warmup = v.parse().unwrap_or_else(|_| bad(&k, &v)),
+                "concurrency" => {
+                    s.levels = v
+                        .split(',')
+                        .map(|n| n.trim().parse().unwrap_or_else(|_| bad(&k, &v)))
+                        .collect()
+                }
+                "pin" => {
+                    s.pin = match v.as_str() {
+                        "0" | "off" | "false" | "" => Pin::Off,
+                        "1" | "on" | "true" => Pin::On,
+                        "both" => Pin::Both,
+                        _ => bad(&k, &v),
+                    }
+                }
+                "workers" => s.workers = Some(v.parse().unwrap_or_else(|_| bad(&k, &v))),
+                _ => {}
+            }
+        }
+        assert!(
+            s.seconds > 0.0 && s.rounds > 0 && s.warmup >= 0.0,
+            "seconds and rounds must be positive"
+        );
+        assert!(
+            !s.levels.is_empty() && s.levels.iter().all(|&c| c > 0),
+            "concurrency levels must be positive"
+        );
+        s
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The Composition and its review
+
+struct Case {
+    /// What it is, for the report.
+    label: String,
+    composition: Value,
+    schema_files: Vec<PathBuf>,
+}
+
+fn load(path: &Path) -> Vec<Value> {
+    document::load_path(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .into_iter()
+        .map(|d| d.value)
+        .collect()
+}
+
+/// The corpus Composition, or `testdata/example` without the corpus.
+fn case() -> Case {
+    let corpus = project_dir().join("../shared/corpus");
+    let manifest_path = corpus.join("manifest.json");
+    let wanted = std::env::var("SERVE_BENCH_COMPOSITION").unwrap_or_else(|_| CORPUS_FILE.into());
+    if manifest_path.is_file() {
+        let manifest: Value = serde_json::from_str(
+            &std::fs::read_to_string(&manifest_path).expect("read manifest.json"),
+        )
+        .expect("manifest.json is JSON");
+        let entry = manifest["compositions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|e| e["file"] == wanted.as_str())
+            .unwrap_or_else(|| panic!("{wanted} is not in {}", manifest_path.display()));
+        let name = entry["composition_name"].as_str().unwrap_or_default();
+        let mut files: BTreeSet<&str> = BTreeSet::new();
+        files.extend(entry["xrd_file"].as_str());
+        for f in entry["schema_files"].as_array().into_iter().flatten() {
+            files.extend(f.as_str());
+        }
+        for r in entry["resources"].as_array().into_iter().flatten() {
+            files.extend(r["schema_file"].as_str());
+        }
+        let composition = load(&corpus.join(&wanted))
+            .into_iter()
+            .find(|v| v.pointer("/metadata/name").and_then(Value::as_str) == Some(name))
+            .unwrap_or_else(|| panic!("{wanted}: no Composition named {name}"));
+        return Case {
+            label: format!(
+                "{} ({} resources, {} patches, {} schema files)",
+                wanted.strip_prefix("compositions/").unwrap_or(&wanted),
+                entry["n_resources"],
+                entry["n_patches"],
+                files.len()
+            ),
+            composition,
+            schema_files: files.iter().map(|f| corpus.join(f)).collect(),
+        };
+    }
+    eprintln!(
+        "note: {} not found; using testdata/example",
+        manifest_path.display()
+    );
+    let testdata = project_dir().join("testdata");
+    let composition = load(&testdata.join("example/composition.yaml")).remove(0);
+    Case {
+        label: "testdata/example/composition.yaml (platform-ref-gcp network)".into(),
+        composition,
+        schema_files: vec![
+            testdata.join("crds/compute.gcp.upbound.io_networks.yaml"),
+            testdata.join("crds/compute.gcp.upbound.io_subnetworks.yaml"),
+            testdata.join("example/definition.yaml"),
+        ],
+    }
+}
+
+/// The `fieldsV1` a client-side `kubectl apply` records: every field it set (lists of the
+/// Composition CRD are atomic, so they are leaves).
+fn fields_v1(value: &Value, top: bool) -> Value {
+    match value {
+        Value::Object(map) => {
+            let mut out = serde_json::Map::new();
+            if !top {
+                out.insert(".".into(), json!({}));
+            }
+            for (k, v) in map {
+                if top && matches!(k.as_str(), "apiVersion" | "kind") {
+                    continue;
+                }
+                if top && k == "metadata" {
+                    let mut meta = serde_json::Map::new();
+                    for (mk, mv) in v.as_object().into_iter().flatten() {
+                        if matches!(mk.as_str(), "annotations" | "labels") {
+                            meta.insert(format!("f:{mk}"), fields_v1(mv, false));
+                        }
+                    }
+                    out.insert("f:metadata".into(), Value::Object(meta));
+                    continue;
+                }
+                out.insert(format!("f:{k}"), fields_v1(v, false));
+            }
+            Value::Object(out)
+        }
+        _ => json!({}),
+    }
+}
+
+/// The Composition as the API server has it when it calls the webhook on a `kubectl apply`
+/// CREATE: the last-applied annotation, uid, creationTimestamp, generation, managedFields.
+fn as_created(manifest: &Value) -> Value {
+    let mut object = manifest.clone();
+    let last_applied = format!("{}\n", serde_json::to_string(manifest).expect("JSON"));
+    let meta = object["metadata"]
+        .as_object_mut()
+        .expect("the Composition has metadata");
+    let mut annotations = meta
+        .get("annotations")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    annotations.insert(
+        "kubectl.kubernetes.io/last-applied-configuration".into(),
+        Value::String(last_applied),
+    );
+    meta.insert("annotations".into(), Value::Object(annotations));
+    meta.insert("uid".into(), json!("3f1c2a9e-8b7d-4e6f-9a0b-1c2d3e4f5a6b"));
+    meta.insert("creationTimestamp".into(), json!("2025-11-20T10:00:00Z"));
+    meta.insert("generation".into(), json!(1));
+    let fields = fields_v1(&object, true);
+    object["metadata"]["managedFields"] = json!([{
+        "manager": "kubectl-client-side-apply",
+        "operation": "Update",
+        "apiVersion": object["apiVersion"].clone(),
+        "time": "2025-11-20T10:00:00Z",
+        "fieldsType": "FieldsV1",
+        "fieldsV1": fields,
+    }]);
+    object
+}
+
+/// An `admission.k8s.io/v1` CREATE review of `object`, with [`UID_PLACEHOLDER`] as uid.
+fn review_of(object: &Value) -> Vec<u8> {
+    let review = json!({
+        "kind": "AdmissionReview",
+        "apiVersion": "admission.k8s.io/v1",
+        "request": {
+            "uid": UID_PLACEHOLDER,
+            "kind": {"group": "apiextensions.crossplane.io", "version": "v1", "kind": "Composition"},
+            "resource": {"group": "apiextensions.crossplane.io", "version": "v1", "resource": "compositions"},
+            "requestKind": {"group": "apiextensions.crossplane.io", "version": "v1", "kind": "Composition"},
+            "requestResource": {"group": "apiextensions.crossplane.io", "version": "v1", "resource": "compositions"},
+            "name": object["metadata"]["name"].clone(),
+            "operation": "CREATE",
+            "userInfo": {
+                "username": "kubernetes-admin",
+                "uid": "aws-iam-authenticator:123456789012:AROAEXAMPLE",
+                "groups": ["system:masters", "system:authenticated"],
+                "extra": {"accessKeyId": ["AKIAEXAMPLE"], "arn": ["arn:aws:sts::123456789012:assumed-role/admin/session"]}
+            },
+            "object": object,
+            "oldObject": null,
+            "dryRun": false,
+            "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1", "fieldManager": "kubectl-client-side-apply", "fieldValidation": "Strict"}
+        }
+    });
+    serde_json::to_vec(&review).expect("JSON")
+}
+
+/// The review with its uid placeholder's offset.
+struct Template {
+    body: Vec<u8>,
+    uid_at: usize,
+    expected_allowed: bool,
+}
+
+impl Template {
+    fn new(body: Vec<u8>, expected_allowed: bool) -> Template {
+        let needle = UID_PLACEHOLDER.as_bytes();
+        let hits: Vec<usize> = body
+            .windows(needle.len())
+            .enumerate()
+            .filter(|(_, w)| *w == needle)
+            .map(|(i, _)| i)
+            .collect();
+        assert_eq!(hits.len(), 1, "the uid placeholder occurs once");
+        Template {
+            body,
+            uid_at: hits[0],
+            expected_allowed,
+        }
+    }
+
+    /// The body with `uid` (36 bytes) in place of the placeholder.
+    fn with_uid(&self, uid: &str) -> Bytes {
+        debug_assert_eq!(uid.len(), UID_PLACEHOLDER.len());
+        let mut body = self.body.clone();
+        body[self.uid_at..self.uid_at + uid.len()].copy_from_slice(uid.as_bytes());
+        Bytes::from(body)
+    }
+}
+
+fn uid(worker: usize, seq: u64) -> String {
+    format!(
+        "00000000-0000-4000-8000-{:04}{:08}",
+        worker % 10_000,
+        seq % 100_000_000
+    )
+}
+
+/// The in-process figures: the answer the library decides for the review, and how long
+/// the server's own work takes on one thread, without HTTP and TLS.
+struct InProcess {
+    allowed: bool,
+    warnings: usize,
+    /// Median of salvage, decode, decide and encode, as the handler runs them.
+    total: Duration,
+    /// Medians of the stages, in order.
+    stages: Vec<(&'static str, Duration)>,
+    /// Median of decode and to_value through kube-core's DynamicObject, for reference.
+    kube_core: Duration,
+}
+
+/// What the server should answer, decided by the library in-process, and how long that
+/// takes on one thread (salvage, decode, decide, encode: the server's work minus HTTP and
+/// TLS), with a breakdown by stage.
+fn in_process(case: &Case, body: &[u8]) -> InProcess {
+    let mut catalog = Catalog::new();
+    for file in &case.schema_files {
+        let source = file.display().to_string();
+        for value in load(file) {
+            catalog
+                .add_document(&value, &source)
+                .unwrap_or_else(|e| panic!("{source}: {e}"));
+        }
+    }
+    let once = || {
+        let echo = review::salvage(body);
+        let request = review::decode(Some("application/json"), body).expect("the review decodes");
+        let uid = request.uid.clone();
+        let decision = admission::decide(request, &catalog, Mode::Loose, |_, _| None);
+        let allowed = decision.answer.allowed;
+        let warnings = decision.answer.warnings.len();
+        let out = review::encode(echo.answer_version(), &uid, decision.answer);
+        std::hint::black_box(out);
+        (allowed, warnings)
+    };
+    let (allowed, warnings) = once();
+    let median = |f: &mut dyn FnMut()| {
+        let mut times = Vec::new();
+        let end = Instant::now() + Duration::from_millis(500);
+        while Instant::now() < end || times.len() < 20 {
+            let t = Instant::now();
+            f();
+            times.push(t.elapsed());
+        }
+        times.sort();
+        times[times.len() / 2]
+    };
+    let total = median(&mut || {
+        once();
+    });
+    let request = review::decode(Some("application/json"), body).expect("the review decodes");
+    let value = Value::Object(request.object.expect("an object"));
+    let validator = Validator::new(&catalog, Options::default());
+    let stages = vec![
+        (
+            "salvage",
+            median(&mut || {
+                std::hint::black_box(review::salvage(body));
+            }),
+        ),
+        (
+            "decode",
+            median(&mut || {
+                std::hint::black_box(review::decode(Some("application/json"), body).ok());
+            }),
+        ),
+        (
+            "validate",
+            median(&mut || {
+                std::hint::black_box(validator.validate_owned(value.clone()));
+            }),
+        ),
+    ];
+    // What reading the object cost through kube-core's DynamicObject (serde's buffered
+    // flatten) and `to_value`, the server's path before it read objects directly.
+    let kube_core = median(&mut || {
+        let review: Option<AdmissionReview<DynamicObject>> = serde_json::from_slice(body).ok();
+        let object = review.and_then(|r| r.request).and_then(|r| r.object);
+        std::hint::black_box(object.map(|o| serde_json::to_value(o).ok()));
+    });
+    InProcess {
+        allowed,
+        warnings,
+        total,
+        stages,
+        kube_core,
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The server process
+
+struct Server {
+    child: Child,
+    admission: SocketAddr,
+    ca_pem: Vec<u8>,
+    dir: PathBuf,
+}
+
+impl Server {
+    fn start(schema_files: &[PathBuf], pin_core: Option<usize>, workers: Option<usize>) -> Server {
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "cw-serve-bench-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::SeqCst)
+        ));
+        std::fs::create_dir_all(&dir).expect("scratch dir");
+        let ca = dir.join("ca.pem");
+        let bin = server_binary();
+        let mut cmd = match pin_core {
+            Some(core) => {
+                let mut c = Command::new("taskset");
+                c.args(["-c", &core.to_string(), &bin]);
+                c
+            }
+            None => Command::new(&bin),
+        };
+        cmd.arg("serve");
+        for f in schema_files {
+            cmd.arg("--crds").arg(f);
+        }
+        cmd.args([
+            "--self-signed",
+            "--self-signed-dns-name",
+            "localhost",
+            "--address",
+            "127.0.0.1:0",
+            "--operations-address",
+            "127.0.0.1:0",
+            "--log-format",
+            "json",
+        ]);
+        cmd.arg("--ca-bundle-out").arg(&ca);
+        if let Some(w) = workers {
+            cmd.args(["--workers", &w.to_string()]);
+        }
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("start composition-webhook serve");
+        let stderr = child.stderr.take().expect("stderr");
+        let (tx, rx) = std::sync::mpsc::channel::<String>();
+        // Reads the logs to the end, so that the server never blocks on a full pipe; prints
+        // warnings and errors.
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                let v: Value =
+                    serde_json::from_str(&line).unwrap_or_else(|_| json!({"message": line}));
+                if v["message"] == "serving" {
+                    let _ = tx.send(v["admission"].as_str().unwrap_or_default().to_string());
+                } else if matches!(v["level"].as_str(), Some("WARN" | "ERROR")) {
+                    eprintln!("server: {line}");
+                }
+            }
+        });
+        let admission = match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(a) => a.parse().expect("admission address"),
+            Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("the server did not start");
+            }
+        };
+        let ca_pem = std::fs::read(&ca).expect("CA bundle written");
+        Server {
+            child,
+            admission,
+            ca_pem,
+            dir,
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// `VmRSS` and `VmHWM` in KiB.
+    fn rss_kib(&self) -> (u64, u64) {
+        let status =
+            std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap_or_default();
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+                .unwrap_or(0)
+        };
+        (field("VmRSS:"), field("VmHWM:"))
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The binary measured: `SERVE_BENCH_BIN`, or the one cargo built for this bench.
+fn server_binary() -> String {
+    std::env::var("SERVE_BENCH_BIN")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_composition-webhook").to_string())
+}
+
+/// User plus system CPU time of a process (`self` or a pid), from `/proc/<pid>/stat`.
+fn cpu_time(pid: &str, ticks_per_second: f64) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let after = stat.rsplit_once(')').map(|(_, a)| a).unwrap_or_default();
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    // Fields 14 and 15 (utime, stime) are the 12th and 13th after the command name.
+    let ticks: u64 = [11, 12]
+        .iter()
+        .filter_map(|&i| fields.get(i).and_then(|f| f.parse::<u64>().ok()))
+        .sum();
+    Duration::from_secs_f64(ticks as f64 / ticks_per_second)
+}
+
+fn clock_ticks() -> f64 {
+    Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(100.0)
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "?".into())
+}
+
+/// Pins this process's main thread (and so every thread it starts later) to `core`.
+fn pin_self(core: usize) -> bool {
+    Command::new("taskset")
+        .args([
+            "-c",
+            "-p",
+            &core.to_string(),
+            &std::process::id().to_string(),
+        ])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn taskset_available() -> bool {
+    Command::new("taskset")
+        .arg("-V")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+// ---------------------------------------------------------------------------------------
+// The load
+
+fn tls_connector(ca_pem: &[u8]) -> TlsConnector {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(ca_pem) {
+        roots.add(cert.expect("CA PEM")).expect("CA certificate");
+    }
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("protocol versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    TlsConnector::from(Arc::new(config))
+}
+
+async fn connect(
+    addr: SocketAddr,
+    connector: &TlsConnector,
+) -> Result<SendRequest<Full<Bytes>>, String> {
+    let tcp = TcpStream::connect(addr)
+        .await
+        .map_err(|e| format!("connect: {e}"))?;
+    let _ = tcp.set_nodelay(true);
+    let tls = connector
+        .connect(ServerName::try_from("localhost").expect("name"), tcp)
+        .await
+        .map_err(|e| format!("TLS handshake: {e}"))?;
+    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+        .await
+        .map_err(|e| format!("HTTP handshake: {e}"))?;
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    Ok(sender)
+}
+
+/// One review on `sender`: checks the answer.
+async fn review_once(
+    sender: &mut SendRequest<Full<Bytes>>,
+    template: &Template,
+    uid: &str,
+) -> Result<(), String> {
+    sender
+        .ready()
+        .await
+        .map_err(|e| format!("connection: {e}"))?;
+    let request = hyper::Request::builder()
+        .method("POST")
+        .uri("/validate?timeout=10s")
+        .header("host", "localhost")
+        .header("content-type", "application/json")
+        .header("accept", "application/json, */*")
+        .header("user-agent", "kube-apiserver-admission")
+        .body(Full::new(template.with_uid(uid)))
+        .expect("request");
+    let response = sender
+        .send_request(request)
+        .await
+        .map_err(|e| format!("request: {e}"))?;
+    let status = response.status();
+    let content_type = response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| format!("body: {e}"))?
+        .to_bytes();
+    if status != 200 || content_type != "application/json" {
+        return Err(format!(
+            "HTTP {status} ({content_type}): {}",
+            String::from_utf8_lossy(&body)
+        ));
+    }
+    let v: Value = serde_json::from_slice(&body).map_err(|e| format!("not JSON: {e}"))?;
+    let r = &v["response"];
+    if v["apiVersion"] != "admission.k8s.io/v1"
+        || v["kind"] != "AdmissionReview"
+        || r["uid"] != uid
+        || r["allowed"] != template.expected_allowed
+    {
+        return Err(format!(
+            "unexpected answer (expected uid {uid}, allowed {}): {v}",
+            template.expected_allowed
+        ));
+    }
+    Ok(())
+}
+
+/// A finished review: when it completed (µs since the level's start) and how long it took.
+#[derive(Clone, Copy)]
+struct Sample {
+    done_us: u64,
+    latency_us: u32,
+}
+
+struct WorkerResult {
+    samples: Vec<Sample>,
+    errors: Vec<String>,
+    error_count: usize,
+}
+
+async fn worker(
+    id: usize,
+    addr: SocketAddr,
+    connector: TlsConnector,
+    mut sender: SendRequest<Full<Bytes>>,
+    template: Arc<Template>,
+    epoch: Instant,
+    stop: Arc<AtomicBool>,
+) -> WorkerResult {
+    let mut out = WorkerResult {
+        samples: Vec::with_capacity(16 * 1024),
+        errors: Vec::new(),
+        error_count: 0,
+    };
+    let mut seq = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        seq += 1;
+        let uid = uid(id, seq);
+        let started = Instant::now();
+        let result =
+            match tokio::time::timeout(REQUEST_TIMEOUT, review_once(&mut sender, &template, &uid))
+                .await
+            {
+                Ok(r) => r,
+                Err(_) => Err(format!("no answer within {REQUEST_TIMEOUT:?}")),
+            };
+        let done = Instant::now();
+        match result {
+            Ok(()) => out.samples.push(Sample {
+                done_us: done.duration_since(epoch).as_micros() as u64,
+                latency_us: done
+                    .duration_since(started)
+                    .as_micros()
+                    .min(u32::MAX as u128) as u32,
+            }),
+            Err(e) => {
+                out.error_count += 1;
+                if out.errors.len() < 3 {
+                    out.errors.push(format!("worker {id}: {e}"));
+                }
+                if sender.is_closed() {
+                    match connect(addr, &connector).await {
+                        Ok(s) => sender = s,
+                        Err(e) => {
+                            out.error_count += 1;
+                            out.errors.push(format!("worker {id}: reconnect: {e}"));
+                            return out;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Figures of one measured round.
+#[derive(Clone, Copy)]
+struct Round {
+    throughput: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+}
+
+/// Figures of one level.
+struct Level {
+    concurrency: usize,
+    rounds: Vec<Round>,
+    reviews: usize,
+    errors: usize,
+    first_errors: Vec<String>,
+    server_cpu_per_review: Duration,
+    client_cpu_per_review: Duration,
+    rss_kib: u64,
+    hwm_kib: u64,
+}
+
+/// The nearest-rank percentile of sorted values.
+fn percentile(sorted: &[u32], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = ((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    f64::from(sorted[rank - 1])
+}
+
+async fn run_level(
+    server: &Server,
+    template: Arc<Template>,
+    concurrency: usize,
+    settings: &Settings,
+    ticks: f64,
+) -> Level {
+    let connector = tls_connector(&server.ca_pem);
+    let mut senders = Vec::with_capacity(concurrency);
+    for _ in 0..concurrency {
+        senders.push(
+            connect(server.admission, &connector)
+                .await
+                .unwrap_or_else(|e| panic!("cannot connect to the server: {e}")),
+        );
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let epoch = Instant::now();
+    let tasks: Vec<_> = senders
+        .into_iter()
+        .enumerate()
+        .map(|(id, sender)| {
+            tokio::spawn(worker(
+                id,
+                server.admission,
+                connector.clone(),
+                sender,
+                template.clone(),
+                epoch,
+                stop.clone(),
+            ))
+        })
+        .collect();
+
+    let warmup = Duration::from_secs_f64(settings.warmup);
+    let round = Duration::from_secs_f64(settings.seconds);
+    tokio::time::sleep_until((epoch + warmup).into()).await;
+    let server_pid = server.pid().to_string();
+    let (server_cpu0, client_cpu0) = (cpu_time(&server_pid, ticks), cpu_time("self", ticks));
+    let measured_end = epoch + warmup + round * settings.rounds as u32;
+    tokio::time::sleep_until(measured_end.into()).await;
+    let (server_cpu1, client_cpu1) = (cpu_time(&server_pid, ticks), cpu_time("self", ticks));
+    stop.store(true, Ordering::Relaxed);
+
+    let mut samples = Vec::new();
+    let mut errors = 0;
+    let mut first_errors = Vec::new();
+    for t in tasks {
+        let r = t.await.expect("worker task");
+        samples.extend(r.samples);
+        errors += r.error_count;
+        first_errors.extend(r.errors);
+    }
+    first_errors.truncate(5);
+
+    let mut rounds = Vec::new();
+    let mut reviews = 0;
+    for i in 0..settings.rounds {
+        let from = (warmup + round * i as u32).as_micros() as u64;
+        let to = (warmup + round * (i as u32 + 1)).as_micros() as u64;
+        let mut latencies: Vec<u32> = samples
+            .iter()
+            .filter(|s| (from..to).contains(&s.done_us))
+            .map(|s| s.latency_us)
+            .collect();
+        latencies.sort_unstable();
+        reviews += latencies.len();
+        rounds.push(Round {
+            throughput: latencies.len() as f64 / round.as_secs_f64(),
+            p50_ms: percentile(&latencies, 0.50) / 1000.0,
+            p99_ms: percentile(&latencies, 0.99) / 1000.0,
+        });
+    }
+    let per_review = |d: Duration| d.checked_div(reviews.max(1) as u32).unwrap_or_default();
+    let (rss_kib, hwm_kib) = server.rss_kib();
+    Level {
+        concurrency,
+        rounds,
+        reviews,
+        errors,
+        first_errors,
+        server_cpu_per_review: per_review(server_cpu1.saturating_sub(server_cpu0)),
+        client_cpu_per_review: per_review(client_cpu1.saturating_sub(client_cpu0)),
+        rss_kib,
+        hwm_kib,
+    }
+}
+
+/// Median, min and max.
+fn summary(values: impl Iterator<Item = f64>) -> (f64, f64, f64) {
+    let mut v: Vec<f64> = values.collect();
+    v.sort_by(f64::total_cmp);
+    let median = if v.len() % 2 == 1 {
+        v[v.len() / 2]
+    } else {
+        (v[v.len() / 2 - 1] + v[v.len() / 2]) / 2.0
+    };
+    (median, v[0], v[v.len() - 1])
+}
+
+/// Runs every level against a fresh server; prints the table; returns the errors.
+fn measure(
+    case: &Case,
+    template: &Arc<Template>,
+    settings: &Settings,
+    pinned: bool,
+    ticks: f64,
+) -> usize {
+    if pinned && !pin_self(0) {
+        eprintln!("note: taskset -p failed; the generator is not pinned");
+    }
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let server = Server::start(&case.schema_files, pinned.then_some(1), settings.workers);
+    let (rss_start, _) = server.rss_kib();
+    let load_before = loadavg();
+    let what = if pinned {
+        "pinned: server on core 1 (taskset -c 1), generator on core 0"
+    } else {
+        "unpinned: server and generator share all cores"
+    };
+    println!();
+    println!(
+        "== {what}; generator threads: {threads}; server --workers: {}",
+        settings
+            .workers
+            .map_or("default (CPUs)".to_string(), |w| w.to_string())
+    );
+    println!(
+        "   load average before: {load_before}; server RSS at start: {:.1} MiB",
+        rss_start as f64 / 1024.0
+    );
+    let mut levels = Vec::new();
+    for &c in &settings.levels {
+        let level = runtime.block_on(run_level(&server, template.clone(), c, settings, ticks));
+        levels.push(level);
+    }
+    let load_after = loadavg();
+    drop(server);
+    drop(runtime);
+
+    println!(
+        "   {:>4} | {:>26} | {:>22} | {:>22} | {:>7} | {:>6} | {:>11} | {:>11} | {:>14}",
+        "conc",
+        "reviews/s med [min-max]",
+        "p50 ms med [min-max]",
+        "p99 ms med [min-max]",
+        "reviews",
+        "errors",
+        "srv CPU/rev",
+        "gen CPU/rev",
+        "RSS (peak) MiB"
+    );
+    let mut errors = 0;
+    for l in &levels {
+        let (t, t0, t1) = summary(l.rounds.iter().map(|r| r.throughput));
+        let (p50, p50a, p50b) = summary(l.rounds.iter().map(|r| r.p50_ms));
+        let (p99, p99a, p99b) = summary(l.rounds.iter().map(|r| r.p99_ms));
+        println!(
+            "   {:>4} | {:>7.0} [{:>7.0}-{:>7.0}] | {:>6.2} [{:>5.2}-{:>5.2}] | {:>6.2} [{:>5.2}-{:>5.2}] | {:>7} | {:>6} | {:>8.0} µs | {:>8.0} µs | {:>6.1} ({:>5.1})",
+            l.concurrency,
+            t,
+            t0,
+            t1,
+            p50,
+            p50a,
+            p50b,
+            p99,
+            p99a,
+            p99b,
+            l.reviews,
+            l.errors,
+            l.server_cpu_per_review.as_secs_f64() * 1e6,
+            l.client_cpu_per_review.as_secs_f64() * 1e6,
+            l.rss_kib as f64 / 1024.0,
+            l.hwm_kib as f64 / 1024.0,
+        );
+        errors += l.errors;
+        for e in &l.first_errors {
+            println!("        error: {e}");
+        }
+    }
+    println!("   load average after: {load_after}");
+    let at8 = levels.iter().find(|l| l.concurrency == 8);
+    if let Some(l) = at8 {
+        let (p99, _, _) = summary(l.rounds.iter().map(|r| r.p99_ms));
+        println!(
+            "   target p99 < 5 ms at concurrency 8: {p99:.2} ms, {}",
+            if p99 < 5.0 { "met" } else { "MISSED" }
+        );
+    }
+    let best = levels
+        .iter()
+        .map(|l| summary(l.rounds.iter().map(|r| r.throughput)).0)
+        .fold(0.0, f64::max);
+    println!(
+        "   target >= 2000 reviews/s: best median {best:.0}/s, {}",
+        if best >= 2000.0 { "met" } else { "MISSED" }
+    );
+    errors
+}
+
+fn main() {
+    let settings = Settings::load();
+    let case = case();
+    let manifest = case.composition.clone();
+    let body = review_of(&as_created(&manifest));
+    let measured = in_process(&case, &body);
+    let (allowed, warnings) = (measured.allowed, measured.warnings);
+    let template = Arc::new(Template::new(body, allowed));
+    let ticks = clock_ticks();
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+
+    println!(
+        "composition-webhook serve: AdmissionReview v1 CREATE over keep-alive HTTP/1.1 + TLS (rustls)"
+    );
+    println!("   binary: {}", server_binary());
+    println!("   Composition: {}", case.label);
+    println!(
+        "   review body: {:.1} KiB; expected answer: allowed={allowed} with {warnings} warnings",
+        template.body.len() as f64 / 1024.0
+    );
+    let stages: Vec<String> = measured
+        .stages
+        .iter()
+        .map(|(name, d)| format!("{name} {:.0}", d.as_secs_f64() * 1e6))
+        .collect();
+    println!(
+        "   in-process (one thread, no HTTP/TLS): salvage+decode+decide+encode {:.0} µs median (~{:.0} reviews/s per core); stages µs: {}",
+        measured.total.as_secs_f64() * 1e6,
+        1.0 / measured.total.as_secs_f64(),
+        stages.join(", ")
+    );
+    println!(
+        "   for reference, decode + to_value through kube-core's DynamicObject: {:.0} µs",
+        measured.kube_core.as_secs_f64() * 1e6
+    );
+    println!(
+        "   {} CPUs; rounds: {} x {} s after {} s warm-up per level; levels: {:?}",
+        cpus, settings.rounds, settings.seconds, settings.warmup, settings.levels
+    );
+
+    let mut modes = Vec::new();
+    match settings.pin {
+        Pin::Off => modes.push(false),
+        Pin::On => modes.push(true),
+        Pin::Both => modes.extend([false, true]),
+    }
+    if modes.contains(&true) && (cpus < 2 || !taskset_available()) {
+        println!("note: pinning needs taskset and 2 CPUs; measuring unpinned only");
+        modes = vec![false];
+    }
+    let mut errors = 0;
+    for pinned in modes {
+        errors += measure(&case, &template, &settings, pinned, ticks);
+    }
+    if errors > 0 {
+        eprintln!("FAILED: {errors} errors");
+        std::process::exit(1);
+    }
+}
