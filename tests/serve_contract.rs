@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
-use webhook::{Client, Reply, ScratchDir, Server, composition_review, project_dir, yaml_documents};
+use webhook::{Client, ScratchDir, Server, composition_review, project_dir, yaml_documents};
 
 /// The mode annotation.
 const MODE: &str = "crossplane.io/composition-schema-aware-validation-mode";
@@ -158,18 +158,7 @@ async fn post_raw(client: &Client, content_type: Option<&str>, body: &[u8]) -> V
     let reply = client
         .request("POST", "/validate?timeout=10s", content_type, body.to_vec())
         .await;
-    expect_json(&reply)
-}
-
-fn expect_json(reply: &Reply) -> Value {
-    assert_eq!(
-        reply.status,
-        200,
-        "{}",
-        String::from_utf8_lossy(&reply.body)
-    );
-    assert_eq!(reply.content_type, "application/json");
-    reply.json()
+    reply.answer_json()
 }
 
 /// POSTs a review to `path` (with its own `?timeout=`), checks the envelope, and returns the
@@ -183,7 +172,7 @@ async fn answer_at(client: &Client, path: &str, review: &Value) -> Value {
             serde_json::to_vec(review).expect("json"),
         )
         .await;
-    let mut v = expect_json(&reply);
+    let mut v = reply.answer_json();
     assert_eq!(v["apiVersion"], review["apiVersion"]);
     assert_eq!(v["kind"], "AdmissionReview");
     assert_eq!(v["response"]["uid"], review["request"]["uid"]);

@@ -7,7 +7,6 @@
 mod webhook;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -25,7 +24,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
-use webhook::{ScratchDir, Server, composition_review, project_dir, yaml_documents};
+use webhook::{ScratchDir, Server, composition_review, project_dir, serve_command, yaml_documents};
 
 const RELOAD: &str = "200ms";
 const REJECTED_LOG: &str = "serving certificate not reloaded; the previous one stays in service";
@@ -500,27 +499,12 @@ async fn unusable_certificate_files_at_start_exit_with_status_2() {
     ];
     for (cert, key, named) in cases {
         let (cert, key) = (dir.path(cert), dir.path(key));
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_composition-webhook"));
-        cmd.arg("serve");
-        for c in &crds {
-            cmd.arg("--crds").arg(c);
-        }
-        let mut child = cmd
-            .args([
-                "--address",
-                "127.0.0.1:0",
-                "--operations-address",
-                "127.0.0.1:0",
-                "--log-format",
-                "json",
-            ])
+        let refs: Vec<&Path> = crds.iter().map(|c| c.as_path()).collect();
+        let mut child = serve_command(&refs)
             .arg("--tls-cert-file")
             .arg(&cert)
             .arg("--tls-key-file")
             .arg(&key)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
             .spawn()
             .expect("spawn");
         let end = Instant::now() + Duration::from_secs(10);

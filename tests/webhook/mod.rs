@@ -49,6 +49,28 @@ impl Drop for ScratchDir {
     }
 }
 
+/// `composition-webhook serve --crds ...` on loopback ports the system picks, logging JSON to
+/// a piped standard error; the caller adds the TLS arguments.
+pub fn serve_command(crds: &[&Path]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_composition-webhook"));
+    cmd.arg("serve");
+    for c in crds {
+        cmd.arg("--crds").arg(c);
+    }
+    cmd.args([
+        "--address",
+        "127.0.0.1:0",
+        "--operations-address",
+        "127.0.0.1:0",
+        "--log-format",
+        "json",
+    ]);
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    cmd
+}
+
 /// A running `composition-webhook serve`, killed on drop.
 pub struct Server {
     child: Child,
@@ -86,23 +108,8 @@ impl Server {
     /// Starts the binary with exactly these arguments after `serve --crds ...` and the
     /// loopback addresses; `ca_pem` is left empty.
     pub fn start_with(crds: &[&Path], args: &[String], dir: ScratchDir) -> Server {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_composition-webhook"));
-        cmd.arg("serve");
-        for c in crds {
-            cmd.arg("--crds").arg(c);
-        }
-        cmd.args([
-            "--address",
-            "127.0.0.1:0",
-            "--operations-address",
-            "127.0.0.1:0",
-            "--log-format",
-            "json",
-        ]);
+        let mut cmd = serve_command(crds);
         cmd.args(args);
-        cmd.stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
         let mut child = cmd.spawn().expect("start composition-webhook serve");
         let stderr = child.stderr.take().expect("stderr");
         let logs: Arc<Mutex<Vec<Value>>> = Arc::default();
@@ -260,6 +267,13 @@ pub struct Reply {
 }
 
 impl Reply {
+    /// The body as JSON, after checking HTTP 200 and the JSON Content-Type every answer has.
+    pub fn answer_json(&self) -> Value {
+        assert_eq!(self.status, 200, "{}", String::from_utf8_lossy(&self.body));
+        assert_eq!(self.content_type, "application/json");
+        self.json()
+    }
+
     /// The body as JSON.
     pub fn json(&self) -> Value {
         serde_json::from_slice(&self.body)
