@@ -42,17 +42,19 @@
 //!
 //! Run with `cargo bench --bench serve`.
 
-use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use composition_webhook::document;
+#[path = "../tests/webhook/mod.rs"]
+mod webhook;
+
+#[path = "../tests/common/manifest.rs"]
+mod manifest;
+
 use composition_webhook::mode::Mode;
 use composition_webhook::schema::Catalog;
 use composition_webhook::server::{admission, review};
@@ -62,11 +64,7 @@ use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 use kube_core::DynamicObject;
 use kube_core::admission::AdmissionReview;
-use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, ServerName};
 use serde_json::{Value, json};
-use tokio::net::TcpStream;
-use tokio_rustls::TlsConnector;
 
 /// The corpus Composition benchmarked unless `SERVE_BENCH_COMPOSITION` names another.
 const CORPUS_FILE: &str =
@@ -195,14 +193,6 @@ struct Case {
     schema_files: Vec<PathBuf>,
 }
 
-fn load(path: &Path) -> Vec<Value> {
-    document::load_path(path)
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-        .into_iter()
-        .map(|d| d.value)
-        .collect()
-}
-
 /// The corpus Composition, or `testdata/example` without the corpus.
 fn case() -> Case {
     let corpus = project_dir().join("../shared/corpus");
@@ -220,15 +210,8 @@ fn case() -> Case {
             .find(|e| e["file"] == wanted.as_str())
             .unwrap_or_else(|| panic!("{wanted} is not in {}", manifest_path.display()));
         let name = entry["composition_name"].as_str().unwrap_or_default();
-        let mut files: BTreeSet<&str> = BTreeSet::new();
-        files.extend(entry["xrd_file"].as_str());
-        for f in entry["schema_files"].as_array().into_iter().flatten() {
-            files.extend(f.as_str());
-        }
-        for r in entry["resources"].as_array().into_iter().flatten() {
-            files.extend(r["schema_file"].as_str());
-        }
-        let composition = load(&corpus.join(&wanted))
+        let files = manifest::schema_files(entry);
+        let composition = webhook::yaml_documents(&corpus.join(&wanted))
             .into_iter()
             .find(|v| v.pointer("/metadata/name").and_then(Value::as_str) == Some(name))
             .unwrap_or_else(|| panic!("{wanted}: no Composition named {name}"));
@@ -249,7 +232,7 @@ fn case() -> Case {
         manifest_path.display()
     );
     let testdata = project_dir().join("testdata");
-    let composition = load(&testdata.join("example/composition.yaml")).remove(0);
+    let composition = webhook::yaml_documents(&testdata.join("example/composition.yaml")).remove(0);
     Case {
         label: "testdata/example/composition.yaml (platform-ref-gcp network)".into(),
         composition,
@@ -414,7 +397,7 @@ fn in_process(case: &Case, body: &[u8]) -> InProcess {
     let mut catalog = Catalog::new();
     for file in &case.schema_files {
         let source = file.display().to_string();
-        for value in load(file) {
+        for value in webhook::yaml_documents(file) {
             catalog
                 .add_document(&value, &source)
                 .unwrap_or_else(|e| panic!("{source}: {e}"));
@@ -488,112 +471,35 @@ fn in_process(case: &Case, body: &[u8]) -> InProcess {
 // ---------------------------------------------------------------------------------------
 // The server process
 
-struct Server {
-    child: Child,
-    admission: SocketAddr,
-    ca_pem: Vec<u8>,
-    dir: PathBuf,
+/// Starts the server (the test harness's), under `taskset -c <core>` when pinned.
+fn start_server(
+    schema_files: &[PathBuf],
+    pin_core: Option<usize>,
+    workers: Option<usize>,
+) -> webhook::Server {
+    let bin = server_binary();
+    let program = match pin_core {
+        Some(core) => {
+            let mut c = Command::new("taskset");
+            c.args(["-c", &core.to_string(), &bin]);
+            c
+        }
+        None => Command::new(&bin),
+    };
+    let crds: Vec<&Path> = schema_files.iter().map(PathBuf::as_path).collect();
+    let mut cmd = webhook::serve_command_of(program, &crds);
+    if let Some(w) = workers {
+        cmd.args(["--workers", &w.to_string()]);
+    }
+    webhook::Server::start_self_signed(cmd, &[])
 }
 
-impl Server {
-    fn start(schema_files: &[PathBuf], pin_core: Option<usize>, workers: Option<usize>) -> Server {
-        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "cw-serve-bench-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::SeqCst)
-        ));
-        std::fs::create_dir_all(&dir).expect("scratch dir");
-        let ca = dir.join("ca.pem");
-        let bin = server_binary();
-        let mut cmd = match pin_core {
-            Some(core) => {
-                let mut c = Command::new("taskset");
-                c.args(["-c", &core.to_string(), &bin]);
-                c
-            }
-            None => Command::new(&bin),
-        };
-        cmd.arg("serve");
-        for f in schema_files {
-            cmd.arg("--crds").arg(f);
+/// Prints the server's warnings and errors.
+fn print_server_problems(server: &webhook::Server) {
+    for v in server.logs() {
+        if matches!(v["level"].as_str(), Some("WARN" | "ERROR")) {
+            eprintln!("server: {v}");
         }
-        cmd.args([
-            "--self-signed",
-            "--self-signed-dns-name",
-            "localhost",
-            "--address",
-            "127.0.0.1:0",
-            "--operations-address",
-            "127.0.0.1:0",
-            "--log-format",
-            "json",
-        ]);
-        cmd.arg("--ca-bundle-out").arg(&ca);
-        if let Some(w) = workers {
-            cmd.args(["--workers", &w.to_string()]);
-        }
-        cmd.stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        let mut child = cmd.spawn().expect("start composition-webhook serve");
-        let stderr = child.stderr.take().expect("stderr");
-        let (tx, rx) = std::sync::mpsc::channel::<String>();
-        // Reads the logs to the end, so that the server never blocks on a full pipe; prints
-        // warnings and errors.
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { break };
-                let v: Value =
-                    serde_json::from_str(&line).unwrap_or_else(|_| json!({"message": line}));
-                if v["message"] == "serving" {
-                    let _ = tx.send(v["admission"].as_str().unwrap_or_default().to_string());
-                } else if matches!(v["level"].as_str(), Some("WARN" | "ERROR")) {
-                    eprintln!("server: {line}");
-                }
-            }
-        });
-        let admission = match rx.recv_timeout(Duration::from_secs(60)) {
-            Ok(a) => a.parse().expect("admission address"),
-            Err(_) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("the server did not start");
-            }
-        };
-        let ca_pem = std::fs::read(&ca).expect("CA bundle written");
-        Server {
-            child,
-            admission,
-            ca_pem,
-            dir,
-        }
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// `VmRSS` and `VmHWM` in KiB.
-    fn rss_kib(&self) -> (u64, u64) {
-        let status =
-            std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap_or_default();
-        let field = |name: &str| {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix(name))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-                .unwrap_or(0)
-        };
-        (field("VmRSS:"), field("VmHWM:"))
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -658,33 +564,12 @@ fn taskset_available() -> bool {
 // ---------------------------------------------------------------------------------------
 // The load
 
-fn tls_connector(ca_pem: &[u8]) -> TlsConnector {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(ca_pem) {
-        roots.add(cert.expect("CA PEM")).expect("CA certificate");
-    }
-    let mut config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .expect("protocol versions")
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    TlsConnector::from(Arc::new(config))
-}
-
-async fn connect(
-    addr: SocketAddr,
-    connector: &TlsConnector,
-) -> Result<SendRequest<Full<Bytes>>, String> {
-    let tcp = TcpStream::connect(addr)
+/// A keep-alive HTTP/1.1 connection over TLS.
+async fn connect(client: &webhook::Client) -> Result<SendRequest<Full<Bytes>>, String> {
+    let tls = client
+        .connect()
         .await
         .map_err(|e| format!("connect: {e}"))?;
-    let _ = tcp.set_nodelay(true);
-    let tls = connector
-        .connect(ServerName::try_from("localhost").expect("name"), tcp)
-        .await
-        .map_err(|e| format!("TLS handshake: {e}"))?;
     let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
         .await
         .map_err(|e| format!("HTTP handshake: {e}"))?;
@@ -766,8 +651,7 @@ struct WorkerResult {
 
 async fn worker(
     id: usize,
-    addr: SocketAddr,
-    connector: TlsConnector,
+    client: webhook::Client,
     mut sender: SendRequest<Full<Bytes>>,
     template: Arc<Template>,
     epoch: Instant,
@@ -805,7 +689,7 @@ async fn worker(
                     out.errors.push(format!("worker {id}: {e}"));
                 }
                 if sender.is_closed() {
-                    match connect(addr, &connector).await {
+                    match connect(&client).await {
                         Ok(s) => sender = s,
                         Err(e) => {
                             out.error_count += 1;
@@ -851,17 +735,17 @@ fn percentile(sorted: &[u32], p: f64) -> f64 {
 }
 
 async fn run_level(
-    server: &Server,
+    server: &webhook::Server,
     template: Arc<Template>,
     concurrency: usize,
     settings: &Settings,
     ticks: f64,
 ) -> Level {
-    let connector = tls_connector(&server.ca_pem);
+    let client = server.client();
     let mut senders = Vec::with_capacity(concurrency);
     for _ in 0..concurrency {
         senders.push(
-            connect(server.admission, &connector)
+            connect(&client)
                 .await
                 .unwrap_or_else(|e| panic!("cannot connect to the server: {e}")),
         );
@@ -874,8 +758,7 @@ async fn run_level(
         .map(|(id, sender)| {
             tokio::spawn(worker(
                 id,
-                server.admission,
-                connector.clone(),
+                client.clone(),
                 sender,
                 template.clone(),
                 epoch,
@@ -924,7 +807,7 @@ async fn run_level(
         });
     }
     let per_review = |d: Duration| d.checked_div(reviews.max(1) as u32).unwrap_or_default();
-    let (rss_kib, hwm_kib) = server.rss_kib();
+    let (rss_kib, hwm_kib) = (server.rss_kib(), server.peak_rss_kib());
     Level {
         concurrency,
         rounds,
@@ -967,8 +850,8 @@ fn measure(
         .enable_all()
         .build()
         .expect("runtime");
-    let server = Server::start(&case.schema_files, pinned.then_some(1), settings.workers);
-    let (rss_start, _) = server.rss_kib();
+    let server = start_server(&case.schema_files, pinned.then_some(1), settings.workers);
+    let rss_start = server.rss_kib();
     let load_before = loadavg();
     let what = if pinned {
         "pinned: server on core 1 (taskset -c 1), generator on core 0"
@@ -992,6 +875,7 @@ fn measure(
         levels.push(level);
     }
     let load_after = loadavg();
+    print_server_problems(&server);
     drop(server);
     drop(runtime);
 

@@ -22,10 +22,12 @@
 //!
 //! Run with `cargo bench --bench validate`.
 
-use std::collections::BTreeSet;
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+#[path = "../tests/common/manifest.rs"]
+mod manifest;
 
 use composition_webhook::document;
 use composition_webhook::findings::Severity;
@@ -199,14 +201,7 @@ fn corpus_cases() -> Option<Vec<CorpusCase>> {
 fn corpus_case(corpus: &Path, entry: &Value) -> Result<CorpusCase, String> {
     let file = entry["file"].as_str().ok_or("an entry without a file")?;
     let name = entry["composition_name"].as_str().unwrap_or_default();
-    let mut schema_files: BTreeSet<&str> = BTreeSet::new();
-    schema_files.extend(entry["xrd_file"].as_str());
-    for f in entry["schema_files"].as_array().into_iter().flatten() {
-        schema_files.extend(f.as_str());
-    }
-    for r in entry["resources"].as_array().into_iter().flatten() {
-        schema_files.extend(r["schema_file"].as_str());
-    }
+    let schema_files = manifest::schema_files(entry);
     let paths: Vec<PathBuf> = schema_files.iter().map(|f| corpus.join(f)).collect();
     let catalog = catalog_of(&paths).map_err(|e| format!("{file}: {e}"))?;
     let composition = load(&corpus.join(file))

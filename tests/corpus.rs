@@ -64,14 +64,7 @@ fn corpus_findings_are_all_reviewed_defects() {
     for entry in compositions {
         let rel = entry["file"].as_str().unwrap_or_default();
         let name = entry["composition_name"].as_str().unwrap_or_default();
-        let mut schema_files: BTreeSet<&str> = BTreeSet::new();
-        schema_files.extend(entry["xrd_file"].as_str());
-        for f in entry["schema_files"].as_array().into_iter().flatten() {
-            schema_files.extend(f.as_str());
-        }
-        for r in entry["resources"].as_array().into_iter().flatten() {
-            schema_files.extend(r["schema_file"].as_str());
-        }
+        let schema_files = common::manifest::schema_files(entry);
         let mut catalog = Catalog::new();
         for f in &schema_files {
             let docs = document::load_path(&corpus.join(f))

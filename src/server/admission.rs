@@ -59,7 +59,7 @@ pub fn decide(
     if matches!(request.operation, Operation::Delete | Operation::Connect) {
         return Decision {
             answer: Answer::allow(Vec::new()),
-            outcome: Outcome::allowed,
+            outcome: Outcome::Allowed,
             mode: None,
             report: None,
         };
@@ -77,7 +77,7 @@ pub fn decide(
         let subject = format!("{} {:?}", kind.kind, request.name);
         return Decision {
             answer: Answer::allow(warnings::shape(&subject, [warning])),
-            outcome: Outcome::warned,
+            outcome: Outcome::Warned,
             mode: None,
             report: None,
         };
@@ -85,7 +85,7 @@ pub fn decide(
     let Some(object) = request.object else {
         return Decision {
             answer: Answer::bad_request(&ReviewError::NoObject(op)),
-            outcome: Outcome::malformed,
+            outcome: Outcome::Malformed,
             mode: None,
             report: None,
         };
@@ -98,7 +98,7 @@ pub fn decide(
     if let Some(answer) = started(mode, &name) {
         return Decision {
             answer,
-            outcome: Outcome::deadline_exceeded,
+            outcome: Outcome::DeadlineExceeded,
             mode: Some(mode),
             report: None,
         };
@@ -114,9 +114,9 @@ pub fn decide(
     .validate_owned(Value::Object(object));
     let answer = answer::for_report(&report, &name);
     let outcome = match (answer.allowed, answer.warnings.is_empty()) {
-        (false, _) => Outcome::denied,
-        (true, true) => Outcome::allowed,
-        (true, false) => Outcome::warned,
+        (false, _) => Outcome::Denied,
+        (true, true) => Outcome::Allowed,
+        (true, false) => Outcome::Warned,
     };
     Decision {
         answer,
@@ -220,7 +220,7 @@ mod tests {
                 Mode::Loose,
                 none,
             );
-            assert_eq!((d.answer.allowed, d.outcome), (true, Outcome::allowed));
+            assert_eq!((d.answer.allowed, d.outcome), (true, Outcome::Allowed));
         }
         let d = decide(
             request(base("CREATE", "", "ConfigMap")),
@@ -241,7 +241,7 @@ mod tests {
             Mode::Loose,
             none,
         );
-        assert_eq!(d.outcome, Outcome::malformed);
+        assert_eq!(d.outcome, Outcome::Malformed);
         assert_eq!(
             d.answer.status.unwrap().message,
             "the AdmissionReview request (UPDATE) has no object"
@@ -261,7 +261,7 @@ mod tests {
         });
         assert_eq!(
             (d.outcome, d.mode, d.report.is_none()),
-            (Outcome::deadline_exceeded, Some(Mode::Strict), true)
+            (Outcome::DeadlineExceeded, Some(Mode::Strict), true)
         );
         assert_eq!(d.answer.status.unwrap().code, 504);
     }

@@ -74,7 +74,7 @@ impl Handled {
         Handled {
             echo,
             answer: Answer::bad_request(error),
-            outcome: Outcome::malformed,
+            outcome: Outcome::Malformed,
             operation: "unknown",
             mode: None,
             decision: None,
@@ -110,8 +110,8 @@ pub async fn validate(
         .unwrap_or_default();
     state.metrics.review(
         ReviewLabels {
-            operation: handled.operation.to_string(),
-            mode: handled.mode.map_or("none", Mode::name).to_string(),
+            operation: handled.operation,
+            mode: handled.mode.map_or("none", Mode::name),
             verdict: handled.outcome,
         },
         elapsed,
@@ -233,7 +233,7 @@ async fn handle(
             outcome: decision.outcome,
             operation,
             mode: decision.mode,
-            problem: (decision.outcome == Outcome::deadline_exceeded).then(|| {
+            problem: (decision.outcome == Outcome::DeadlineExceeded).then(|| {
                 format!(
                     "validation could not start within {budget:?} ({} mode answer)",
                     decision.mode.map_or("none", Mode::name)
@@ -256,7 +256,7 @@ async fn handle(
             Handled {
                 echo,
                 answer: admission::deadline_answer(mode, &name, budget),
-                outcome: Outcome::deadline_exceeded,
+                outcome: Outcome::DeadlineExceeded,
                 operation: "unknown",
                 mode: Some(mode),
                 decision: None,
@@ -328,7 +328,7 @@ async fn read_prefix(body: &mut Body, max: usize, deadline: Instant) -> Bytes {
 fn log(h: &Handled, elapsed: Duration) {
     let uid = h.echo.uid.as_deref().unwrap_or_default();
     let ms = elapsed.as_secs_f64() * 1000.0;
-    let verdict = format!("{:?}", h.outcome);
+    let verdict = h.outcome.name();
     if let Some(problem) = &h.problem {
         tracing::warn!(uid, operation = h.operation, verdict, elapsed_ms = ms, problem = %problem, "review not validated");
         return;

@@ -8,7 +8,7 @@
 use std::sync::atomic::{AtomicI64, AtomicU64};
 use std::time::Duration;
 
-use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -22,28 +22,46 @@ use crate::findings::Finding;
 pub const APISERVER_WEBHOOK_BUCKETS: [f64; 8] = [0.005, 0.025, 0.1, 0.5, 1.0, 2.5, 10.0, 25.0];
 
 /// How a review ended.
-#[derive(Debug, Clone, Copy, Hash, PartialEq, Eq, EncodeLabelValue)]
-#[allow(non_camel_case_types)]
+#[derive(Debug, Clone, Copy, Hash, PartialEq, Eq)]
 pub enum Outcome {
     /// Admitted without warnings.
-    allowed,
+    Allowed,
     /// Admitted with warnings.
-    warned,
+    Warned,
     /// Denied for what the Composition holds.
-    denied,
+    Denied,
     /// The review itself could not be read.
-    malformed,
+    Malformed,
     /// Validation could not finish before the API server's deadline.
-    deadline_exceeded,
+    DeadlineExceeded,
+}
+
+impl Outcome {
+    /// The name in metrics and logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Outcome::Allowed => "allowed",
+            Outcome::Warned => "warned",
+            Outcome::Denied => "denied",
+            Outcome::Malformed => "malformed",
+            Outcome::DeadlineExceeded => "deadline_exceeded",
+        }
+    }
+}
+
+impl EncodeLabelValue for Outcome {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        EncodeLabelValue::encode(&self.name(), encoder)
+    }
 }
 
 /// Labels of a review.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReviewLabels {
     /// CREATE, UPDATE, DELETE, CONNECT, or `unknown` when the review could not be read.
-    pub operation: String,
+    pub operation: &'static str,
     /// The validation mode, or `none` when no Composition was validated.
-    pub mode: String,
+    pub mode: &'static str,
     /// How it ended.
     pub verdict: Outcome,
 }
@@ -302,9 +320,9 @@ mod tests {
         let m = std::sync::Arc::new(Metrics::new());
         m.review(
             ReviewLabels {
-                operation: "CREATE".into(),
-                mode: "loose".into(),
-                verdict: Outcome::denied,
+                operation: "CREATE",
+                mode: "loose",
+                verdict: Outcome::Denied,
             },
             Duration::from_millis(3),
             &[Finding::new(

@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests: locating ../shared and reading case files.
 #![allow(dead_code)]
 
+pub mod manifest;
+
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;

@@ -52,7 +52,16 @@ impl Drop for ScratchDir {
 /// `composition-webhook serve --crds ...` on loopback ports the system picks, logging JSON to
 /// a piped standard error; the caller adds the TLS arguments.
 pub fn serve_command(crds: &[&Path]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_composition-webhook"));
+    serve_command_of(
+        Command::new(env!("CARGO_BIN_EXE_composition-webhook")),
+        crds,
+    )
+}
+
+/// As [`serve_command`], with `program` running the binary (another build, or the binary
+/// under `taskset`).
+pub fn serve_command_of(program: Command, crds: &[&Path]) -> Command {
+    let mut cmd = program;
     cmd.arg("serve");
     for c in crds {
         cmd.arg("--crds").arg(c);
@@ -90,6 +99,12 @@ impl Server {
     /// Starts the binary with a self-signed certificate for `localhost`, `--crds` for each
     /// of `crds`, and `extra` arguments, on loopback ports picked by the system.
     pub fn start(crds: &[&Path], extra: &[&str]) -> Server {
+        Server::start_self_signed(serve_command(crds), extra)
+    }
+
+    /// Starts `cmd` (a [`serve_command`]) with a self-signed certificate for `localhost` and
+    /// `extra` arguments.
+    pub fn start_self_signed(cmd: Command, extra: &[&str]) -> Server {
         let dir = ScratchDir::new("serve");
         let ca = dir.path("ca.pem");
         let mut args: Vec<String> = vec![
@@ -100,7 +115,7 @@ impl Server {
             ca.display().to_string(),
         ];
         args.extend(extra.iter().map(|s| s.to_string()));
-        let mut server = Server::start_with(crds, &args, dir);
+        let mut server = Server::spawn(cmd, &args, dir);
         server.ca_pem = std::fs::read(&ca).expect("CA bundle written");
         server
     }
@@ -108,7 +123,11 @@ impl Server {
     /// Starts the binary with exactly these arguments after `serve --crds ...` and the
     /// loopback addresses; `ca_pem` is left empty.
     pub fn start_with(crds: &[&Path], args: &[String], dir: ScratchDir) -> Server {
-        let mut cmd = serve_command(crds);
+        Server::spawn(serve_command(crds), args, dir)
+    }
+
+    /// Spawns `cmd` with `args` and waits for it to serve.
+    fn spawn(mut cmd: Command, args: &[String], dir: ScratchDir) -> Server {
         cmd.args(args);
         let mut child = cmd.spawn().expect("start composition-webhook serve");
         let stderr = child.stderr.take().expect("stderr");
@@ -173,13 +192,22 @@ impl Server {
 
     /// Resident memory in KiB (from /proc).
     pub fn rss_kib(&self) -> u64 {
+        self.status_kib("VmRSS:")
+    }
+
+    /// The most resident memory so far in KiB (from /proc).
+    pub fn peak_rss_kib(&self) -> u64 {
+        self.status_kib("VmHWM:")
+    }
+
+    fn status_kib(&self, field: &str) -> u64 {
         let status =
             std::fs::read_to_string(format!("/proc/{}/status", self.pid())).expect("/proc status");
         status
             .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .find_map(|l| l.strip_prefix(field))
             .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .expect("VmRSS")
+            .unwrap_or_else(|| panic!("{field} in /proc status"))
     }
 
     /// Whether the process is still running.
@@ -303,6 +331,8 @@ impl Client {
     /// A TLS connection to the admission port (server name `localhost`).
     pub async fn connect(&self) -> std::io::Result<TlsStream<TcpStream>> {
         let tcp = TcpStream::connect(self.addr).await?;
+        // Requests go out whole; no waiting for the ACK of the previous segment.
+        tcp.set_nodelay(true)?;
         self.connector
             .connect(ServerName::try_from("localhost").expect("name"), tcp)
             .await
