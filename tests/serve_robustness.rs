@@ -15,12 +15,10 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, ServerName};
+use rustls_pki_types::ServerName;
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio_rustls::TlsConnector;
 use webhook::{Client, Server, composition_review, project_dir, yaml_documents};
 
 const MIB: usize = 1024 * 1024;
@@ -123,16 +121,6 @@ async fn wait_metric(server: &Server, sample: &str, value: f64, timeout: Duratio
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-}
-
-/// Peak resident memory in KiB (VmHWM).
-fn peak_rss_kib(server: &Server) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{}/status", server.pid())).expect("status");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmHWM")
 }
 
 // ---------------------------------------------------------------------------------------
@@ -286,23 +274,6 @@ async fn review_answer(resp: hyper::Response<hyper::body::Incoming>, uid: &str) 
     let response = response_of(&body);
     assert_eq!(response["uid"], uid, "{response}");
     response
-}
-
-/// A TLS connector trusting `ca_pem` and offering `alpn`.
-fn connector(ca_pem: &[u8], alpn: &[&[u8]]) -> TlsConnector {
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(ca_pem) {
-        roots.add(cert.expect("CA PEM")).expect("CA cert");
-    }
-    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .expect("versions")
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
-    TlsConnector::from(Arc::new(config))
 }
 
 /// Reads until the connection ends; the time it took and how it ended.
@@ -472,7 +443,7 @@ async fn slow_and_silent_clients_are_cut_off() {
     // A TLS connection on which nothing is sent (HTTP/1.1 and h2 by ALPN).
     for alpn in [&b"http/1.1"[..], &b"h2"[..]] {
         let tcp = TcpStream::connect(server.admission).await.expect("tcp");
-        let mut tls = connector(&server.ca_pem, &[alpn])
+        let mut tls = webhook::connector(&server.ca_pem, rustls::DEFAULT_VERSIONS, &[alpn])
             .connect(ServerName::try_from("localhost").expect("name"), tcp)
             .await
             .expect("handshake");
@@ -689,7 +660,7 @@ async fn memory_stays_bounded_under_a_barrage() {
     barrage(&client).await;
     let second = started.elapsed();
     let after_two = server.rss_kib();
-    let peak = peak_rss_kib(&server);
+    let peak = server.peak_rss_kib();
     eprintln!(
         "RSS before {} MiB, after one barrage {} MiB ({first:?}), after two {} MiB ({second:?}), peak {} MiB",
         before / 1024,
@@ -739,7 +710,7 @@ async fn keep_alive_and_http2() {
 
     // HTTP/2 by ALPN: one review, then 20 at once on the same connection.
     let tcp = TcpStream::connect(server.admission).await.expect("tcp");
-    let tls = connector(&server.ca_pem, &[b"h2"])
+    let tls = webhook::connector(&server.ca_pem, rustls::DEFAULT_VERSIONS, &[b"h2"])
         .connect(ServerName::try_from("localhost").expect("name"), tcp)
         .await
         .expect("handshake");

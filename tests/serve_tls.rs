@@ -7,7 +7,6 @@
 mod webhook;
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -133,18 +132,7 @@ fn connector(
     ca_pem: &[u8],
     versions: &[&'static rustls::SupportedProtocolVersion],
 ) -> TlsConnector {
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(ca_pem) {
-        roots.add(cert.expect("CA PEM")).expect("CA cert");
-    }
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_protocol_versions(versions)
-    .expect("versions")
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    TlsConnector::from(Arc::new(config))
+    webhook::connector(ca_pem, versions, &[])
 }
 
 async fn connect(

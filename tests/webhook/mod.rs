@@ -309,22 +309,33 @@ impl Reply {
     }
 }
 
+/// A TLS connector trusting the CA certificates in `ca_pem`, speaking `versions` and offering
+/// `alpn` (none: the server tells the protocol from the first bytes).
+pub fn connector(
+    ca_pem: &[u8],
+    versions: &[&'static rustls::SupportedProtocolVersion],
+    alpn: &[&[u8]],
+) -> TlsConnector {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(ca_pem) {
+        roots.add(cert.expect("CA PEM")).expect("CA cert");
+    }
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(versions)
+        .expect("versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    TlsConnector::from(Arc::new(config))
+}
+
 impl Client {
     /// A client of `addr` trusting the CA certificates in `ca_pem`.
     pub fn new(addr: SocketAddr, ca_pem: &[u8]) -> Self {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut roots = rustls::RootCertStore::empty();
-        for cert in CertificateDer::pem_slice_iter(ca_pem) {
-            roots.add(cert.expect("CA PEM")).expect("CA cert");
-        }
-        let config = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .expect("versions")
-            .with_root_certificates(roots)
-            .with_no_client_auth();
         Client {
             addr,
-            connector: TlsConnector::from(Arc::new(config)),
+            connector: connector(ca_pem, rustls::DEFAULT_VERSIONS, &[]),
         }
     }
 
