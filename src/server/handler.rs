@@ -158,9 +158,7 @@ async fn handle(
     )
     .await
     else {
-        let error = ReviewError::Body(format!(
-            "the webhook is busy: no memory for a {reserve}-byte body within {budget:?}"
-        ));
+        let error = ReviewError::Busy { bytes: reserve };
         return Handled::unreadable(Echo::default(), &error);
     };
     let bytes = match read_body(body, state.max_body_bytes, declared, deadline).await {
@@ -245,7 +243,7 @@ async fn handle(
         Some(Err(join)) => {
             // A panic in validation is a bug; the caller still gets an answer.
             tracing::error!(error = %join, "validation task failed");
-            let error = ReviewError::Body(format!("internal error while validating: {join}"));
+            let error = ReviewError::Internal(join.to_string());
             Handled::unreadable(echo, &error)
         }
         None => {

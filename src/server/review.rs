@@ -110,6 +110,17 @@ pub enum ReviewError {
     /// CREATE or UPDATE without the object.
     #[error("the AdmissionReview request ({0}) has no object")]
     NoObject(&'static str),
+    /// No memory left for the body before the deadline.
+    #[error(
+        "the webhook is busy: no memory for a {bytes}-byte body before the deadline; try again"
+    )]
+    Busy {
+        /// The body's size.
+        bytes: usize,
+    },
+    /// Validation failed (a bug).
+    #[error("internal error while validating: {0}")]
+    Internal(String),
 }
 
 /// What an answer must echo, salvaged from any body, even a truncated or malformed one.
@@ -283,10 +294,16 @@ impl Answer {
         }
     }
 
-    /// A denial for a review that could not be read (400 Bad Request).
+    /// A denial for a review that could not be read or validated: 400 `BadRequest`, 503
+    /// `ServiceUnavailable` when busy, 500 `InternalError` for a bug.
     pub fn bad_request(error: &ReviewError) -> Self {
+        let (reason, code) = match error {
+            ReviewError::Busy { .. } => ("ServiceUnavailable", 503),
+            ReviewError::Internal(_) => ("InternalError", 500),
+            _ => ("BadRequest", 400),
+        };
         Answer::deny(
-            Status::failure(&error.to_string(), "BadRequest").with_code(400),
+            Status::failure(&error.to_string(), reason).with_code(code),
             Vec::new(),
         )
     }
@@ -409,6 +426,25 @@ mod tests {
             err(None, &deep),
             "the request body is not a valid AdmissionReview: recursion limit exceeded at line 1 column 189"
         );
+    }
+
+    #[test]
+    fn denials_of_unread_reviews_say_whose_fault() {
+        let code = |e: ReviewError| {
+            let s = Answer::bad_request(&e).status.unwrap();
+            (s.code, s.reason, s.message)
+        };
+        assert_eq!(
+            code(ReviewError::Busy { bytes: 10 }),
+            (
+                503,
+                "ServiceUnavailable".to_string(),
+                "the webhook is busy: no memory for a 10-byte body before the deadline; try again"
+                    .to_string()
+            )
+        );
+        assert_eq!(code(ReviewError::Internal("boom".into())).0, 500);
+        assert_eq!(code(ReviewError::Empty).1, "BadRequest");
     }
 
     #[test]
