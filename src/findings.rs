@@ -431,6 +431,9 @@ pub struct Finding {
     pub severity: Severity,
     /// The error itself.
     pub error: FieldError,
+    /// Never more than a warning, in any mode: a problem that may not happen with a real
+    /// composite resource (rendered validation works on a mock one).
+    pub advisory: bool,
 }
 
 impl Finding {
@@ -440,6 +443,15 @@ impl Finding {
             stage,
             severity: Severity::Error,
             error,
+            advisory: false,
+        }
+    }
+
+    /// A finding that is a warning in every mode (see [`Finding::advisory`]).
+    pub fn advisory(stage: Stage, error: FieldError) -> Self {
+        Finding {
+            advisory: true,
+            ..Finding::new(stage, error)
         }
     }
 

@@ -11,6 +11,7 @@
 //! - [`checks`]: the validation checks (logical, schema lookups);
 //! - [`findings`]: Kubernetes-style field errors, stages and severities;
 //! - [`mode`]: the validation mode annotation and the verdict it implies;
+//! - [`render`]: composed resources rendered from a (mock) composite resource, as the runtime does;
 //! - [`validate`]: the engine that runs every check and produces a report.
 //!
 //! Shells:
@@ -73,6 +74,7 @@ pub mod fieldpath;
 pub mod findings;
 pub mod mode;
 pub mod model;
+pub mod render;
 pub mod schema;
 pub mod server;
 pub mod validate;

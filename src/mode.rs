@@ -221,7 +221,11 @@ impl Verdict {
 /// Gives each finding its severity under `mode` (mode findings keep theirs).
 pub fn apply_mode(mode: Mode, findings: &mut [Finding]) {
     for f in findings.iter_mut().filter(|f| f.stage != Stage::Mode) {
-        f.severity = mode.severity(f.stage, f.error.error_type);
+        f.severity = if f.advisory {
+            Severity::Warning
+        } else {
+            mode.severity(f.stage, f.error.error_type)
+        };
     }
 }
 

@@ -20,14 +20,19 @@ pub struct Options {
     /// Also check what the API server checks before a webhook sees a Composition (its name,
     /// the fields the Composition CRD requires): on for files, off for admission requests.
     pub as_api_server: bool,
+    /// Render every composed resource from a mock composite resource and validate it
+    /// against its CRD (the third level of checks).
+    pub rendered: bool,
 }
 
 impl Default for Options {
-    /// Loose by default, checking as the API server would (for files).
+    /// Loose by default, checking as the API server would (for files), with rendered
+    /// validation.
     fn default() -> Self {
         Options {
             default_mode: Mode::default(),
             as_api_server: true,
+            rendered: true,
         }
     }
 }
@@ -206,6 +211,18 @@ impl<'a> Validator<'a> {
                 .into_iter()
                 .map(|e| Finding::new(Stage::Schema, e)),
         );
+        // Rendering a Composition that is wrong by itself would only repeat its errors.
+        let logical_errors = findings.iter().any(|f| f.stage == Stage::Logical);
+        if self.options.rendered && !logical_errors {
+            let rendered = checks::rendered::check(
+                c,
+                &steps,
+                checks::rendered::Composite::Mock(composite),
+                self.schemas,
+                &findings,
+            );
+            findings.extend(rendered);
+        }
         self.finish(c.metadata.name.clone(), choice, findings)
     }
 

@@ -384,6 +384,8 @@ fn run(
         Options {
             default_mode: Mode::Warn,
             as_api_server: false,
+            // Upstream never shipped rendered validation; tests/rendered.rs covers ours.
+            rendered: false,
         },
     );
     let r = validator.validate_value(&composition);
@@ -563,6 +565,7 @@ fn compare_case(id: &str, case: &Value, file: &Path, problems: &mut Vec<String>)
             Options {
                 default_mode: Mode::Warn,
                 as_api_server: false,
+                rendered: false,
             },
         );
         let mut c = case["composition"].clone();

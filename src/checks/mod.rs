@@ -8,4 +8,5 @@
 pub mod go_regexp;
 pub mod logical;
 pub mod patch_and_transform;
+pub mod rendered;
 pub mod schema_aware;

@@ -1,12 +1,13 @@
 //! The `composition-webhook` command line.
 //!
-//! `composition-webhook validate [--crds PATH]... [--mode warn|loose|strict]
+//! `composition-webhook validate [--crds PATH]... [--mode warn|loose|strict] [--no-render]
 //! [--output text|json] FILE_OR_DIR...` validates every Composition found in the inputs
 //! against the CRDs and XRDs given with `--crds` and those found in the inputs themselves.
 //! Exit status: 0 when every Composition is allowed, 1 when any is denied, 2 for usage or
 //! input errors (unreadable file, YAML syntax error, no Composition found).
 
 mod output;
+mod render;
 mod serve;
 
 use std::io::{self, Write};
@@ -44,6 +45,8 @@ struct Cli {
 enum Command {
     /// Validate Compositions in files against CRD and XRD files.
     Validate(ValidateArgs),
+    /// Print the resources a Composition composes (YAML), rendered from a mock or given composite resource.
+    Render(render::RenderArgs),
     /// Serve the validating admission webhook (HTTPS) with schemas from CRD and XRD files.
     Serve(Box<serve::ServeArgs>),
 }
@@ -62,6 +65,10 @@ struct ValidateArgs {
     /// Mode of Compositions without the crossplane.io/composition-schema-aware-validation-mode annotation.
     #[arg(long, value_enum, default_value_t = ModeArg::Loose, env = "COMPOSITION_WEBHOOK_MODE")]
     mode: ModeArg,
+
+    /// Skip rendered-resource validation (rendering each composed resource from a mock composite resource and validating it against its CRD).
+    #[arg(long, env = "COMPOSITION_WEBHOOK_NO_RENDER")]
+    no_render: bool,
 
     /// Output format.
     #[arg(long, value_enum, default_value_t = OutputFormat::Text, env = "COMPOSITION_WEBHOOK_OUTPUT")]
@@ -120,6 +127,7 @@ pub fn main() -> ExitCode {
     };
     match cli.command {
         Command::Validate(args) => ExitCode::from(run_validate(&args)),
+        Command::Render(args) => ExitCode::from(render::run(&args)),
         Command::Serve(args) => ExitCode::from(serve::run(&args)),
     }
 }
@@ -137,6 +145,7 @@ fn run_validate(args: &ValidateArgs) -> u8 {
         Options {
             default_mode: args.mode.into(),
             as_api_server: true,
+            rendered: !args.no_render,
         },
     );
     let mut results = Vec::new();

@@ -29,6 +29,10 @@ pub(super) struct ServeArgs {
     /// Mode of Compositions without the crossplane.io/composition-schema-aware-validation-mode annotation.
     #[arg(long, value_enum, default_value_t = ModeArg::Loose, env = "COMPOSITION_WEBHOOK_MODE")]
     mode: ModeArg,
+    /// Skip rendered-resource validation (rendering each composed resource from a mock
+    /// composite resource and validating it against its CRD).
+    #[arg(long, env = "COMPOSITION_WEBHOOK_NO_RENDER")]
+    no_render: bool,
 
     /// Address of the admission port (HTTPS; POST /validate).
     #[arg(
@@ -196,6 +200,7 @@ pub(super) fn run(args: &ServeArgs) -> u8 {
         operations_address: args.operations_address,
         tls,
         default_mode: args.mode.into(),
+        rendered: !args.no_render,
         max_body_bytes: args.max_body_bytes,
         body_memory_bytes: args.body_memory_bytes,
         workers,

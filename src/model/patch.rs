@@ -104,9 +104,14 @@ pub struct PatchPolicy {
     /// `Optional` (default) or `Required`: whether a missing source field is an error.
     #[serde(default)]
     pub from_field_path: Option<String>,
-    /// How values are merged into the destination.
+    /// How values are merged into the destination (Composition `v1`, deprecated upstream).
     #[serde(default)]
     pub merge_options: Option<MergeOptions>,
+    /// How values are written (function-patch-and-transform): `Replace` (default),
+    /// `MergeObjects`, `MergeObjectsAppendArrays`, `ForceMergeObjects`,
+    /// `ForceMergeObjectsAppendArrays` and the deprecated `MergeObject`, `AppendArray`.
+    #[serde(default)]
+    pub to_field_path: Option<String>,
 }
 
 /// Merge options of a patch policy.

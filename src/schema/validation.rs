@@ -263,3 +263,46 @@ mod tests {
         assert!(closest("zzzzzz", names.into_iter()).is_empty());
     }
 }
+
+// TEMPORARY: the interface of the API-server validator, on the walker above, until the
+// full validator lands.
+/// Limits of CEL evaluation.
+#[derive(Debug, Clone, Copy)]
+pub struct CelLimits {
+    /// Rule evaluations at most.
+    pub max_evaluations: usize,
+    /// Time budget.
+    pub deadline: std::time::Duration,
+}
+/// Compiled schema.
+pub struct CompiledSchema(std::sync::Arc<Schema>);
+/// Compile error.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot compile")]
+pub struct CompileError;
+/// Compiled form.
+pub fn compiled(
+    schema: &std::sync::Arc<Schema>,
+) -> Result<std::sync::Arc<CompiledSchema>, CompileError> {
+    Ok(std::sync::Arc::new(CompiledSchema(schema.clone())))
+}
+/// Result.
+pub struct ResourceValidation {
+    /// Errors.
+    pub errors: Vec<FieldError>,
+    /// Notes.
+    pub notes: Vec<String>,
+}
+/// Validates a resource.
+pub fn validate_resource(
+    c: &CompiledSchema,
+    object: &mut Value,
+    root: &Path,
+    _l: &CelLimits,
+) -> ResourceValidation {
+    super::apply_defaults(object, &c.0);
+    ResourceValidation {
+        errors: validate(object, &c.0, root),
+        notes: vec![],
+    }
+}

@@ -53,6 +53,7 @@ pub fn decide(
     request: Request,
     schemas: &dyn SchemaSource,
     default_mode: Mode,
+    rendered: bool,
     started: impl FnOnce(Mode, &str) -> Option<Answer>,
 ) -> Decision {
     let op = operation_name(&request.operation);
@@ -109,6 +110,7 @@ pub fn decide(
             default_mode,
             // The API server has validated the object against the Composition CRD.
             as_api_server: false,
+            rendered,
         },
     )
     .validate_owned(Value::Object(object));
@@ -218,6 +220,7 @@ mod tests {
                 request(base(op, APIEXTENSIONS_GROUP, "Composition")),
                 &catalog,
                 Mode::Loose,
+                true,
                 none,
             );
             assert_eq!((d.answer.allowed, d.outcome), (true, Outcome::Allowed));
@@ -226,6 +229,7 @@ mod tests {
             request(base("CREATE", "", "ConfigMap")),
             &catalog,
             Mode::Loose,
+            true,
             none,
         );
         assert!(d.answer.allowed);
@@ -239,6 +243,7 @@ mod tests {
             request(base("UPDATE", APIEXTENSIONS_GROUP, "Composition")),
             &catalog,
             Mode::Loose,
+            true,
             none,
         );
         assert_eq!(d.outcome, Outcome::Malformed);
@@ -256,9 +261,13 @@ mod tests {
             "metadata": {"name": "c", "annotations": {crate::model::MODE_ANNOTATION: "strict"}},
             "spec": {},
         });
-        let d = decide(request(body), &Catalog::new(), Mode::Loose, |mode, name| {
-            Some(deadline_answer(mode, name, Duration::ZERO))
-        });
+        let d = decide(
+            request(body),
+            &Catalog::new(),
+            Mode::Loose,
+            true,
+            |mode, name| Some(deadline_answer(mode, name, Duration::ZERO)),
+        );
         assert_eq!(
             (d.outcome, d.mode, d.report.is_none()),
             (Outcome::DeadlineExceeded, Some(Mode::Strict), true)

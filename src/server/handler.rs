@@ -32,6 +32,8 @@ pub struct ReviewState {
     pub schemas: Arc<dyn SchemaSource + Send + Sync>,
     /// The mode of Compositions without the annotation.
     pub default_mode: Mode,
+    /// Whether rendered-resource validation runs.
+    pub rendered: bool,
     /// The largest body read, in bytes.
     pub max_body_bytes: usize,
     /// Bytes of request bodies that may be held at once, across requests.
@@ -201,6 +203,7 @@ async fn handle(
                     request,
                     state.schemas.as_ref(),
                     state.default_mode,
+                    state.rendered,
                     |mode, name| {
                         let _ = known.set((mode, name.to_string()));
                         // Past the deadline (a zero budget, or a long wait for a worker) the

@@ -84,6 +84,8 @@ pub struct ServeConfig {
     pub tls: TlsSource,
     /// The mode of Compositions without the mode annotation.
     pub default_mode: Mode,
+    /// Whether rendered-resource validation runs.
+    pub rendered: bool,
     /// The largest request body read.
     pub max_body_bytes: usize,
     /// Bytes of request bodies held at once across requests.
@@ -178,6 +180,7 @@ pub async fn run(
     let state = Arc::new(ReviewState {
         schemas: schemas.source,
         default_mode: config.default_mode,
+        rendered: config.rendered,
         max_body_bytes: config.max_body_bytes,
         body_memory: Arc::new(Semaphore::new(
             config.body_memory_bytes.max(config.max_body_bytes),

@@ -1,0 +1,344 @@
+//! Rendered-resource validation: render every composed resource from a composite resource
+//! (a minimal mock built from the XR schema, or a real one) and validate each against its
+//! CRD as the API server would on create. Findings are reported at the template's base
+//! (`spec.resources[0].base.spec.forProvider.region`) so the user sees which template is
+//! wrong.
+//!
+//! A mock XR holds only what its schema requires, so some findings are about the mock, not
+//! the Composition. Those are warnings in every mode, with the reason:
+//! - a required field set only by a patch whose source the mock does not have (an optional
+//!   XR field without default, the environment);
+//! - a value constraint broken by a value patched from the mock (a real XR may hold another);
+//! - a patch that fails at run time on a mock value (a transform's map without that key).
+//!
+//! A finding at a field that a patch with a logical or schema error writes is the same
+//! problem seen again, and is dropped.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::checks::patch_and_transform::PatchAndTransformStep;
+use crate::checks::schema_aware::lookup::SchemaSource;
+use crate::findings::{ErrorType, FieldError, Finding, Path, Stage};
+use crate::model::Composition;
+use crate::render::patch::Outcome;
+use crate::render::{self, PatchRecord, Rendered, RenderedResource, mock};
+use crate::schema::validation::{self, CelLimits};
+use crate::schema::{Schema, split_api_version};
+
+/// The CEL budget of one rendered resource.
+pub const CEL_LIMITS: CelLimits = CelLimits {
+    max_evaluations: 10_000,
+    deadline: Duration::from_millis(200),
+};
+
+/// Which composite resource the resources are rendered from.
+#[derive(Debug, Clone, Copy)]
+pub enum Composite<'a> {
+    /// A mock built from the XR schema (`None` when the schema is missing: then the mock has
+    /// only what Crossplane sets).
+    Mock(Option<&'a Schema>),
+    /// A real composite resource (`render --xr`).
+    Real(&'a Value),
+}
+
+/// The composite resource to render from.
+pub fn composite_value(c: &Composition, composite: Composite<'_>) -> Value {
+    match composite {
+        Composite::Real(v) => v.clone(),
+        Composite::Mock(schema) => {
+            let type_ref = &c.spec.composite_type_ref;
+            mock::composite(
+                schema,
+                &type_ref.api_version,
+                &type_ref.kind,
+                &c.metadata.name,
+            )
+            // A non-object XR schema is reported by the schema checks; render from the
+            // bare mock then.
+            .or_else(|_| {
+                mock::composite(
+                    None,
+                    &type_ref.api_version,
+                    &type_ref.kind,
+                    &c.metadata.name,
+                )
+            })
+            .unwrap_or_default()
+        }
+    }
+}
+
+/// Renders `c` and validates every rendered resource whose CRD `source` knows. `earlier`
+/// are the logical and schema findings (to drop repeats of them).
+pub fn check(
+    c: &Composition,
+    steps: &[PatchAndTransformStep],
+    composite: Composite<'_>,
+    source: &dyn SchemaSource,
+    earlier: &[Finding],
+) -> Vec<Finding> {
+    let xr = composite_value(c, composite);
+    let rendered = render::render(c, steps, &xr);
+    let mock = matches!(composite, Composite::Mock(_));
+    let mut findings = Vec::new();
+    findings.extend(opaque_note(&rendered));
+    for resource in &rendered.resources {
+        findings.extend(check_resource(resource, &rendered, mock, source, earlier));
+    }
+    findings
+}
+
+/// One note naming the functions whose effect is not rendered.
+fn opaque_note(rendered: &Rendered) -> Option<Finding> {
+    let opaque: Vec<_> = rendered
+        .opaque_steps
+        .iter()
+        .filter(|o| !o.function.contains("auto-ready"))
+        .collect();
+    let first = opaque.first()?;
+    let names = opaque
+        .iter()
+        .map(|o| format!("{:?} (step {:?})", o.function, o.step))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let detail = if rendered.resources.is_empty() {
+        format!(
+            "composed resources were not rendered: what function {names} composes cannot be \
+             known without running it"
+        )
+    } else {
+        format!(
+            "only the patch-and-transform steps were rendered: what function {names} does to \
+             composed resources cannot be known without running it, so rendered findings of \
+             the steps before it are warnings"
+        )
+    };
+    Some(Finding::advisory(
+        Stage::Rendered,
+        FieldError::invalid(
+            first.at.child("functionRef").child("name").as_str(),
+            first.function.as_str(),
+            detail,
+        ),
+    ))
+}
+
+fn check_resource(
+    resource: &RenderedResource,
+    rendered: &Rendered,
+    mock: bool,
+    source: &dyn SchemaSource,
+    earlier: &[Finding],
+) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    for record in &resource.patches {
+        if let Outcome::Failed(message) = &record.outcome
+            && !has_finding(earlier, &record.at)
+        {
+            let e = FieldError::invalid(
+                record.at.as_str(),
+                record.from.as_str(),
+                format!("rendering fails at run time: {message}"),
+            );
+            findings.push(finding(e, mock));
+        }
+    }
+    let Some(object) = &resource.object else {
+        return findings;
+    };
+    let Some(schema) = schema_of(object, source) else {
+        return findings; // A missing CRD is reported by the schema lookups.
+    };
+    let Ok(compiled) = validation::compiled(&schema) else {
+        return findings;
+    };
+    let root = if resource.at.as_str().is_empty() {
+        Path::default()
+    } else {
+        resource.at.child("base")
+    };
+    let mut object = object.clone();
+    // The API server ignores status on create (the status subresource sets it).
+    if let Some(o) = object.as_object_mut() {
+        o.remove("status");
+    }
+    let result = validation::validate_resource(&compiled, &mut object, &root, &CEL_LIMITS);
+    let changed_later = rendered.changed_later(&resource.at);
+    for error in result.errors {
+        let relative = relative(&error.field, root.as_str());
+        if let Some(f) = judge(error, &relative, resource, mock, earlier) {
+            let f = if changed_later.is_empty() {
+                f
+            } else {
+                Finding::advisory(Stage::Rendered, f.error)
+            };
+            findings.push(f);
+        }
+    }
+    findings
+}
+
+fn finding(error: FieldError, advisory: bool) -> Finding {
+    if advisory {
+        Finding::advisory(Stage::Rendered, error)
+    } else {
+        Finding::new(Stage::Rendered, error)
+    }
+}
+
+/// The finding for one rendered error, or `None` when it repeats an earlier one.
+fn judge(
+    mut error: FieldError,
+    relative: &[String],
+    resource: &RenderedResource,
+    mock: bool,
+    earlier: &[Finding],
+) -> Option<Finding> {
+    let related: Vec<&PatchRecord> = resource
+        .patches
+        .iter()
+        .filter(|r| {
+            r.to.as_deref()
+                .is_some_and(|to| related(&tokens(to), relative))
+        })
+        .collect();
+    // A patch with its own error already explains what it writes.
+    if related.iter().any(|r| has_finding(earlier, &r.at)) {
+        return None;
+    }
+    let skipped: Vec<&&PatchRecord> = related
+        .iter()
+        .filter(|r| matches!(r.outcome, Outcome::Skipped { .. }))
+        .collect();
+    let written: Vec<&&PatchRecord> = related
+        .iter()
+        .filter(|r| {
+            matches!(r.outcome, Outcome::Written(_))
+                && r.to
+                    .as_deref()
+                    .is_some_and(|to| under(relative, &tokens(to)))
+        })
+        .collect();
+    let required = error.error_type == ErrorType::Required;
+    if let Some(r) = skipped.first().filter(|_| required || is_rule(&error)) {
+        let source = if r.from_environment {
+            format!("the environment's {}", r.from)
+        } else {
+            r.from.clone()
+        };
+        append(
+            &mut error,
+            &format!(
+                "set only by {} from {source}, which {}; a composite resource without it \
+                 renders an invalid resource",
+                r.at,
+                if mock {
+                    "the mock composite resource does not have (optional, no default)"
+                } else {
+                    "this composite resource does not have"
+                }
+            ),
+        );
+        return Some(finding(error, true));
+    }
+    if mock && let Some(r) = written.first() {
+        append(
+            &mut error,
+            &format!(
+                "the value comes from {} ({}) of the mock composite resource",
+                r.at, r.from
+            ),
+        );
+        return Some(finding(error, true));
+    }
+    Some(finding(error, false))
+}
+
+/// Whether `error` comes from an `x-kubernetes-validations` rule (its words are the rule's).
+fn is_rule(error: &FieldError) -> bool {
+    !matches!(
+        error.error_type,
+        ErrorType::Required | ErrorType::TypeInvalid | ErrorType::NotSupported
+    ) && !error.detail.contains(" in body ")
+        && !error.detail.starts_with("unknown field")
+}
+
+fn append(error: &mut FieldError, note: &str) {
+    if error.detail.is_empty() {
+        error.detail = note.to_string();
+    } else {
+        error.detail = format!("{} ({note})", error.detail);
+    }
+}
+
+/// Whether an earlier logical or schema finding is at `at` or inside it.
+fn has_finding(earlier: &[Finding], at: &str) -> bool {
+    earlier.iter().any(|f| {
+        matches!(f.stage, Stage::Logical | Stage::Schema)
+            && f.error
+                .field
+                .strip_prefix(at)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
+    })
+}
+
+/// The schema of a rendered object's kind, if its CRD is known.
+fn schema_of(object: &Value, source: &dyn SchemaSource) -> Option<std::sync::Arc<Schema>> {
+    let api_version = object.get("apiVersion")?.as_str()?;
+    let kind = object.get("kind")?.as_str()?;
+    let (group, version) = split_api_version(api_version)?;
+    source.resolve(group, kind, version).ok()?.schema
+}
+
+/// `field` relative to `root`, as path tokens.
+fn relative(field: &str, root: &str) -> Vec<String> {
+    let rest = if root.is_empty() {
+        field
+    } else {
+        field.strip_prefix(root).unwrap_or(field)
+    };
+    tokens(rest)
+}
+
+/// A field path as tokens, the same for Kubernetes' `a.b[key][0]` and Crossplane's
+/// `a.b.key[0]` spellings.
+fn tokens(path: &str) -> Vec<String> {
+    path.replace('[', ".")
+        .replace(']', "")
+        .split('.')
+        .filter(|s| !s.is_empty())
+        .map(|s| s.trim_matches(|c| c == '\'' || c == '"').to_string())
+        .collect()
+}
+
+/// Whether one path contains the other.
+fn related(a: &[String], b: &[String]) -> bool {
+    a.starts_with(b) || b.starts_with(a)
+}
+
+/// Whether `path` is `parent` or inside it.
+fn under(path: &[String], parent: &[String]) -> bool {
+    path.starts_with(parent)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_compare_across_spellings() {
+        assert_eq!(
+            tokens("metadata.labels[app]"),
+            tokens("metadata.labels.app")
+        );
+        assert_eq!(tokens("spec.l[0].x"), ["spec", "l", "0", "x"]);
+        assert_eq!(
+            relative("spec.resources[0].base.spec.a", "spec.resources[0].base"),
+            ["spec", "a"]
+        );
+        assert!(related(&tokens("spec.a"), &tokens("spec.a.b")));
+        assert!(!related(&tokens("spec.a"), &tokens("spec.ab")));
+    }
+}

@@ -1,0 +1,147 @@
+//! `composition-webhook render COMPOSITION [--xr FILE] [--crds PATH]...`: prints what a
+//! Composition composes, as YAML documents: the composite resource (the mock one built from
+//! its schema, or the one given with `--xr`), then every composed resource as Crossplane's
+//! runtime renders it. With the CRDs of the composed resources, each is also validated as
+//! the API server would; the findings go to standard error.
+
+use std::io::{self, Write};
+use std::path::PathBuf;
+
+use serde_json::Value;
+
+use super::{
+    EXIT_ALLOWED, EXIT_DENIED, EXIT_INPUT_ERROR, build_catalog, compositions_in, load_all,
+};
+use crate::checks::patch_and_transform::read_steps;
+use crate::checks::rendered::{self, Composite};
+use crate::checks::schema_aware::lookup::SchemaSource;
+use crate::document::DocumentError;
+use crate::findings::Severity;
+use crate::model::Composition;
+use crate::schema::split_api_version;
+
+/// Arguments of `render`.
+#[derive(Debug, clap::Args)]
+pub struct RenderArgs {
+    /// The file holding the Composition (the first one in it is rendered).
+    #[arg(value_name = "COMPOSITION")]
+    composition: PathBuf,
+    /// A composite resource to render from, instead of the mock one built from its schema.
+    #[arg(long, value_name = "FILE")]
+    xr: Option<PathBuf>,
+    /// A CRD or XRD file or directory (recursive); repeat the flag for more.
+    #[arg(
+        long = "crds",
+        value_name = "PATH",
+        env = "COMPOSITION_WEBHOOK_CRDS",
+        value_delimiter = ','
+    )]
+    crds: Vec<PathBuf>,
+}
+
+/// Runs `render`: 0 when every rendered resource is valid (or not checked), 1 when one is
+/// not, 2 for input errors.
+pub fn run(args: &RenderArgs) -> u8 {
+    let mut stderr = io::stderr().lock();
+    let mut errors: Vec<DocumentError> = Vec::new();
+    let schema_docs = load_all(&args.crds, &mut errors);
+    let inputs = load_all(std::slice::from_ref(&args.composition), &mut errors);
+    let xr_docs = args
+        .xr
+        .as_ref()
+        .map(|p| load_all(std::slice::from_ref(p), &mut errors))
+        .unwrap_or_default();
+    let catalog = build_catalog(schema_docs.iter().chain(&inputs), &mut errors);
+    for e in &errors {
+        let _ = writeln!(stderr, "error: {e}");
+    }
+    if !errors.is_empty() {
+        return EXIT_INPUT_ERROR;
+    }
+    let Some(value) = inputs
+        .iter()
+        .flat_map(|d| compositions_in(d, &mut io::sink()))
+        .map(|(_, v)| v)
+        .next()
+    else {
+        let _ = writeln!(
+            stderr,
+            "error: no Composition found in {}",
+            args.composition.display()
+        );
+        return EXIT_INPUT_ERROR;
+    };
+    let composition =
+        match Composition::from_defaulted_value(&crate::model::with_api_defaults(value)) {
+            Ok(c) => c,
+            Err(e) => {
+                let _ = writeln!(
+                    stderr,
+                    "error: {}: {}: {}",
+                    args.composition.display(),
+                    e.field,
+                    e.message
+                );
+                return EXIT_INPUT_ERROR;
+            }
+        };
+    let (steps, _) = read_steps(&composition);
+    let xr_schema = {
+        let t = &composition.spec.composite_type_ref;
+        split_api_version(&t.api_version)
+            .and_then(|(group, version)| catalog.resolve(group, &t.kind, version).ok())
+            .and_then(|info| info.schema)
+    };
+    let composite = match xr_docs.first() {
+        Some(doc) => Composite::Real(&doc.value),
+        None => Composite::Mock(xr_schema.as_deref()),
+    };
+    let xr = rendered::composite_value(&composition, composite);
+    let output = crate::render::render(&composition, &steps, &xr);
+
+    let mut stdout = io::stdout().lock();
+    let mut text = String::new();
+    let what = if xr_docs.is_empty() {
+        "mock composite resource"
+    } else {
+        "composite resource"
+    };
+    push_document(&mut text, &format!("# The {what}"), &output.composite);
+    for r in &output.resources {
+        let title = match &r.name {
+            Some(n) => format!("# {} ({n})", r.at.as_str()),
+            None => format!("# {}", r.at.as_str()),
+        };
+        match &r.object {
+            Some(o) => push_document(&mut text, &title, o),
+            None => text.push_str(&format!("---\n{title}: not rendered (no base)\n")),
+        }
+    }
+    if let Err(e) = stdout.write_all(text.as_bytes())
+        && e.kind() != io::ErrorKind::BrokenPipe
+    {
+        let _ = writeln!(stderr, "error: writing output: {e}");
+        return EXIT_INPUT_ERROR;
+    }
+
+    let mut findings = rendered::check(&composition, &steps, composite, &catalog, &[]);
+    crate::mode::apply_mode(crate::mode::Mode::Strict, &mut findings);
+    for f in &findings {
+        let _ = writeln!(stderr, "{}: {}", f.severity.name(), f.message());
+    }
+    if findings.iter().any(|f| f.severity == Severity::Error) {
+        EXIT_DENIED
+    } else {
+        EXIT_ALLOWED
+    }
+}
+
+fn push_document(out: &mut String, title: &str, value: &Value) {
+    out.push_str("---\n");
+    out.push_str(title);
+    out.push('\n');
+    match serde_saphyr::to_string(value) {
+        Ok(yaml) => out.push_str(&yaml),
+        Err(e) => out.push_str(&format!("# cannot print: {e}\n")),
+    }
+}

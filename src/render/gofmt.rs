@@ -1,0 +1,1560 @@
+//! Go's `fmt.Sprintf`, with the `strconv` quoting and float formatting and the
+//! `encoding/json` marshalling it shares with the transforms, for values decoded from
+//! Kubernetes JSON.
+//!
+//! Kubernetes decodes JSON into Go values: a whole number becomes an `int64`, any other
+//! number a `float64`, and the rest `string`, `bool`, `[]interface {}`,
+//! `map[string]interface {}` and nil. A [`serde_json::Value`] is read the same way: a number
+//! that serde holds as an `i64` is an `int64`; any other number (written with a fraction or an
+//! exponent, or above `i64::MAX`) is a `float64`.
+//!
+//! The formatting follows Go's `fmt/print.go`, `fmt/format.go` and `strconv/ftoa.go` step by
+//! step, so flags, width, precision, argument indexes and the error forms (`%!d(string=x)`,
+//! `%!s(MISSING)`, `%!(EXTRA int64=1)`, ...) come out as Go prints them.
+
+use std::fmt::Write as _;
+use std::sync::LazyLock;
+
+use regex::Regex;
+use serde_json::{Map, Value};
+
+/// A JSON value seen as the Go value Kubernetes decodes it into.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum GoValue<'a> {
+    /// `nil`.
+    Nil,
+    /// `bool`.
+    Bool(bool),
+    /// `int64`: a number serde holds as an `i64`.
+    Int(i64),
+    /// `float64`: any other number.
+    Float(f64),
+    /// `string`.
+    Str(&'a str),
+    /// `[]interface {}`.
+    Slice(&'a [Value]),
+    /// `map[string]interface {}`.
+    Map(&'a Map<String, Value>),
+}
+
+impl<'a> GoValue<'a> {
+    /// The Go value of a JSON value.
+    pub(crate) fn of(v: &'a Value) -> Self {
+        match v {
+            Value::Null => Self::Nil,
+            Value::Bool(b) => Self::Bool(*b),
+            // Kubernetes keeps a number as int64 only when it parses as one; a u64 above
+            // i64::MAX becomes a float64, as does anything with a fraction or an exponent.
+            Value::Number(n) => match n.as_i64() {
+                Some(i) => Self::Int(i),
+                None => Self::Float(n.as_f64().unwrap_or_default()),
+            },
+            Value::String(s) => Self::Str(s),
+            Value::Array(a) => Self::Slice(a),
+            Value::Object(m) => Self::Map(m),
+        }
+    }
+
+    /// The type as Go's `%T` prints it.
+    pub(crate) fn type_name(self) -> &'static str {
+        match self {
+            Self::Nil => "<nil>",
+            Self::Bool(_) => "bool",
+            Self::Int(_) => "int64",
+            Self::Float(_) => "float64",
+            Self::Str(_) => "string",
+            Self::Slice(_) => "[]interface {}",
+            Self::Map(_) => "map[string]interface {}",
+        }
+    }
+}
+
+/// The Go type of a value decoded from Kubernetes JSON, as `%T` prints it: `<nil>`, `bool`,
+/// `int64`, `float64`, `string`, `[]interface {}` or `map[string]interface {}`.
+pub fn type_name(v: &Value) -> &'static str {
+    GoValue::of(v).type_name()
+}
+
+/// Go's `fmt.Sprintf(format, args...)`, each argument being the Go value Kubernetes decodes
+/// the JSON value into (see the module documentation).
+///
+/// Supports every verb Go gives these types (`%v %s %d %f %F %e %E %g %G %t %q %x %X %o %O
+/// %b %c %U %T %%`), the flags `+ - # 0` and space, width and precision (with `*`), explicit
+/// argument indexes (`%[2]s`), `%#v`, and Go's error forms. `%p` prints the bad-verb form for
+/// every value, as there is no pointer to show.
+pub fn sprintf(format: &str, args: &[Value]) -> String {
+    let args: Vec<GoValue<'_>> = args.iter().map(GoValue::of).collect();
+    let mut p = Printer::default();
+    p.do_printf(format, &args);
+    p.buf
+}
+
+/// Go's `fmt.Sprintf("%v", v)`.
+pub fn sprint_v(v: &Value) -> String {
+    let mut p = Printer::default();
+    p.print_arg(GoValue::of(v), 'v');
+    p.buf
+}
+
+/// The flags, width and precision of one verb (Go's `fmtFlags` with `wid` and `prec`).
+#[derive(Debug, Clone, Copy, Default)]
+struct Flags {
+    wid: usize,
+    prec: usize,
+    wid_present: bool,
+    prec_present: bool,
+    minus: bool,
+    plus: bool,
+    sharp: bool,
+    space: bool,
+    zero: bool,
+    // %+v and %#v are flagless formats of their own: Go moves the flags here.
+    plus_v: bool,
+    sharp_v: bool,
+}
+
+/// Go's `pp` and `fmt` in one: the output buffer and the current verb's flags.
+#[derive(Debug, Default)]
+struct Printer {
+    buf: String,
+    f: Flags,
+    reordered: bool,
+    good_arg_num: bool,
+}
+
+/// Go's `tooLarge`: widths and precisions beyond a million are refused.
+fn too_large(x: i64) -> bool {
+    !(-1_000_000..=1_000_000).contains(&x)
+}
+
+/// Go's `parsenum`: the decimal number at `s[start..end]`, whether there was one, and the
+/// index after it (`end` when the number is too large).
+fn parsenum(s: &[u8], start: usize, end: usize) -> (i64, bool, usize) {
+    if start >= end {
+        return (0, false, end);
+    }
+    let mut num = 0i64;
+    let mut isnum = false;
+    let mut i = start;
+    while i < end {
+        let Some(&c) = s.get(i) else { break };
+        if !c.is_ascii_digit() {
+            break;
+        }
+        if too_large(num) {
+            return (0, false, end);
+        }
+        num = num * 10 + i64::from(c - b'0');
+        isnum = true;
+        i += 1;
+    }
+    (num, isnum, i)
+}
+
+/// Go's `parseArgNumber` for `s` starting with `[`: the zero-based index, the bytes
+/// consumed and whether it parsed.
+fn parse_arg_number(s: &[u8]) -> (i64, usize, bool) {
+    if s.len() < 3 {
+        return (0, 1, false);
+    }
+    for i in 1..s.len() {
+        if s.get(i) == Some(&b']') {
+            let (width, ok, newi) = parsenum(s, 1, i);
+            if !ok || newi != i {
+                return (0, i + 1, false);
+            }
+            return (width - 1, i + 1, true);
+        }
+    }
+    (0, 1, false)
+}
+
+/// Go's `intFromArg`: the argument at `arg_num` as a width or precision.
+fn int_from_arg(args: &[GoValue<'_>], arg_num: usize) -> (i64, bool, usize) {
+    let Some(arg) = args.get(arg_num) else {
+        return (0, false, arg_num);
+    };
+    let (mut num, mut is_int) = match arg {
+        GoValue::Int(n) => (*n, true),
+        _ => (0, false),
+    };
+    if too_large(num) {
+        num = 0;
+        is_int = false;
+    }
+    (num, is_int, arg_num + 1)
+}
+
+const LDIGITS: &[u8; 17] = b"0123456789abcdefx";
+const UDIGITS: &[u8; 17] = b"0123456789ABCDEFX";
+
+impl Printer {
+    fn do_printf(&mut self, format: &str, args: &[GoValue<'_>]) {
+        let fb = format.as_bytes();
+        let end = fb.len();
+        let mut arg_num = 0usize;
+        self.reordered = false;
+        let mut i = 0usize;
+        while i < end {
+            self.good_arg_num = true;
+            let lasti = i;
+            while i < end && fb.get(i) != Some(&b'%') {
+                i += 1;
+            }
+            if i > lasti {
+                self.buf.push_str(format.get(lasti..i).unwrap_or_default());
+            }
+            if i >= end {
+                break;
+            }
+            // Skip the '%'.
+            i += 1;
+
+            self.f = Flags::default();
+            while let Some(&c) = fb.get(i) {
+                match c {
+                    b'#' => self.f.sharp = true,
+                    b'0' => self.f.zero = true,
+                    b'+' => self.f.plus = true,
+                    b'-' => self.f.minus = true,
+                    b' ' => self.f.space = true,
+                    _ => break,
+                }
+                i += 1;
+            }
+
+            // Argument index, width, precision: Go's slow path (its fast path for a bare
+            // lower-case verb prints the same).
+            let mut after_index;
+            (arg_num, i, after_index) = self.arg_number(arg_num, fb, i, args.len());
+
+            if fb.get(i) == Some(&b'*') {
+                i += 1;
+                let (wid, present, next) = int_from_arg(args, arg_num);
+                arg_num = next;
+                self.f.wid_present = present;
+                if !present {
+                    self.buf.push_str("%!(BADWIDTH)");
+                }
+                if wid < 0 {
+                    // A negative width means left-justify, never with zeros.
+                    self.f.minus = true;
+                    self.f.zero = false;
+                }
+                self.f.wid = usize::try_from(wid.unsigned_abs()).unwrap_or(0);
+                after_index = false;
+            } else {
+                let (wid, present, next) = parsenum(fb, i, end);
+                i = next;
+                self.f.wid = usize::try_from(wid).unwrap_or(0);
+                self.f.wid_present = present;
+                if after_index && present {
+                    // "%[3]2d"
+                    self.good_arg_num = false;
+                }
+            }
+
+            if i + 1 < end && fb.get(i) == Some(&b'.') {
+                i += 1;
+                if after_index {
+                    // "%[3].2d"
+                    self.good_arg_num = false;
+                }
+                (arg_num, i, after_index) = self.arg_number(arg_num, fb, i, args.len());
+                if fb.get(i) == Some(&b'*') {
+                    i += 1;
+                    let (prec, mut present, next) = int_from_arg(args, arg_num);
+                    arg_num = next;
+                    // A negative precision means none.
+                    let prec = if prec < 0 {
+                        present = false;
+                        0
+                    } else {
+                        prec
+                    };
+                    self.f.prec = usize::try_from(prec).unwrap_or(0);
+                    self.f.prec_present = present;
+                    if !present {
+                        self.buf.push_str("%!(BADPREC)");
+                    }
+                    after_index = false;
+                } else {
+                    let (prec, present, next) = parsenum(fb, i, end);
+                    i = next;
+                    // "%.d" is precision zero.
+                    self.f.prec = if present {
+                        usize::try_from(prec).unwrap_or(0)
+                    } else {
+                        0
+                    };
+                    self.f.prec_present = true;
+                }
+            }
+
+            if !after_index {
+                (arg_num, i, _) = self.arg_number(arg_num, fb, i, args.len());
+            }
+
+            let Some(verb) = format.get(i..).and_then(|rest| rest.chars().next()) else {
+                self.buf.push_str("%!(NOVERB)");
+                break;
+            };
+            i += verb.len_utf8();
+
+            match verb {
+                // Percent absorbs no operand and ignores width and precision.
+                '%' => self.buf.push('%'),
+                _ if !self.good_arg_num => {
+                    self.buf.push_str("%!");
+                    self.buf.push(verb);
+                    self.buf.push_str("(BADINDEX)");
+                }
+                _ => match args.get(arg_num) {
+                    None => {
+                        self.buf.push_str("%!");
+                        self.buf.push(verb);
+                        self.buf.push_str("(MISSING)");
+                    }
+                    Some(&arg) => {
+                        if verb == 'v' || verb == 'w' {
+                            self.f.sharp_v = self.f.sharp;
+                            self.f.sharp = false;
+                            self.f.plus_v = self.f.plus;
+                            self.f.plus = false;
+                        }
+                        self.print_arg(arg, verb);
+                        arg_num += 1;
+                    }
+                },
+            }
+        }
+
+        // Go reports unused arguments unless the format reordered them.
+        if !self.reordered && arg_num < args.len() {
+            self.f = Flags::default();
+            self.buf.push_str("%!(EXTRA ");
+            for (k, &arg) in args.iter().skip(arg_num).enumerate() {
+                if k > 0 {
+                    self.buf.push_str(", ");
+                }
+                if let GoValue::Nil = arg {
+                    self.buf.push_str("<nil>");
+                } else {
+                    self.buf.push_str(arg.type_name());
+                    self.buf.push('=');
+                    self.print_arg(arg, 'v');
+                }
+            }
+            self.buf.push(')');
+        }
+    }
+
+    /// Go's `argNumber`: the argument index of a `[n]` at `s[i..]`, the index after it,
+    /// and whether one was found.
+    fn arg_number(
+        &mut self,
+        arg_num: usize,
+        s: &[u8],
+        i: usize,
+        num_args: usize,
+    ) -> (usize, usize, bool) {
+        if s.get(i) != Some(&b'[') {
+            return (arg_num, i, false);
+        }
+        self.reordered = true;
+        let (index, wid, ok) = parse_arg_number(s.get(i..).unwrap_or_default());
+        if ok
+            && let Ok(index) = usize::try_from(index)
+            && index < num_args
+        {
+            return (index, i + wid, true);
+        }
+        self.good_arg_num = false;
+        (arg_num, i + wid, ok)
+    }
+
+    /// Go's `printArg`: one top-level argument.
+    fn print_arg(&mut self, arg: GoValue<'_>, verb: char) {
+        match arg {
+            GoValue::Nil => match verb {
+                'T' | 'v' => self.pad("<nil>"),
+                _ => self.bad_verb(verb, None),
+            },
+            _ if verb == 'T' => self.fmt_s(arg.type_name()),
+            // No pointers here: Go would print the address of a map or slice.
+            _ if verb == 'p' => self.bad_verb(verb, Some(arg)),
+            _ => self.print_value(arg, verb),
+        }
+    }
+
+    /// Go's `printValue` for a value inside a slice or map (an interface holding it).
+    fn print_elem(&mut self, elem: &Value, verb: char) {
+        match GoValue::of(elem) {
+            GoValue::Nil if self.f.sharp_v => self.buf.push_str("interface {}(nil)"),
+            GoValue::Nil => self.buf.push_str("<nil>"),
+            v => self.print_value(v, verb),
+        }
+    }
+
+    /// Go's `printValue` (and the simple cases of `printArg`).
+    fn print_value(&mut self, v: GoValue<'_>, verb: char) {
+        match v {
+            GoValue::Nil => self.print_arg(v, verb),
+            GoValue::Bool(b) => self.fmt_bool(b, verb),
+            GoValue::Int(i) => self.fmt_int(i, verb),
+            GoValue::Float(x) => self.fmt_float_verb(x, verb),
+            GoValue::Str(s) => self.fmt_string(s, verb),
+            GoValue::Slice(items) => {
+                if self.f.sharp_v {
+                    self.buf.push_str("[]interface {}{");
+                } else {
+                    self.buf.push('[');
+                }
+                for (k, item) in items.iter().enumerate() {
+                    if k > 0 {
+                        self.buf.push_str(if self.f.sharp_v { ", " } else { " " });
+                    }
+                    self.print_elem(item, verb);
+                }
+                self.buf.push(if self.f.sharp_v { '}' } else { ']' });
+            }
+            GoValue::Map(m) => {
+                if self.f.sharp_v {
+                    self.buf.push_str("map[string]interface {}{");
+                } else {
+                    self.buf.push_str("map[");
+                }
+                // fmt prints map keys sorted.
+                let mut keys: Vec<&String> = m.keys().collect();
+                keys.sort();
+                for (k, key) in keys.into_iter().enumerate() {
+                    if k > 0 {
+                        self.buf.push_str(if self.f.sharp_v { ", " } else { " " });
+                    }
+                    self.fmt_string(key, verb);
+                    self.buf.push(':');
+                    if let Some(value) = m.get(key) {
+                        self.print_elem(value, verb);
+                    }
+                }
+                self.buf.push(if self.f.sharp_v { '}' } else { ']' });
+            }
+        }
+    }
+
+    /// Go's `badVerb`: `%!verb(type=value)`, the value printed with `%v` and the current flags.
+    fn bad_verb(&mut self, verb: char, arg: Option<GoValue<'_>>) {
+        self.buf.push_str("%!");
+        self.buf.push(verb);
+        self.buf.push('(');
+        match arg {
+            Some(v) if !matches!(v, GoValue::Nil) => {
+                self.buf.push_str(v.type_name());
+                self.buf.push('=');
+                self.print_value(v, 'v');
+            }
+            _ => self.buf.push_str("<nil>"),
+        }
+        self.buf.push(')');
+    }
+
+    fn fmt_bool(&mut self, b: bool, verb: char) {
+        match verb {
+            't' | 'v' => self.pad(if b { "true" } else { "false" }),
+            _ => self.bad_verb(verb, Some(GoValue::Bool(b))),
+        }
+    }
+
+    fn fmt_int(&mut self, i: i64, verb: char) {
+        // Go formats integers from their two's complement bits.
+        let u = i as u64;
+        match verb {
+            'v' | 'd' => self.fmt_integer(u, 10, true, verb, LDIGITS),
+            'b' => self.fmt_integer(u, 2, true, verb, LDIGITS),
+            'o' | 'O' => self.fmt_integer(u, 8, true, verb, LDIGITS),
+            'x' => self.fmt_integer(u, 16, true, verb, LDIGITS),
+            'X' => self.fmt_integer(u, 16, true, verb, UDIGITS),
+            'c' => self.fmt_c(u),
+            'q' if u <= 0x10FFFF => self.fmt_qc(u),
+            'U' => self.fmt_unicode(u),
+            _ => self.bad_verb(verb, Some(GoValue::Int(i))),
+        }
+    }
+
+    fn fmt_float_verb(&mut self, x: f64, verb: char) {
+        match verb {
+            'v' => self.fmt_float(x, b'g', -1),
+            'b' | 'g' | 'G' | 'x' | 'X' => self.fmt_float(x, verb as u8, -1),
+            'f' | 'e' | 'E' => self.fmt_float(x, verb as u8, 6),
+            'F' => self.fmt_float(x, b'f', 6),
+            _ => self.bad_verb(verb, Some(GoValue::Float(x))),
+        }
+    }
+
+    fn fmt_string(&mut self, s: &str, verb: char) {
+        match verb {
+            'v' if self.f.sharp_v => self.fmt_q(s),
+            'v' | 's' => self.fmt_s(s),
+            'x' => self.fmt_sx(s, LDIGITS),
+            'X' => self.fmt_sx(s, UDIGITS),
+            'q' => self.fmt_q(s),
+            _ => self.bad_verb(verb, Some(GoValue::Str(s))),
+        }
+    }
+
+    /// Go's `writePadding`.
+    fn write_padding(&mut self, n: usize) {
+        // Zero padding is allowed only to the left.
+        let c = if self.f.zero && !self.f.minus {
+            '0'
+        } else {
+            ' '
+        };
+        self.buf.extend(std::iter::repeat_n(c, n));
+    }
+
+    /// Go's `pad`/`padString`: width counts runes.
+    fn pad(&mut self, s: &str) {
+        if !self.f.wid_present || self.f.wid == 0 {
+            self.buf.push_str(s);
+            return;
+        }
+        let width = self.f.wid.saturating_sub(s.chars().count());
+        if self.f.minus {
+            self.buf.push_str(s);
+            self.write_padding(width);
+        } else {
+            self.write_padding(width);
+            self.buf.push_str(s);
+        }
+    }
+
+    /// Go's `fmtUnicode`: `U+0078`, or with `#` `U+0078 'x'`.
+    fn fmt_unicode(&mut self, u: u64) {
+        let prec = if self.f.prec_present && self.f.prec > 4 {
+            self.f.prec
+        } else {
+            4
+        };
+        let hex = format!("{u:X}");
+        let mut s = String::from("U+");
+        s.extend(std::iter::repeat_n('0', prec.saturating_sub(hex.len())));
+        s.push_str(&hex);
+        if self.f.sharp
+            && let Some(c) = u32::try_from(u).ok().and_then(char::from_u32)
+            && is_print(c)
+        {
+            s.push_str(" '");
+            s.push(c);
+            s.push('\'');
+        }
+        let old_zero = self.f.zero;
+        self.f.zero = false;
+        self.pad(&s);
+        self.f.zero = old_zero;
+    }
+
+    /// Go's `fmtInteger`.
+    fn fmt_integer(&mut self, u: u64, base: u64, signed: bool, verb: char, digits: &[u8; 17]) {
+        let negative = signed && (u as i64) < 0;
+        let mut u = if negative { u.wrapping_neg() } else { u };
+
+        // Two ways to ask for leading zeros, %.3d and %03d; precision wins.
+        let mut prec = 0usize;
+        if self.f.prec_present {
+            prec = self.f.prec;
+            // Precision 0 and value 0 print nothing but the padding.
+            if prec == 0 && u == 0 {
+                let old_zero = self.f.zero;
+                self.f.zero = false;
+                self.write_padding(self.f.wid);
+                self.f.zero = old_zero;
+                return;
+            }
+        } else if self.f.zero && !self.f.minus && self.f.wid_present {
+            prec = self.f.wid;
+            if negative || self.f.plus || self.f.space {
+                // Leave room for the sign.
+                prec = prec.saturating_sub(1);
+            }
+        }
+
+        // Digits, right to left.
+        let mut rev: Vec<u8> = Vec::with_capacity(prec.max(24));
+        loop {
+            rev.push(digits.get((u % base) as usize).copied().unwrap_or(b'0'));
+            u /= base;
+            if u == 0 {
+                break;
+            }
+        }
+        while rev.len() < prec {
+            rev.push(b'0');
+        }
+        if self.f.sharp {
+            match base {
+                2 => rev.extend_from_slice(b"b0"),
+                8 if rev.last() != Some(&b'0') => rev.push(b'0'),
+                16 => {
+                    rev.push(digits.get(16).copied().unwrap_or(b'x'));
+                    rev.push(b'0');
+                }
+                _ => {}
+            }
+        }
+        if verb == 'O' {
+            rev.extend_from_slice(b"o0");
+        }
+        if negative {
+            rev.push(b'-');
+        } else if self.f.plus {
+            rev.push(b'+');
+        } else if self.f.space {
+            rev.push(b' ');
+        }
+        rev.reverse();
+        let s = String::from_utf8_lossy(&rev).into_owned();
+
+        // Zero padding was done above, as precision.
+        let old_zero = self.f.zero;
+        self.f.zero = false;
+        self.pad(&s);
+        self.f.zero = old_zero;
+    }
+
+    /// Go's `truncateString`: at most `prec` runes.
+    fn truncate<'s>(&self, s: &'s str) -> &'s str {
+        if self.f.prec_present
+            && let Some((i, _)) = s.char_indices().nth(self.f.prec)
+        {
+            return s.get(..i).unwrap_or(s);
+        }
+        s
+    }
+
+    fn fmt_s(&mut self, s: &str) {
+        let s = self.truncate(s);
+        self.pad(s);
+    }
+
+    /// Go's `fmtSbx`: the bytes of a string in hexadecimal.
+    fn fmt_sx(&mut self, s: &str, digits: &[u8; 17]) {
+        let bytes = s.as_bytes();
+        let length = if self.f.prec_present {
+            bytes.len().min(self.f.prec)
+        } else {
+            bytes.len()
+        };
+        let mut width = 2 * length;
+        if width > 0 {
+            if self.f.space {
+                if self.f.sharp {
+                    width *= 2;
+                }
+                width += length - 1;
+            } else if self.f.sharp {
+                width += 2;
+            }
+        } else {
+            if self.f.wid_present {
+                self.write_padding(self.f.wid);
+            }
+            return;
+        }
+        if self.f.wid_present && self.f.wid > width && !self.f.minus {
+            self.write_padding(self.f.wid - width);
+        }
+        let x = char::from(digits.get(16).copied().unwrap_or(b'x'));
+        if self.f.sharp {
+            self.buf.push('0');
+            self.buf.push(x);
+        }
+        for (k, &c) in bytes.iter().take(length).enumerate() {
+            if self.f.space && k > 0 {
+                self.buf.push(' ');
+                if self.f.sharp {
+                    self.buf.push('0');
+                    self.buf.push(x);
+                }
+            }
+            for nibble in [c >> 4, c & 0xF] {
+                self.buf.push(char::from(
+                    digits.get(usize::from(nibble)).copied().unwrap_or(b'0'),
+                ));
+            }
+        }
+        if self.f.wid_present && self.f.wid > width && self.f.minus {
+            self.write_padding(self.f.wid - width);
+        }
+    }
+
+    /// Go's `fmtQ`: a quoted string, or with `#` a raw one when it can be.
+    fn fmt_q(&mut self, s: &str) {
+        let s = self.truncate(s);
+        if self.f.sharp && can_backquote(s) {
+            self.pad(&format!("`{s}`"));
+            return;
+        }
+        let quoted = quote_with(s, '"', self.f.plus);
+        self.pad(&quoted);
+    }
+
+    /// The rune of an integer for `%c` and `%q`: invalid ones become U+FFFD.
+    fn rune_of(u: u64) -> char {
+        u32::try_from(u)
+            .ok()
+            .and_then(char::from_u32)
+            .unwrap_or(char::REPLACEMENT_CHARACTER)
+    }
+
+    fn fmt_c(&mut self, u: u64) {
+        let c = Self::rune_of(u);
+        self.pad(c.encode_utf8(&mut [0u8; 4]));
+    }
+
+    fn fmt_qc(&mut self, u: u64) {
+        let c = Self::rune_of(u);
+        let quoted = quote_rune(c, self.f.plus);
+        self.pad(&quoted);
+    }
+
+    /// Go's `fmt.fmtFloat`: `verb` is a `strconv.FormatFloat` format, `prec` its default
+    /// precision.
+    fn fmt_float(&mut self, v: f64, verb: u8, prec: i64) {
+        let prec = if self.f.prec_present {
+            i64::try_from(self.f.prec).unwrap_or(i64::MAX)
+        } else {
+            prec
+        };
+        // Format with room for a leading sign.
+        let formatted = format_float(v, verb, prec);
+        let mut num: Vec<u8> = if formatted.starts_with(['-', '+']) {
+            formatted.into_bytes()
+        } else {
+            let mut n = vec![b'+'];
+            n.extend_from_slice(formatted.as_bytes());
+            n
+        };
+        if self.f.space && num.first() == Some(&b'+') && !self.f.plus {
+            num[0] = b' ';
+        }
+        // Infinities and NaN are not numbers to pad with zeros.
+        if matches!(num.get(1), Some(b'I' | b'N')) {
+            let old_zero = self.f.zero;
+            self.f.zero = false;
+            let mut s = String::from_utf8_lossy(&num).into_owned();
+            if num.get(1) == Some(&b'N') && !self.f.space && !self.f.plus {
+                s.remove(0);
+            }
+            self.pad(&s);
+            self.f.zero = old_zero;
+            return;
+        }
+        // '#' forces a decimal point and keeps trailing zeros.
+        if self.f.sharp && verb != b'b' {
+            let mut digits: i64 = match verb {
+                b'v' | b'g' | b'G' | b'x' => {
+                    if prec == -1 {
+                        6
+                    } else {
+                        prec
+                    }
+                }
+                _ => 0,
+            };
+            let mut tail: Vec<u8> = Vec::new();
+            let mut has_decimal_point = false;
+            let mut saw_nonzero_digit = false;
+            let mut i = 1;
+            while i < num.len() {
+                let c = num[i];
+                match c {
+                    b'.' => has_decimal_point = true,
+                    b'p' | b'P' => {
+                        tail = num.split_off(i);
+                    }
+                    b'e' | b'E' if verb != b'x' && verb != b'X' => {
+                        tail = num.split_off(i);
+                    }
+                    _ => {
+                        if c != b'0' {
+                            saw_nonzero_digit = true;
+                        }
+                        // Significant digits count from the first non-zero one.
+                        if saw_nonzero_digit {
+                            digits -= 1;
+                        }
+                    }
+                }
+                i += 1;
+            }
+            if !has_decimal_point {
+                // A leading 0 counts once.
+                if num.len() == 2 && num.get(1) == Some(&b'0') {
+                    digits -= 1;
+                }
+                num.push(b'.');
+            }
+            while digits > 0 {
+                num.push(b'0');
+                digits -= 1;
+            }
+            num.extend_from_slice(&tail);
+        }
+        let s = String::from_utf8_lossy(&num).into_owned();
+        if self.f.plus || num.first() != Some(&b'+') {
+            // Zero padding goes between the sign and the digits.
+            if self.f.zero && !self.f.minus && self.f.wid_present && self.f.wid > num.len() {
+                self.buf.push_str(s.get(..1).unwrap_or_default());
+                self.write_padding(self.f.wid - num.len());
+                self.buf.push_str(s.get(1..).unwrap_or_default());
+                return;
+            }
+            self.pad(&s);
+            return;
+        }
+        self.pad(s.get(1..).unwrap_or_default());
+    }
+}
+
+/// The decimal digits of a float (`strconv`'s `decimalSlice`): `0.d1d2d3... * 10^dp`.
+struct Digits {
+    d: Vec<u8>,
+    dp: i64,
+}
+
+impl Digits {
+    /// Parses Rust's `{:e}` form (`d.ddde-5`) of a non-negative float.
+    fn from_sci(sci: &str) -> Self {
+        let (mantissa, exp) = sci.split_once('e').unwrap_or((sci, "0"));
+        let exp: i64 = exp.parse().unwrap_or(0);
+        let mut d: Vec<u8> = mantissa.bytes().filter(u8::is_ascii_digit).collect();
+        while d.last() == Some(&b'0') {
+            d.pop();
+        }
+        if d.is_empty() {
+            // Zero: no digits, exponent 0.
+            return Digits { d, dp: 0 };
+        }
+        Digits { d, dp: exp + 1 }
+    }
+
+    fn nd(&self) -> i64 {
+        i64::try_from(self.d.len()).unwrap_or(i64::MAX)
+    }
+
+    fn digit(&self, i: i64) -> u8 {
+        usize::try_from(i)
+            .ok()
+            .and_then(|i| self.d.get(i).copied())
+            .unwrap_or(b'0')
+    }
+}
+
+/// Go's `strconv.FormatFloat(v, fmt, prec, 64)` for the formats `b e E f g G x X`
+/// (`prec` -1 is the shortest representation that reads back exactly).
+pub fn format_float(v: f64, fmt: u8, prec: i64) -> String {
+    let bits = v.to_bits();
+    let neg = bits >> 63 != 0;
+    let mut exp = ((bits >> 52) & 0x7FF) as i64;
+    let mut mant = bits & ((1u64 << 52) - 1);
+    match exp {
+        0x7FF => {
+            return if mant != 0 {
+                "NaN"
+            } else if neg {
+                "-Inf"
+            } else {
+                "+Inf"
+            }
+            .to_string();
+        }
+        // Denormalized.
+        0 => exp += 1,
+        _ => mant |= 1u64 << 52,
+    }
+    exp -= 1023;
+    match fmt {
+        b'b' => return fmt_b(neg, mant, exp),
+        b'x' | b'X' => return fmt_x(prec, fmt, neg, mant, exp),
+        _ => {}
+    }
+
+    let abs = v.abs();
+    let shortest = prec < 0;
+    let mut out = String::new();
+    if fmt == b'f' && !shortest {
+        // Rust rounds the exact binary value half to even at a decimal position, as Go does.
+        if neg {
+            out.push('-');
+        }
+        let _ = write!(out, "{:.*}", usize::try_from(prec).unwrap_or(0), abs);
+        return out;
+    }
+    let (digs, prec) = if shortest {
+        let digs = Digits::from_sci(&format!("{abs:e}"));
+        let prec = match fmt {
+            b'e' | b'E' => (digs.nd() - 1).max(0),
+            b'f' => (digs.nd() - digs.dp).max(0),
+            _ => digs.nd(),
+        };
+        (digs, prec)
+    } else {
+        let (digits, prec) = match fmt {
+            b'e' | b'E' => (prec.saturating_add(1), prec),
+            b'g' | b'G' => {
+                let p = prec.max(1);
+                (p, p)
+            }
+            _ => (1, prec),
+        };
+        let frac = usize::try_from(digits - 1).unwrap_or(0);
+        (Digits::from_sci(&format!("{abs:.frac$e}")), prec)
+    };
+    format_digits(&mut out, shortest, neg, &digs, prec, fmt);
+    out
+}
+
+/// Go's `formatDigits`.
+fn format_digits(out: &mut String, shortest: bool, neg: bool, digs: &Digits, prec: i64, fmt: u8) {
+    match fmt {
+        b'e' | b'E' => fmt_e(out, neg, digs, prec, fmt),
+        b'f' => fmt_f(out, neg, digs, prec),
+        _ => {
+            let mut prec = prec;
+            let mut eprec = prec;
+            if eprec > digs.nd() && digs.nd() >= digs.dp {
+                eprec = digs.nd();
+            }
+            // %e is used if the exponent from the conversion is less than -4 or greater
+            // than or equal to the precision; shortest uses precision 6 for this decision.
+            if shortest {
+                eprec = 6;
+            }
+            let exp = digs.dp - 1;
+            if exp < -4 || exp >= eprec {
+                if prec > digs.nd() {
+                    prec = digs.nd();
+                }
+                let e = if fmt == b'G' { b'E' } else { b'e' };
+                fmt_e(out, neg, digs, prec - 1, e);
+            } else {
+                if prec > digs.dp {
+                    prec = digs.nd();
+                }
+                fmt_f(out, neg, digs, (prec - digs.dp).max(0));
+            }
+        }
+    }
+}
+
+/// Go's `fmtE`: `-d.dddde±dd`.
+fn fmt_e(out: &mut String, neg: bool, d: &Digits, prec: i64, fmt: u8) {
+    if neg {
+        out.push('-');
+    }
+    out.push(char::from(d.digit(0)));
+    if prec > 0 {
+        out.push('.');
+        for i in 1..=prec {
+            out.push(char::from(d.digit(i)));
+        }
+    }
+    out.push(char::from(fmt));
+    let mut exp = d.dp - 1;
+    // Zero has exponent 0.
+    if d.d.is_empty() {
+        exp = 0;
+    }
+    out.push(if exp < 0 { '-' } else { '+' });
+    let exp = exp.unsigned_abs();
+    if exp < 10 {
+        out.push('0');
+    }
+    let _ = write!(out, "{exp}");
+}
+
+/// Go's `fmtF`: `-ddddddd.ddddd`.
+fn fmt_f(out: &mut String, neg: bool, d: &Digits, prec: i64) {
+    if neg {
+        out.push('-');
+    }
+    if d.dp > 0 {
+        for i in 0..d.dp {
+            out.push(char::from(d.digit(i)));
+        }
+    } else {
+        out.push('0');
+    }
+    if prec > 0 {
+        out.push('.');
+        for i in 1..=prec {
+            out.push(char::from(d.digit(d.dp + i - 1)));
+        }
+    }
+}
+
+/// Go's `fmtB`: `-ddddp±ddd`, the mantissa and a power of two.
+fn fmt_b(neg: bool, mant: u64, exp: i64) -> String {
+    let exp = exp - 52;
+    let sign = if neg { "-" } else { "" };
+    let esign = if exp >= 0 { "+" } else { "" };
+    format!("{sign}{mant}p{esign}{exp}")
+}
+
+/// Go's `fmtX`: `-0x1.yyyyyp±dd`, hexadecimal mantissa and a power of two.
+fn fmt_x(prec: i64, fmt: u8, neg: bool, mut mant: u64, mut exp: i64) -> String {
+    if mant == 0 {
+        exp = 0;
+    }
+    // Shift digits so the leading 1 (if any) is at bit 60.
+    mant <<= 60 - 52;
+    while mant != 0 && mant & (1 << 60) == 0 {
+        mant <<= 1;
+        exp -= 1;
+    }
+    // Round if requested.
+    if (0..15).contains(&prec) {
+        let shift = u32::try_from(prec * 4).unwrap_or(0);
+        let extra = (mant << shift) & ((1 << 60) - 1);
+        mant >>= 60 - shift;
+        if extra | (mant & 1) > 1 << 59 {
+            mant += 1;
+        }
+        mant <<= 60 - shift;
+        if mant & (1 << 61) != 0 {
+            // Wrapped around.
+            mant >>= 1;
+            exp += 1;
+        }
+    }
+    let hex: &[u8; 17] = if fmt == b'X' { UDIGITS } else { LDIGITS };
+    let mut out = String::new();
+    if neg {
+        out.push('-');
+    }
+    out.push('0');
+    out.push(char::from(fmt));
+    out.push(char::from(b'0' + ((mant >> 60) & 1) as u8));
+    // Remove the leading 0 or 1.
+    mant <<= 4;
+    let nibble = |m: u64| char::from(hex.get(((m >> 60) & 15) as usize).copied().unwrap_or(b'0'));
+    if prec < 0 && mant != 0 {
+        out.push('.');
+        while mant != 0 {
+            out.push(nibble(mant));
+            mant <<= 4;
+        }
+    } else if prec > 0 {
+        out.push('.');
+        for _ in 0..prec {
+            out.push(nibble(mant));
+            mant <<= 4;
+        }
+    }
+    out.push(if fmt == b'X' { 'P' } else { 'p' });
+    out.push(if exp < 0 { '-' } else { '+' });
+    let exp = exp.unsigned_abs();
+    if exp < 10 {
+        out.push('0');
+    }
+    let _ = write!(out, "{exp}");
+    out
+}
+
+/// Letters, marks, numbers, punctuation and symbols: the runes Go prints unescaped.
+static PRINTABLE: LazyLock<Option<Regex>> =
+    LazyLock::new(|| Regex::new(r"^[\p{L}\p{M}\p{N}\p{P}\p{S}]$").ok());
+
+/// Go's `strconv.IsPrint`: letters, marks, numbers, punctuation, symbols and the ASCII space.
+pub fn is_print(c: char) -> bool {
+    let r = u32::from(c);
+    if r <= 0xFF {
+        // Latin-1: ASCII space to '~', and '¡' to 'ÿ' but the soft hyphen.
+        return (0x20..=0x7E).contains(&r) || ((0xA1..=0xFF).contains(&r) && r != 0xAD);
+    }
+    match PRINTABLE.as_ref() {
+        Some(re) => re.is_match(c.encode_utf8(&mut [0u8; 4])),
+        None => !c.is_control() && !c.is_whitespace(),
+    }
+}
+
+/// Go's `strconv.Quote`: a double-quoted Go string literal, printable runes kept.
+pub fn quote(s: &str) -> String {
+    quote_with(s, '"', false)
+}
+
+/// Go's `appendQuotedWith`: `ascii_only` is `strconv.QuoteToASCII`.
+fn quote_with(s: &str, quote: char, ascii_only: bool) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push(quote);
+    for c in s.chars() {
+        escape_rune(&mut out, c, quote, ascii_only);
+    }
+    out.push(quote);
+    out
+}
+
+/// Go's `strconv.QuoteRune` (`ascii_only`: `QuoteRuneToASCII`).
+fn quote_rune(c: char, ascii_only: bool) -> String {
+    let mut out = String::from('\'');
+    escape_rune(&mut out, c, '\'', ascii_only);
+    out.push('\'');
+    out
+}
+
+/// Go's `appendEscapedRune`.
+fn escape_rune(out: &mut String, c: char, quote: char, ascii_only: bool) {
+    if c == quote || c == '\\' {
+        out.push('\\');
+        out.push(c);
+        return;
+    }
+    if ascii_only {
+        if c.is_ascii() && is_print(c) {
+            out.push(c);
+            return;
+        }
+    } else if is_print(c) {
+        out.push(c);
+        return;
+    }
+    let r = u32::from(c);
+    match c {
+        '\u{7}' => out.push_str("\\a"),
+        '\u{8}' => out.push_str("\\b"),
+        '\u{c}' => out.push_str("\\f"),
+        '\n' => out.push_str("\\n"),
+        '\r' => out.push_str("\\r"),
+        '\t' => out.push_str("\\t"),
+        '\u{b}' => out.push_str("\\v"),
+        _ if r < 0x20 || r == 0x7F => {
+            let _ = write!(out, "\\x{r:02x}");
+        }
+        _ if r < 0x10000 => {
+            let _ = write!(out, "\\u{r:04x}");
+        }
+        _ => {
+            let _ = write!(out, "\\U{r:08x}");
+        }
+    }
+}
+
+/// Go's `strconv.CanBackquote`: no control characters but tab, no backquote, no BOM.
+fn can_backquote(s: &str) -> bool {
+    s.chars().all(|c| match c {
+        '\u{FEFF}' | '`' | '\u{7F}' => false,
+        '\t' => true,
+        c => c >= ' ',
+    })
+}
+
+/// Go's `json.Marshal` of a value decoded from Kubernetes JSON: map keys sorted, `<`, `>`,
+/// `&`, U+2028 and U+2029 escaped, `int64` in decimal and `float64` as `encoding/json`
+/// writes it (`1e+21`, `1e-7`, `0.5`).
+pub fn json_marshal(v: &Value) -> String {
+    let mut out = String::new();
+    write_json(&mut out, v);
+    out
+}
+
+fn write_json(out: &mut String, v: &Value) {
+    match GoValue::of(v) {
+        GoValue::Nil => out.push_str("null"),
+        GoValue::Bool(b) => out.push_str(if b { "true" } else { "false" }),
+        GoValue::Int(i) => {
+            let _ = write!(out, "{i}");
+        }
+        GoValue::Float(x) => out.push_str(&json_float(x)),
+        GoValue::Str(s) => write_json_string(out, s),
+        GoValue::Slice(items) => {
+            out.push('[');
+            for (k, item) in items.iter().enumerate() {
+                if k > 0 {
+                    out.push(',');
+                }
+                write_json(out, item);
+            }
+            out.push(']');
+        }
+        GoValue::Map(m) => {
+            out.push('{');
+            let mut keys: Vec<&String> = m.keys().collect();
+            keys.sort();
+            for (k, key) in keys.into_iter().enumerate() {
+                if k > 0 {
+                    out.push(',');
+                }
+                write_json_string(out, key);
+                out.push(':');
+                if let Some(value) = m.get(key) {
+                    write_json(out, value);
+                }
+            }
+            out.push('}');
+        }
+    }
+}
+
+/// `encoding/json`'s float encoder: `'f'` format, or `'e'` below 1e-6 and from 1e21 on,
+/// with `e-07` cleaned to `e-7`.
+pub(crate) fn json_float(x: f64) -> String {
+    let abs = x.abs();
+    let fmt = if abs != 0.0 && !(1e-6..1e21).contains(&abs) {
+        b'e'
+    } else {
+        b'f'
+    };
+    let mut s = format_float(x, fmt, -1);
+    if fmt == b'e' {
+        let b = s.as_bytes();
+        let n = b.len();
+        if n >= 4 && b[n - 4] == b'e' && b[n - 3] == b'-' && b[n - 2] == b'0' {
+            s.remove(n - 2);
+        }
+    }
+    s
+}
+
+/// `encoding/json`'s string encoder with HTML escaping (Go 1.22+ short escapes).
+fn write_json_string(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '\\' | '"' => {
+                out.push('\\');
+                out.push(c);
+            }
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '<' | '>' | '&' | '\u{2028}' | '\u{2029}' => {
+                let _ = write!(out, "\\u{:04x}", u32::from(c));
+            }
+            c if u32::from(c) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// Go's `Sprintf(format, args...)` with JSON arguments.
+    fn f(format: &str, args: &[Value]) -> String {
+        sprintf(format, args)
+    }
+
+    #[test]
+    fn verbs_of_kubernetes_types() {
+        assert_eq!(f("%s", &[json!("hello")]), "hello");
+        assert_eq!(f("%v", &[json!(5)]), "5");
+        assert_eq!(f("%d", &[json!(-12345)]), "-12345");
+        assert_eq!(f("%t", &[json!(true)]), "true");
+        assert_eq!(f("%v", &[json!(null)]), "<nil>");
+        assert_eq!(f("%T", &[json!(null)]), "<nil>");
+        assert_eq!(
+            f("%T %T %T", &[json!(1), json!(1.5), json!("s")]),
+            "int64 float64 string"
+        );
+        assert_eq!(f("%T", &[json!(["a"])]), "[]interface {}");
+        assert_eq!(f("%T", &[json!({"a": 1})]), "map[string]interface {}");
+        assert_eq!(f("%6T|", &[json!(true)]), "  bool|");
+        assert_eq!(f("%c", &[json!(0x65e5)]), "日");
+        assert_eq!(f("%c", &[json!(-1)]), "\u{FFFD}");
+        assert_eq!(f("%U", &[json!(0x263a)]), "U+263A");
+        assert_eq!(f("%#U", &[json!(0x263a)]), "U+263A '☺'");
+        assert_eq!(f("%#14.6U", &[json!(0x2318)]), "  U+002318 '⌘'");
+        assert_eq!(f("%U", &[json!(-1)]), "U+FFFFFFFFFFFFFFFF");
+        assert_eq!(f("%q", &[json!(0x263a)]), "'☺'");
+        assert_eq!(f("%+q", &[json!(0x263a)]), "'\\u263a'");
+        assert_eq!(f("%q", &[json!(-1)]), "%!q(int64=-1)");
+        assert_eq!(f("%%", &[]), "%");
+        assert_eq!(f("100%% %s", &[json!("x")]), "100% x");
+    }
+
+    #[test]
+    fn floats_print_like_go() {
+        // %v of a float64 is the shortest %g.
+        assert_eq!(f("%v", &[json!(1.5)]), "1.5");
+        assert_eq!(f("%v", &[json!(1e21)]), "1e+21");
+        assert_eq!(f("%v", &[json!(100000.0)]), "100000");
+        assert_eq!(f("%v", &[json!(1000000.0)]), "1e+06");
+        assert_eq!(f("%v", &[json!(0.00001)]), "1e-05");
+        assert_eq!(f("%v", &[json!(0.0001)]), "0.0001");
+        assert_eq!(f("%v", &[json!(2.0)]), "2");
+        assert_eq!(f("%v", &[json!(-0.0)]), "-0");
+        assert_eq!(f("%v", &[json!(1.2345678)]), "1.2345678");
+        assert_eq!(f("%f", &[json!(1.5)]), "1.500000");
+        assert_eq!(f("%F", &[json!(-7.0)]), "-7.000000");
+        assert_eq!(f("%.2f", &[json!(2.675)]), "2.67");
+        assert_eq!(f("%.0f", &[json!(2.5)]), "2");
+        assert_eq!(f("%e", &[json!(1234.5678e3)]), "1.234568e+06");
+        assert_eq!(f("%E", &[json!(1234.5678e-8)]), "1.234568E-05");
+        assert_eq!(f("%g", &[json!(1234.5678e3)]), "1.2345678e+06");
+        assert_eq!(f("%G", &[json!(-1e-9)]), "-1E-09");
+        assert_eq!(f("%g", &[json!(1.23456789e-3)]), "0.00123456789");
+        assert_eq!(f("%.3g", &[json!(1234.0)]), "1.23e+03");
+        assert_eq!(f("%.3g", &[json!(1.0)]), "1");
+        assert_eq!(f("%20.8f", &[json!(1.23456789e3)]), "       1234.56789000");
+        assert_eq!(f("%-20f|", &[json!(1.23456789e3)]), "1234.567890         |");
+        assert_eq!(f("%+.3e", &[json!(0.0)]), "+0.000e+00");
+        assert_eq!(f("%+07.2f", &[json!(-1.0)]), "-001.00");
+        assert_eq!(f("% .2f", &[json!(1.0)]), " 1.00");
+        assert_eq!(f("%07.2f", &[json!(1.0)]), "0001.00");
+        assert_eq!(f("%-05.1f|", &[json!(1.0)]), "1.0  |");
+        assert_eq!(f("%#g", &[json!(1.1)]), "1.10000");
+        assert_eq!(f("%#g", &[json!(123456.0)]), "123456.");
+        assert_eq!(f("%#g", &[json!(1234567.0)]), "1.234567e+06");
+        assert_eq!(f("%#.0f", &[json!(1.0)]), "1.");
+        assert_eq!(f("%#.4g", &[json!(0.012)]), "0.01200");
+        assert_eq!(f("%x", &[json!(1.0)]), "0x1p+00");
+        assert_eq!(f("%+.3x", &[json!(1.0)]), "+0x1.000p+00");
+        assert_eq!(f("%#.0x", &[json!(1.0)]), "0x1.p+00");
+        assert_eq!(f("%#.4x", &[json!(123.0)]), "0x1.ec00p+06");
+        assert_eq!(f("% .3X", &[json!(-1.0)]), "-0X1.000P+00");
+        assert_eq!(f("%b", &[json!(1.0)]), "4503599627370496p-52");
+        assert_eq!(f("%d", &[json!(1.5)]), "%!d(float64=1.5)");
+        assert_eq!(f("%#v", &[json!(1.0)]), "1");
+        assert_eq!(f("%#v", &[json!(1000000.0)]), "1e+06");
+        assert_eq!(
+            f("%v|%e|%g", &[json!(1e100), json!(0.0), json!(0.0)]),
+            "1e+100|0.000000e+00|0"
+        );
+        assert_eq!(f("%5%|%-5.1%", &[]), "%|%");
+        assert_eq!(
+            f("%c|%U", &[json!(1.5), json!("x")]),
+            "%!c(float64=1.5)|%!U(string=x)"
+        );
+    }
+
+    #[test]
+    fn integers_print_like_go() {
+        assert_eq!(
+            f("%5d|%-5d|%05d", &[json!(42), json!(42), json!(-42)]),
+            "   42|42   |-0042"
+        );
+        assert_eq!(f("%+d % d", &[json!(5), json!(5)]), "+5  5");
+        assert_eq!(
+            f(
+                "%x %X %#x %o %#o %O %b %#b",
+                &[
+                    json!(255),
+                    json!(255),
+                    json!(255),
+                    json!(8),
+                    json!(8),
+                    json!(8),
+                    json!(5),
+                    json!(5)
+                ]
+            ),
+            "ff FF 0xff 10 010 0o10 101 0b101"
+        );
+        assert_eq!(f("%x", &[json!(-255)]), "-ff");
+        assert_eq!(
+            f("%.d|%6.0d|%06.0d", &[json!(0), json!(0), json!(0)]),
+            "|      |      "
+        );
+        assert_eq!(f("%20.8d", &[json!(-1234)]), "           -00001234");
+        assert_eq!(f("%-#20.8x|", &[json!(0x1234abc)]), "0x01234abc          |");
+        assert_eq!(
+            f("%d", &[json!(-9223372036854775808i64)]),
+            "-9223372036854775808"
+        );
+        assert_eq!(f("%s", &[json!(5)]), "%!s(int64=5)");
+        // A number above i64::MAX is a float64.
+        assert_eq!(
+            f("%v", &[json!(18446744073709551615u64)]),
+            "1.8446744073709552e+19"
+        );
+    }
+
+    #[test]
+    fn strings_print_like_go() {
+        assert_eq!(
+            f("%5s|%-5s|%05s", &[json!("abc"), json!("abc"), json!("abc")]),
+            "  abc|abc  |00abc"
+        );
+        assert_eq!(f("%.2s|%.5s", &[json!("日本語"), json!("ab")]), "日本|ab");
+        assert_eq!(f("%2s|", &[json!("☺")]), " ☺|");
+        assert_eq!(
+            f(
+                "%x|% X|%#x|%# x",
+                &[json!("xyz"), json!("xyz"), json!("xyz"), json!("xyz")]
+            ),
+            "78797a|78 79 7A|0x78797a|0x78 0x79 0x7a"
+        );
+        assert_eq!(
+            f("%.1x|%08x", &[json!("日本語"), json!("\u{ab}")]),
+            "e6|0000c2ab"
+        );
+        assert_eq!(f("%q", &[json!("a\"b\\c\n")]), r#""a\"b\\c\n""#);
+        assert_eq!(
+            f(
+                "%q|%+q|%#q",
+                &[json!("日本語"), json!("日本語"), json!("日本語")]
+            ),
+            "\"日本語\"|\"\\u65e5\\u672c\\u8a9e\"|`日本語`"
+        );
+        assert_eq!(f("%#q", &[json!("\n")]), r#""\n""#);
+        assert_eq!(
+            f("%q", &[json!("\u{7}\u{1}\u{7f}\u{a0}\u{10ffff}")]),
+            r#""\a\x01\x7f\u00a0\U0010ffff""#
+        );
+        assert_eq!(f("%010q", &[json!("⌘")]), "0000000\"⌘\"");
+        assert_eq!(f("%#v", &[json!("foo")]), "\"foo\"");
+        assert_eq!(f("%d", &[json!("hello")]), "%!d(string=hello)");
+        assert_eq!(f("%5d", &[json!("hi")]), "%!d(string=   hi)");
+        assert_eq!(f("%t", &[json!("x")]), "%!t(string=x)");
+        assert_eq!(f("%s", &[json!(true)]), "%!s(bool=true)");
+        assert_eq!(f("%s", &[json!(null)]), "%!s(<nil>)");
+        assert_eq!(f("%d", &[json!(null)]), "%!d(<nil>)");
+        assert_eq!(
+            f("%10v|%-10v|", &[json!(null), json!(null)]),
+            "     <nil>|<nil>     |"
+        );
+        assert_eq!(f("%p", &[json!("x")]), "%!p(string=x)");
+        assert_eq!(f("%w", &[json!("x")]), "%!w(string=x)");
+        assert_eq!(f("%☠", &[json!(1.2345678)]), "%!☠(float64=1.2345678)");
+    }
+
+    #[test]
+    fn slices_and_maps_print_like_go() {
+        assert_eq!(f("%v", &[json!(["a", "b", "c"])]), "[a b c]");
+        assert_eq!(
+            f("%v", &[json!([1, "hello", 2.5, null])]),
+            "[1 hello 2.5 <nil>]"
+        );
+        assert_eq!(
+            f("%v", &[json!({"b": 2, "a": 1, "c": [true]})]),
+            "map[a:1 b:2 c:[true]]"
+        );
+        assert_eq!(f("%s", &[json!(["a", 1])]), "[a %!s(int64=1)]");
+        assert_eq!(f("%d", &[json!({"a": 1})]), "map[%!d(string=a):1]");
+        assert_eq!(f("%d", &[json!([null])]), "[<nil>]");
+        assert_eq!(f("%q", &[json!(["a", "b"])]), r#"["a" "b"]"#);
+        assert_eq!(f("%x", &[json!([1, 2, 15])]), "[1 2 f]");
+        assert_eq!(f("%06v", &[json!([10.0, 10])]), "[000010 000010]");
+        assert_eq!(f("%06v", &[json!([-10.0, 10])]), "[-00010 000010]");
+        assert_eq!(f("%03.6v", &[json!([1, 2.0, "x"])]), "[000001 002 00x]");
+        assert_eq!(f("%03.0v", &[json!([0, 2.0, "x"])]), "[    002 000]");
+        assert_eq!(f("%v", &[json!([])]), "[]");
+        assert_eq!(f("%v", &[json!({})]), "map[]");
+        assert_eq!(
+            f("%#v", &[json!([1, "a", null, {"k": 1.5}])]),
+            r#"[]interface {}{1, "a", interface {}(nil), map[string]interface {}{"k":1.5}}"#
+        );
+    }
+
+    #[test]
+    fn error_forms_are_gos() {
+        assert_eq!(f("", &[json!(null)]), "%!(EXTRA <nil>)");
+        assert_eq!(
+            f("no args", &[json!("hello")]),
+            "no args%!(EXTRA string=hello)"
+        );
+        assert_eq!(
+            f("%s", &[json!("a"), json!(["x", 1]), json!(2)]),
+            "a%!(EXTRA []interface {}=[x 1], int64=2)"
+        );
+        assert_eq!(f("%s %s", &[json!("a")]), "a %!s(MISSING)");
+        assert_eq!(f("%s %", &[json!("hello")]), "hello %!(NOVERB)");
+        assert_eq!(f("%s %.2", &[json!("hello")]), "hello %!(NOVERB)");
+        assert_eq!(
+            f("%010.2", &[json!("12345")]),
+            "%!(NOVERB)%!(EXTRA string=12345)"
+        );
+        assert_eq!(f("%.", &[json!(3)]), "%!.(int64=3)");
+        assert_eq!(f("%*d", &[json!("x"), json!(5)]), "%!(BADWIDTH)5");
+        assert_eq!(f("%.*d", &[json!(1.5), json!(5)]), "%!(BADPREC)5");
+        assert_eq!(f("%.*d", &[json!(-1), json!(5)]), "%!(BADPREC)5");
+        assert_eq!(
+            f("%2147483648d", &[json!(42)]),
+            "%!(NOVERB)%!(EXTRA int64=42)"
+        );
+        assert_eq!(
+            f("%184467440737095516170v", &[json!(0)]),
+            "%!(NOVERB)%!(EXTRA int64=0)"
+        );
+    }
+
+    #[test]
+    fn width_precision_and_indexes() {
+        assert_eq!(f("%*d", &[json!(5), json!(42)]), "   42");
+        assert_eq!(f("%-*d|", &[json!(5), json!(42)]), "42   |");
+        assert_eq!(f("%*d|", &[json!(-5), json!(42)]), "42   |");
+        assert_eq!(f("%.*f", &[json!(2), json!(5.4321)]), "5.43");
+        assert_eq!(f("%[1]s-%[1]s", &[json!("x")]), "x-x");
+        assert_eq!(f("%[2]d %[1]d", &[json!(1), json!(2)]), "2 1");
+        assert_eq!(f("%[2]*[1]d", &[json!(2), json!(5)]), "    2");
+        assert_eq!(
+            f("%[3]*.[2]*[1]f", &[json!(12.0), json!(2), json!(6)]),
+            " 12.00"
+        );
+        assert_eq!(
+            f(
+                "%d %d %d %#[1]o %#o %#o",
+                &[json!(11), json!(12), json!(13)]
+            ),
+            "11 12 13 013 014 015"
+        );
+        assert_eq!(f("%[d", &[json!(2), json!(1)]), "%!d(BADINDEX)");
+        assert_eq!(
+            f("%]d", &[json!(2), json!(1)]),
+            "%!](int64=2)d%!(EXTRA int64=1)"
+        );
+        assert_eq!(f("%[]d", &[json!(2), json!(1)]), "%!d(BADINDEX)");
+        assert_eq!(f("%[-3]d", &[json!(2), json!(1)]), "%!d(BADINDEX)");
+        assert_eq!(f("%[99]d", &[json!(2), json!(1)]), "%!d(BADINDEX)");
+        assert_eq!(f("%[3]", &[json!(2), json!(1)]), "%!(NOVERB)");
+        assert_eq!(f("%[1].2d", &[json!(5), json!(6)]), "%!d(BADINDEX)");
+        assert_eq!(f("%[1]2d", &[json!(2), json!(1)]), "%!d(BADINDEX)");
+        assert_eq!(f("%.[2]d", &[json!(7)]), "%!d(BADINDEX)");
+        assert_eq!(
+            f("%[5]d %[2]d %d", &[json!(1), json!(2), json!(3)]),
+            "%!d(BADINDEX) 2 3"
+        );
+        assert_eq!(f("%d %[3]d %d", &[json!(1), json!(2)]), "1 %!d(BADINDEX) 2");
+        assert_eq!(f("%.[]", &[]), "%!](BADINDEX)");
+        assert_eq!(f("%.-3d", &[json!(42)]), "%!-(int64=42)3d");
+    }
+
+    #[test]
+    fn quote_and_helpers() {
+        assert_eq!(quote("a\u{2028}b"), "\"a\\u2028b\"");
+        assert_eq!(quote("é\u{ad}"), "\"é\\u00ad\"");
+        assert_eq!(
+            sprint_v(&json!({"z": null, "a": [1.5]})),
+            "map[a:[1.5] z:<nil>]"
+        );
+        assert_eq!(type_name(&json!(1.0)), "float64");
+        assert_eq!(format_float(1e21, b'f', -1), "1000000000000000000000");
+        assert_eq!(format_float(1.5e-7, b'f', -1), "0.00000015");
+        assert_eq!(format_float(0.0, b'e', -1), "0e+00");
+        assert_eq!(format_float(f64::INFINITY, b'g', -1), "+Inf");
+        assert_eq!(format_float(5e-324, b'g', -1), "5e-324");
+    }
+
+    #[test]
+    fn json_marshal_is_gos() {
+        assert_eq!(
+            json_marshal(&json!({"b": "<&>", "a": [1, 1.5, 1e21, 1e-7, 0.000001, null, true]})),
+            r#"{"a":[1,1.5,1e+21,1e-7,0.000001,null,true],"b":"\u003c\u0026\u003e"}"#
+        );
+        // DEL is not escaped.
+        assert_eq!(
+            json_marshal(&json!("\u{8}\u{c}\u{1}\u{2028}\"\\\u{7f}")),
+            "\"\\b\\f\\u0001\\u2028\\\"\\\\\u{7f}\""
+        );
+        assert_eq!(json_marshal(&json!(2.0)), "2");
+        assert_eq!(json_marshal(&json!(-0.0)), "-0");
+    }
+}

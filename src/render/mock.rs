@@ -1,0 +1,268 @@
+//! A minimal mock composite resource (XR): every field its schema requires, filled with a
+//! value that satisfies the field's own constraints, then the schema's defaults, so the mock
+//! is what the API server would store for the smallest valid XR.
+//!
+//! The fill follows the never-merged upstream prototype (`MockRequiredFields`): only required
+//! properties, recursively; a required array gets one element; a scalar gets its default,
+//! else a zero value (`""`, `0`, `false`, and `0.1` for numbers). Unlike the prototype, the
+//! zero value is adjusted to the field's enum, format, pattern, bounds and lengths.
+
+use serde_json::{Map, Value, json};
+
+use crate::schema::{Schema, apply_defaults};
+
+/// The mock's `metadata.uid` (a fixed, well-formed UUID so patches of it render alike).
+pub const MOCK_UID: &str = "00000000-0000-4000-8000-000000000000";
+/// The mock claim's namespace.
+pub const MOCK_NAMESPACE: &str = "default";
+
+/// Why no mock could be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the composite resource schema has type {0:?}, not object")]
+pub struct MockError(pub String);
+
+/// The required fields of an object schema, filled (the prototype's `mockRequiredFields`).
+/// `None` (no schema) gives an empty object; a schema of another type than object is an error.
+pub fn required_fields(schema: Option<&Schema>) -> Result<Value, MockError> {
+    let Some(schema) = schema else {
+        return Ok(Value::Object(Map::new()));
+    };
+    match schema.type_.as_deref() {
+        None | Some("" | "object") => Ok(fill_object(schema, 0)),
+        Some(other) => Err(MockError(other.to_string())),
+    }
+}
+
+/// A mock XR of `api_version`/`kind` for `composition`: required fields filled, defaults
+/// applied, and what Crossplane sets: name, uid, the composite label, `spec.compositionRef`
+/// and, when the XR has a `spec.claimRef` (XRs of claims), the claim labels and reference.
+pub fn composite(
+    schema: Option<&Schema>,
+    api_version: &str,
+    kind: &str,
+    composition: &str,
+) -> Result<Value, MockError> {
+    let required = required_fields(schema)?;
+    let name = format!("{}-mock", kind.to_ascii_lowercase());
+    let claimed = schema.is_some_and(|s| s.descend(&["spec", "claimRef"]).is_some());
+    // apiVersion, kind and metadata first, as kubectl prints objects.
+    let mut xr = Value::Object(Map::new());
+    let obj = xr.as_object_mut().ok_or_else(|| MockError("null".into()))?;
+    obj.insert("apiVersion".into(), json!(api_version));
+    obj.insert("kind".into(), json!(kind));
+    let mut labels = Map::new();
+    labels.insert("crossplane.io/composite".into(), json!(name));
+    if claimed {
+        labels.insert(
+            "crossplane.io/claim-name".into(),
+            json!(format!("{name}-claim")),
+        );
+        labels.insert(
+            "crossplane.io/claim-namespace".into(),
+            json!(MOCK_NAMESPACE),
+        );
+    }
+    obj.insert(
+        "metadata".into(),
+        json!({"name": name, "uid": MOCK_UID, "labels": labels}),
+    );
+    if let Value::Object(fields) = required {
+        obj.extend(fields);
+    }
+    let spec = obj
+        .entry("spec")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if let Some(spec) = spec.as_object_mut() {
+        spec.insert("compositionRef".into(), json!({"name": composition}));
+        if claimed {
+            let claim_kind = kind.strip_prefix('X').unwrap_or(kind);
+            spec.insert(
+                "claimRef".into(),
+                json!({"apiVersion": api_version, "kind": claim_kind,
+                       "name": format!("{name}-claim"), "namespace": MOCK_NAMESPACE}),
+            );
+        }
+    }
+    if let Some(schema) = schema {
+        apply_defaults(&mut xr, schema);
+    }
+    Ok(xr)
+}
+
+/// Deep enough for any real schema; recursive schemas cannot occur in structural CRDs.
+const MAX_DEPTH: usize = 64;
+
+fn fill_object(schema: &Schema, depth: usize) -> Value {
+    let mut map = Map::new();
+    if depth > MAX_DEPTH {
+        return Value::Object(map);
+    }
+    for name in &schema.required {
+        // `metadata` is Crossplane's to set, and apiVersion/kind are set by the caller.
+        if depth == 0 && matches!(name.as_str(), "metadata" | "apiVersion" | "kind") {
+            continue;
+        }
+        let value = match schema.property(name) {
+            Some(prop) => fill(prop, depth + 1),
+            None => Value::String(String::new()),
+        };
+        map.insert(name.clone(), value);
+    }
+    Value::Object(map)
+}
+
+/// A value of `schema` that satisfies its own constraints.
+fn fill(schema: &Schema, depth: usize) -> Value {
+    if let Some(default) = &schema.default {
+        return default.clone();
+    }
+    if let Some(first) = schema.enum_values.first() {
+        return first.clone();
+    }
+    match schema.type_.as_deref() {
+        Some("object") => fill_object(schema, depth),
+        Some("array") => {
+            let n = schema.min_items.unwrap_or(1).max(1);
+            let item = schema
+                .items_schema()
+                .map_or(Value::String(String::new()), |s| fill(s, depth + 1));
+            // Elements of a set must differ; a required array is valid with one element
+            // unless minItems asks for more.
+            let items: Vec<Value> = (0..n.min(16)).map(|i| distinct(&item, i)).collect();
+            Value::Array(items)
+        }
+        Some("integer") => json!(integer(schema)),
+        Some("number") => number(schema),
+        Some("boolean") => json!(false),
+        Some("string") => json!(string(schema)),
+        _ if schema.int_or_string => json!(integer(schema)),
+        _ => Value::String(String::new()),
+    }
+}
+
+fn distinct(item: &Value, i: u64) -> Value {
+    match item {
+        Value::String(s) if i > 0 => json!(format!("{s}{i}")),
+        Value::Number(n) if i > 0 => json!(n.as_i64().unwrap_or(0) + i as i64),
+        other => other.clone(),
+    }
+}
+
+fn integer(schema: &Schema) -> i64 {
+    let mut v = 0.0_f64;
+    if let Some(min) = schema.minimum {
+        v = if schema.exclusive_minimum {
+            min.floor() + 1.0
+        } else {
+            min.ceil()
+        };
+    } else if let Some(max) = schema.maximum.filter(|m| *m < 0.0) {
+        v = if schema.exclusive_maximum {
+            max.ceil() - 1.0
+        } else {
+            max.floor()
+        };
+    }
+    if let Some(m) = schema.multiple_of.filter(|m| *m >= 1.0) {
+        v = (v / m).ceil() * m;
+    }
+    v as i64
+}
+
+fn number(schema: &Schema) -> Value {
+    if schema.minimum.is_some() || schema.maximum.is_some() || schema.multiple_of.is_some() {
+        return json!(integer(schema) as f64);
+    }
+    // The prototype's 0.1: a JSON round trip keeps it a float.
+    json!(0.1)
+}
+
+fn string(schema: &Schema) -> String {
+    let mut s = match schema
+        .format
+        .as_deref()
+        .map(|f| f.replace('-', ""))
+        .as_deref()
+    {
+        Some("datetime") => "1970-01-01T00:00:00Z".to_string(),
+        Some("date") => "1970-01-01".to_string(),
+        Some("duration") => "1s".to_string(),
+        Some("uuid" | "uuid4") => MOCK_UID.to_string(),
+        Some("uuid3") => "00000000-0000-3000-8000-000000000000".to_string(),
+        Some("uuid5") => "00000000-0000-5000-8000-000000000000".to_string(),
+        Some("email") => "mock@example.com".to_string(),
+        Some("hostname") => "example.com".to_string(),
+        Some("uri") => "https://example.com".to_string(),
+        Some("ipv4") => "192.0.2.1".to_string(),
+        Some("ipv6") => "2001:db8::1".to_string(),
+        Some("cidr") => "192.0.2.0/24".to_string(),
+        Some("mac") => "00:00:5e:00:53:01".to_string(),
+        Some("hexcolor") => "#000000".to_string(),
+        Some("rgbcolor") => "rgb(0,0,0)".to_string(),
+        Some("bsonobjectid") => "000000000000000000000000".to_string(),
+        _ => String::new(),
+    };
+    if let Some(pattern) = &schema.pattern
+        && let Some(m) = super::pattern::example(pattern)
+    {
+        s = m;
+    }
+    let min = schema.min_length.unwrap_or(0) as usize;
+    while s.chars().count() < min {
+        s.push('x');
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn schema(v: Value) -> Schema {
+        Schema::from_value(&v).expect("schema")
+    }
+
+    #[test]
+    fn fills_constraints() {
+        let s = schema(
+            json!({"type": "object", "required": ["spec"], "properties": {
+            "spec": {"type": "object", "required": ["a", "b", "c", "d", "e", "f", "g", "h"],
+                "properties": {
+                    "a": {"type": "string", "enum": ["small", "large"]},
+                    "b": {"type": "integer", "minimum": 3},
+                    "c": {"type": "string", "minLength": 2},
+                    "d": {"type": "string", "pattern": "^[a-z]+-[0-9]{2}$"},
+                    "e": {"type": "string", "default": "x"},
+                    "f": {"type": "array", "minItems": 2, "x-kubernetes-list-type": "set",
+                          "items": {"type": "string"}},
+                    "g": {"type": "string", "format": "date-time"},
+                    "h": {"type": "number", "maximum": 10, "minimum": 2},
+                    "opt": {"type": "string", "default": "d"}
+                }}}}),
+        );
+        let xr = required_fields(Some(&s)).expect("mock");
+        assert_eq!(
+            xr,
+            json!({"spec": {"a": "small", "b": 3, "c": "xx", "d": "a-00", "e": "x",
+                            "f": ["", "1"], "g": "1970-01-01T00:00:00Z", "h": 2.0}})
+        );
+    }
+
+    #[test]
+    fn composite_has_what_crossplane_sets() {
+        let s = schema(
+            json!({"type": "object", "properties": {"spec": {"type": "object",
+            "properties": {"claimRef": {"type": "object"},
+                           "size": {"type": "string", "default": "small"}}}}}),
+        );
+        let xr = composite(Some(&s), "example.org/v1", "XDatabase", "xdb-aws").expect("mock");
+        assert_eq!(xr["metadata"]["name"], "xdatabase-mock");
+        assert_eq!(
+            xr["metadata"]["labels"]["crossplane.io/claim-namespace"],
+            "default"
+        );
+        assert_eq!(xr["spec"]["compositionRef"]["name"], "xdb-aws");
+        assert_eq!(xr["spec"]["claimRef"]["kind"], "Database");
+        assert_eq!(xr["spec"]["size"], "small");
+    }
+}

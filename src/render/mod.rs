@@ -1,0 +1,388 @@
+//! Rendering composed resources from a composite resource (XR) as Crossplane's runtime does:
+//! each template's base, the metadata Crossplane adds, then the patches from the XR and the
+//! environment with their transforms. Resources-mode Compositions and the
+//! function-patch-and-transform steps of a pipeline render alike; other functions cannot be
+//! rendered without running them, and are listed instead.
+//!
+//! - [`mock`]: the minimal mock XR built from the XR schema;
+//! - [`patch`]: one patch at run time; [`paved`]: field paths in JSON values;
+//! - [`transform`]: the transforms at run time; [`gofmt`]: Go's `fmt.Sprintf`;
+//! - [`pattern`]: example strings for `pattern` constraints.
+
+pub mod gofmt;
+pub mod mock;
+pub mod patch;
+pub mod pattern;
+pub mod paved;
+pub mod transform;
+
+use serde_json::{Map, Value, json};
+
+use crate::checks::patch_and_transform::PatchAndTransformStep;
+use crate::findings::Path;
+use crate::model::{self, ComposedTemplate, Composition, EnvironmentConfiguration, PatchSet};
+use patch::{Direction, Outcome};
+
+/// Label Crossplane puts on composed resources (and the XR) naming the XR.
+pub const LABEL_COMPOSITE: &str = "crossplane.io/composite";
+/// Label naming the claim of the XR.
+pub const LABEL_CLAIM_NAME: &str = "crossplane.io/claim-name";
+/// Label naming the claim's namespace.
+pub const LABEL_CLAIM_NAMESPACE: &str = "crossplane.io/claim-namespace";
+/// Annotation naming the template a composed resource was rendered from.
+pub const ANNOTATION_RESOURCE_NAME: &str = "crossplane.io/composition-resource-name";
+
+/// What one patch did to a rendered resource.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PatchRecord {
+    /// Where the patch is written in the Composition (`spec.resources[0].patches[1]`, or
+    /// `spec.patchSets[0].patches[2]` for a patch set's).
+    pub at: String,
+    /// The source field path(s), for messages.
+    pub from: String,
+    /// Whether the source is the environment rather than the XR.
+    pub from_environment: bool,
+    /// What happened.
+    pub outcome: Outcome,
+    /// The destination as written (`toFieldPath`, or `fromFieldPath` by default).
+    pub to: Option<String>,
+}
+
+/// One composed resource rendered from a template.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RenderedResource {
+    /// The template (`spec.resources[0]`, `spec.pipeline[1].input.resources[0]`).
+    pub at: Path,
+    /// The template's name.
+    pub name: Option<String>,
+    /// The rendered object; `None` when the template has no base and no earlier step
+    /// rendered a resource of that name.
+    pub object: Option<Value>,
+    /// Every patch of the template, patch sets expanded, in order.
+    pub patches: Vec<PatchRecord>,
+}
+
+/// A function pipeline step whose effect cannot be rendered.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpaqueStep {
+    /// `spec.pipeline[i]`.
+    pub at: Path,
+    /// The step name.
+    pub step: String,
+    /// The function's name (`functionRef.name`).
+    pub function: String,
+}
+
+/// Everything a render produced.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Rendered {
+    /// The XR after environment patches that write to it.
+    pub composite: Value,
+    /// The composed resources, in template order (a later step's template of the same name
+    /// replaces an earlier one).
+    pub resources: Vec<RenderedResource>,
+    /// Pipeline steps of other functions than patch-and-transform; `after` those of them
+    /// that run after a rendered step (and may change what it rendered).
+    pub opaque_steps: Vec<OpaqueStep>,
+}
+
+impl Rendered {
+    /// Whether some function that is not rendered runs after the step that rendered `at`.
+    pub fn changed_later(&self, at: &Path) -> Vec<&OpaqueStep> {
+        let step_of = |p: &str| -> Option<usize> {
+            let rest = p.strip_prefix("spec.pipeline[")?;
+            rest.split(']').next()?.parse().ok()
+        };
+        let Some(step) = step_of(at.as_str()) else {
+            return Vec::new();
+        };
+        self.opaque_steps
+            .iter()
+            .filter(|o| step_of(o.at.as_str()).is_some_and(|s| s > step) && !only_readiness(o))
+            .collect()
+    }
+}
+
+/// function-auto-ready only sets readiness: it changes nothing that is validated.
+fn only_readiness(step: &OpaqueStep) -> bool {
+    step.function.contains("auto-ready")
+}
+
+/// Renders the composed resources of `c` for the XR `xr` (a mock or a real one), with the
+/// patch-and-transform `steps` of a pipeline (from
+/// [`crate::checks::patch_and_transform::read_steps`]).
+pub fn render(c: &Composition, steps: &[PatchAndTransformStep], xr: &Value) -> Rendered {
+    let mut out = Rendered {
+        composite: xr.clone(),
+        ..Rendered::default()
+    };
+    if c.spec.pipeline.is_empty() {
+        let at = Path::new("spec");
+        let set = Set {
+            resources: &c.spec.resources,
+            patch_sets: &c.spec.patch_sets,
+            environment: c.spec.environment.as_ref(),
+            at: &at,
+        };
+        render_set(&set, &mut out);
+        return out;
+    }
+    for (i, step) in c.spec.pipeline.iter().enumerate() {
+        let at = Path::new("spec").child("pipeline").index(i);
+        let input_at = at.child("input");
+        match steps.iter().find(|s| s.at == input_at) {
+            Some(s) => {
+                let set = Set {
+                    resources: &s.input.resources,
+                    patch_sets: &s.input.patch_sets,
+                    environment: s.input.environment.as_ref(),
+                    at: &input_at,
+                };
+                render_set(&set, &mut out);
+            }
+            None => out.opaque_steps.push(OpaqueStep {
+                at,
+                step: step.step.clone(),
+                function: step.function_ref.name.clone(),
+            }),
+        }
+    }
+    out
+}
+
+/// Templates with their patch sets and environment, held at `at`.
+struct Set<'a> {
+    resources: &'a [ComposedTemplate],
+    patch_sets: &'a [PatchSet],
+    environment: Option<&'a EnvironmentConfiguration>,
+    at: &'a Path,
+}
+
+fn render_set(set: &Set<'_>, out: &mut Rendered) {
+    let environment = environment(set, &mut out.composite);
+    for (i, template) in set.resources.iter().enumerate() {
+        let at = set.at.child("resources").index(i);
+        // A template without a base patches the resource an earlier step rendered.
+        let earlier = template.name.as_deref().and_then(|n| {
+            out.resources
+                .iter()
+                .position(|r| r.name.as_deref() == Some(n))
+        });
+        let start = if template.base.is_object() {
+            Some(template.base.clone())
+        } else {
+            earlier.and_then(|e| out.resources[e].object.clone())
+        };
+        let mut rendered = RenderedResource {
+            at,
+            name: template.name.clone(),
+            object: None,
+            patches: Vec::new(),
+        };
+        if let Some(mut object) = start {
+            metadata(&mut object, &out.composite, template.name.as_deref());
+            for (patch_at, p) in expand_patches(set, i, template) {
+                let record = apply(&patch_at, p, &out.composite, &environment, &mut object);
+                rendered.patches.push(record);
+            }
+            rendered.object = Some(object);
+        }
+        match earlier {
+            Some(e) => out.resources[e] = rendered,
+            None => out.resources.push(rendered),
+        }
+    }
+}
+
+/// The environment of a render: the default data, then the environment patches between
+/// the XR and the environment (which may also write the XR). No EnvironmentConfig is read.
+fn environment(set: &Set<'_>, composite: &mut Value) -> Value {
+    let Some(env) = set.environment else {
+        return Value::Object(Map::new());
+    };
+    let mut data = Value::Object(env.default_data.clone().unwrap_or_default());
+    for p in &env.patches {
+        match patch::direction(p.effective_type()) {
+            Some((Direction::In, _)) => {
+                patch::apply(p, composite, &mut data);
+            }
+            Some((Direction::Out, _)) => {
+                patch::apply(p, &data, composite);
+            }
+            None => {}
+        }
+    }
+    data
+}
+
+/// A template's patches with patch sets expanded, each with where it is written.
+fn expand_patches<'a>(
+    set: &'a Set<'_>,
+    i: usize,
+    template: &'a ComposedTemplate,
+) -> Vec<(String, &'a model::Patch)> {
+    let mut out = Vec::new();
+    let at = set.at.child("resources").index(i);
+    for (j, p) in template.patches.iter().enumerate() {
+        if p.effective_type() != model::PATCH_SET {
+            out.push((at.child("patches").index(j).as_str().to_string(), p));
+            continue;
+        }
+        let name = p.patch_set_name.as_deref().unwrap_or_default();
+        if let Some((k, ps)) = set
+            .patch_sets
+            .iter()
+            .enumerate()
+            .find(|(_, s)| s.name == name)
+        {
+            for (l, q) in ps.patches.iter().enumerate() {
+                let q_at = set.at.child("patchSets").index(k).child("patches").index(l);
+                out.push((q_at.as_str().to_string(), q));
+            }
+        }
+    }
+    out
+}
+
+fn apply(
+    at: &str,
+    p: &model::Patch,
+    composite: &Value,
+    environment: &Value,
+    object: &mut Value,
+) -> PatchRecord {
+    let from = match &p.combine {
+        Some(c) if p.from_field_path.is_none() => c
+            .variables
+            .iter()
+            .map(|v| v.from_field_path.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
+        _ => p.from_field_path.clone().unwrap_or_default(),
+    };
+    let (outcome, from_environment) = match patch::direction(p.effective_type()) {
+        Some((Direction::In, env)) => {
+            let source = if env { environment } else { composite };
+            (patch::apply(p, source, object), env)
+        }
+        Some((Direction::Out, env)) => (Outcome::NotRun, env),
+        None => (
+            Outcome::Failed(format!("patch type {} is unsupported", p.effective_type())),
+            false,
+        ),
+    };
+    PatchRecord {
+        at: at.to_string(),
+        from,
+        from_environment,
+        outcome,
+        to: p
+            .to_field_path
+            .clone()
+            .or_else(|| p.from_field_path.clone()),
+    }
+}
+
+/// What Crossplane sets on every composed resource: `generateName` from the XR's name, the
+/// composite and claim labels, the template name annotation and the XR as controller.
+fn metadata(object: &mut Value, xr: &Value, template: Option<&str>) {
+    let Some(obj) = object.as_object_mut() else {
+        return;
+    };
+    let xr_meta = xr.get("metadata");
+    let xr_name = xr_meta
+        .and_then(|m| m.get("name"))
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let xr_labels = xr_meta.and_then(|m| m.get("labels"));
+    let meta = obj
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !meta.is_object() {
+        *meta = Value::Object(Map::new());
+    }
+    let Some(meta) = meta.as_object_mut() else {
+        return;
+    };
+    meta.insert("generateName".into(), json!(format!("{xr_name}-")));
+    let labels = meta
+        .entry("labels")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if let Some(labels) = labels.as_object_mut() {
+        let composite = xr_labels
+            .and_then(|l| l.get(LABEL_COMPOSITE))
+            .and_then(Value::as_str)
+            .unwrap_or(xr_name);
+        labels.insert(LABEL_COMPOSITE.into(), json!(composite));
+        for key in [LABEL_CLAIM_NAME, LABEL_CLAIM_NAMESPACE] {
+            if let Some(v) = xr_labels.and_then(|l| l.get(key)).and_then(Value::as_str) {
+                labels.insert(key.into(), json!(v));
+            }
+        }
+    }
+    if let Some(name) = template {
+        let annotations = meta
+            .entry("annotations")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Some(a) = annotations.as_object_mut() {
+            a.insert(ANNOTATION_RESOURCE_NAME.into(), json!(name));
+        }
+    }
+    let owner = json!({
+        "apiVersion": xr.get("apiVersion").cloned().unwrap_or(Value::Null),
+        "kind": xr.get("kind").cloned().unwrap_or(Value::Null),
+        "name": xr_name,
+        "uid": xr_meta.and_then(|m| m.get("uid")).cloned().unwrap_or(Value::Null),
+        "controller": true,
+        "blockOwnerDeletion": true,
+    });
+    meta.insert("ownerReferences".into(), json!([owner]));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn composition(v: Value) -> Composition {
+        Composition::from_defaulted_value(&crate::model::with_api_defaults(&v)).expect("model")
+    }
+
+    #[test]
+    fn renders_resources_mode() {
+        let c = composition(json!({
+            "apiVersion": "apiextensions.crossplane.io/v1", "kind": "Composition",
+            "metadata": {"name": "c"},
+            "spec": {
+                "compositeTypeRef": {"apiVersion": "example.org/v1", "kind": "XDb"},
+                "patchSets": [{"name": "common", "patches": [
+                    {"fromFieldPath": "spec.region", "toFieldPath": "spec.forProvider.region"}]}],
+                "resources": [{"name": "db", "base": {"apiVersion": "rds.aws/v1", "kind": "Instance",
+                    "spec": {"forProvider": {"engine": "pg"}}},
+                    "patches": [{"type": "PatchSet", "patchSetName": "common"},
+                                {"fromFieldPath": "spec.missing", "toFieldPath": "spec.forProvider.size"},
+                                {"type": "ToCompositeFieldPath", "fromFieldPath": "status.id",
+                                 "toFieldPath": "status.id"}]}]
+            }
+        }));
+        let xr = json!({"apiVersion": "example.org/v1", "kind": "XDb",
+            "metadata": {"name": "xdb-mock", "uid": "u", "labels": {"crossplane.io/composite": "xdb-mock"}},
+            "spec": {"region": "eu-west-1"}});
+        let r = render(&c, &[], &xr);
+        let db = &r.resources[0];
+        let object = db.object.as_ref().expect("rendered");
+        assert_eq!(
+            object["spec"]["forProvider"],
+            json!({"engine": "pg", "region": "eu-west-1"})
+        );
+        assert_eq!(object["metadata"]["generateName"], "xdb-mock-");
+        assert_eq!(object["metadata"]["labels"][LABEL_COMPOSITE], "xdb-mock");
+        assert_eq!(
+            object["metadata"]["annotations"][ANNOTATION_RESOURCE_NAME],
+            "db"
+        );
+        assert_eq!(object["metadata"]["ownerReferences"][0]["uid"], "u");
+        assert_eq!(db.patches[0].at, "spec.patchSets[0].patches[0]");
+        assert!(matches!(db.patches[1].outcome, Outcome::Skipped { .. }));
+        assert_eq!(db.patches[2].outcome, Outcome::NotRun);
+    }
+}

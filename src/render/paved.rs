@@ -1,0 +1,365 @@
+//! Getting and setting values by field path in JSON objects, with crossplane-runtime's
+//! semantics (`fieldpath.Paved`): missing objects and arrays are created on the way, arrays
+//! are extended with nulls, `[*]` expands over existing elements and keys, and merge options
+//! deep-merge objects and append arrays.
+
+use serde_json::{Map, Value};
+
+use crate::fieldpath::{Segment, Segments};
+
+/// Why a value could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GetError {
+    /// The field or element does not exist (the runtime skips optional patches then).
+    #[error("{0}: no such field")]
+    NoField(String),
+    /// The array is shorter than the index.
+    #[error("{0}: no such element")]
+    NoElement(String),
+    /// A segment indexes a value of the wrong kind.
+    #[error("{0}: not an {1}")]
+    WrongKind(String, &'static str),
+}
+
+impl GetError {
+    /// Whether the path does not exist (as opposed to crossing a value of the wrong kind).
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, GetError::NoField(_) | GetError::NoElement(_))
+    }
+}
+
+/// Why a value could not be set.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SetError {
+    /// A segment crosses a value of the wrong kind (`spec.a is not an object`).
+    #[error("{0} is not an {1}")]
+    WrongKind(String, &'static str),
+    /// `[*]` crosses a value that is neither an array nor an object.
+    #[error("{0:?}: unexpected wildcard usage")]
+    Wildcard(String),
+}
+
+fn prefix(path: &[Segment]) -> String {
+    Segments(path.to_vec()).to_string()
+}
+
+/// The value at `path`.
+pub fn get<'a>(object: &'a Value, path: &Segments) -> Result<&'a Value, GetError> {
+    let segments = path.as_slice();
+    let mut it = object;
+    for (i, segment) in segments.iter().enumerate() {
+        it = match segment {
+            Segment::Index(index) => {
+                let array = it
+                    .as_array()
+                    .ok_or_else(|| GetError::WrongKind(prefix(&segments[..i]), "array"))?;
+                array
+                    .get(*index as usize)
+                    .ok_or_else(|| GetError::NoElement(prefix(&segments[..=i])))?
+            }
+            Segment::Field(name) => {
+                let map = it
+                    .as_object()
+                    .ok_or_else(|| GetError::WrongKind(prefix(&segments[..i]), "object"))?;
+                map.get(name)
+                    .ok_or_else(|| GetError::NoField(prefix(&segments[..=i])))?
+            }
+        };
+    }
+    Ok(it)
+}
+
+/// Sets `value` at `path`, creating objects and arrays on the way.
+pub fn set(object: &mut Value, path: &Segments, value: Value) -> Result<(), SetError> {
+    let segments = path.as_slice();
+    let Some((last, parents)) = segments.split_last() else {
+        *object = value;
+        return Ok(());
+    };
+    let mut it = object;
+    for (i, segment) in parents.iter().enumerate() {
+        let next = &segments[i + 1];
+        it = child_mut(it, segment, next, &segments[..i])?;
+    }
+    match last {
+        Segment::Field(name) => {
+            let map = it
+                .as_object_mut()
+                .ok_or_else(|| SetError::WrongKind(prefix(parents), "object"))?;
+            map.insert(name.clone(), value);
+        }
+        Segment::Index(index) => {
+            let array = it
+                .as_array_mut()
+                .ok_or_else(|| SetError::WrongKind(prefix(parents), "array"))?;
+            let index = *index as usize;
+            if array.len() <= index {
+                array.resize(index + 1, Value::Null);
+            }
+            array[index] = value;
+        }
+    }
+    Ok(())
+}
+
+/// The child `segment` of `it`, created (as an object or array, for `next`) when missing.
+fn child_mut<'a>(
+    it: &'a mut Value,
+    segment: &Segment,
+    next: &Segment,
+    before: &[Segment],
+) -> Result<&'a mut Value, SetError> {
+    let empty = || match next {
+        Segment::Index(i) => Value::Array(vec![Value::Null; *i as usize + 1]),
+        Segment::Field(_) => Value::Object(Map::new()),
+    };
+    let child = match segment {
+        Segment::Field(name) => it
+            .as_object_mut()
+            .ok_or_else(|| SetError::WrongKind(prefix(before), "object"))?
+            .entry(name.clone())
+            .or_insert_with(empty),
+        Segment::Index(index) => {
+            let array = it
+                .as_array_mut()
+                .ok_or_else(|| SetError::WrongKind(prefix(before), "array"))?;
+            let index = *index as usize;
+            if array.len() <= index {
+                array.resize(index + 1, Value::Null);
+            }
+            &mut array[index]
+        }
+    };
+    if child.is_null() {
+        *child = empty();
+    } else if let (Segment::Index(i), Some(array)) = (next, child.as_array_mut()) {
+        // An existing array is extended so that the next index exists.
+        let needed = *i as usize + 1;
+        if array.len() < needed {
+            array.resize(needed, Value::Null);
+        }
+    }
+    Ok(child)
+}
+
+/// How a value is merged into an existing one (crossplane-runtime `MergeOptions`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Merge {
+    /// Keep existing values of object keys instead of overwriting them.
+    pub keep_map_values: bool,
+    /// Append arrays to existing arrays (skipping elements already present).
+    pub append_slice: bool,
+}
+
+/// Sets `value` at `path`, merged into the existing value when `merge` is given
+/// (`Paved.MergeValue`): objects are merged key by key, arrays replaced or appended.
+pub fn merge_value(
+    object: &mut Value,
+    path: &Segments,
+    value: Value,
+    merge: Option<Merge>,
+) -> Result<(), SetError> {
+    let merged = match (merge, get(object, path)) {
+        (Some(m), Ok(existing)) if !existing.is_null() && !value.is_null() => {
+            let mut dst = existing.clone();
+            merge_into(&mut dst, value, m);
+            dst
+        }
+        _ => value,
+    };
+    set(object, path, merged)
+}
+
+/// mergo's semantics on JSON values: objects merge recursively; arrays are appended with
+/// `append_slice`, otherwise replaced unless `keep_map_values`; scalars are overwritten
+/// unless `keep_map_values` and the existing value is not empty.
+fn merge_into(dst: &mut Value, src: Value, m: Merge) {
+    match (dst, src) {
+        (Value::Object(d), Value::Object(s)) => {
+            for (k, v) in s {
+                match d.get_mut(&k) {
+                    Some(existing) if !existing.is_null() => merge_into(existing, v, m),
+                    _ => {
+                        d.insert(k, v);
+                    }
+                }
+            }
+        }
+        (Value::Array(d), Value::Array(s)) if m.append_slice => {
+            for item in s {
+                if !d.contains(&item) {
+                    d.push(item);
+                }
+            }
+        }
+        (d, s) => {
+            if !m.keep_map_values || is_empty(d) {
+                *d = s;
+            }
+        }
+    }
+}
+
+fn is_empty(v: &Value) -> bool {
+    match v {
+        Value::Null => true,
+        Value::Bool(b) => !b,
+        Value::Number(n) => n.as_f64() == Some(0.0),
+        Value::String(s) => s.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.is_empty(),
+    }
+}
+
+/// Every concrete path `path` stands for in `object`: each `[*]` replaced by the indexes of
+/// the array (or the keys of the object, sorted) found there. As upstream, a concrete path
+/// is kept only when it exists in full: `rules[*].port` skips rules without a port.
+pub fn expand_wildcards(object: &Value, path: &Segments) -> Result<Vec<Segments>, SetError> {
+    let mut out = Vec::new();
+    expand(object, path.as_slice(), Vec::new(), &mut out)?;
+    Ok(out)
+}
+
+fn expand(
+    it: &Value,
+    rest: &[Segment],
+    mut done: Vec<Segment>,
+    out: &mut Vec<Segments>,
+) -> Result<(), SetError> {
+    let Some((segment, tail)) = rest.split_first() else {
+        out.push(Segments(done));
+        return Ok(());
+    };
+    match segment {
+        Segment::Field(name) if name == "*" => match it {
+            Value::Array(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    let mut next = done.clone();
+                    next.push(Segment::Index(i as u32));
+                    expand(item, tail, next, out)?;
+                }
+            }
+            Value::Object(map) => {
+                let mut keys: Vec<&String> = map.keys().collect();
+                keys.sort();
+                for key in keys {
+                    let mut next = done.clone();
+                    next.push(Segment::Field(key.clone()));
+                    expand(&map[key.as_str()], tail, next, out)?;
+                }
+            }
+            _ => return Err(SetError::Wildcard(prefix(&done))),
+        },
+        Segment::Field(name) => {
+            if let Some(child) = it.as_object().and_then(|m| m.get(name)) {
+                done.push(segment.clone());
+                expand(child, tail, done, out)?;
+            }
+        }
+        Segment::Index(index) => {
+            if let Some(child) = it.as_array().and_then(|a| a.get(*index as usize)) {
+                done.push(segment.clone());
+                expand(child, tail, done, out)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fieldpath::parse;
+    use serde_json::json;
+
+    fn p(s: &str) -> Segments {
+        parse(s).expect("path")
+    }
+
+    #[test]
+    fn get_reports_like_the_runtime() {
+        let v = json!({"spec": {"a": [1, {"b": "x"}], "s": "str"}});
+        assert_eq!(get(&v, &p("spec.a[1].b")), Ok(&json!("x")));
+        assert_eq!(
+            get(&v, &p("spec.missing.x")).map_err(|e| e.to_string()),
+            Err("spec.missing: no such field".to_string())
+        );
+        assert_eq!(
+            get(&v, &p("spec.a[5]")).map_err(|e| e.to_string()),
+            Err("spec.a[5]: no such element".to_string())
+        );
+        assert_eq!(
+            get(&v, &p("spec.s.x")).map_err(|e| e.to_string()),
+            Err("spec.s: not an object".to_string())
+        );
+        assert!(get(&v, &p("spec.nope")).unwrap_err().is_not_found());
+    }
+
+    #[test]
+    fn set_creates_the_way() {
+        let mut v = json!({});
+        set(&mut v, &p("spec.list[2].name"), json!("n")).expect("set");
+        set(&mut v, &p("metadata.labels[app.io/name]"), json!("a")).expect("set");
+        assert_eq!(
+            v,
+            json!({"spec": {"list": [null, null, {"name": "n"}]},
+                   "metadata": {"labels": {"app.io/name": "a"}}})
+        );
+        set(&mut v, &p("spec.list[4]"), json!(1)).expect("set");
+        assert_eq!(v["spec"]["list"].as_array().map(Vec::len), Some(5));
+        assert_eq!(
+            set(&mut v, &p("spec.list.x"), json!(1)).map_err(|e| e.to_string()),
+            Err("spec.list is not an object".to_string())
+        );
+    }
+
+    #[test]
+    fn merges() {
+        let mut v = json!({"spec": {"tags": {"a": "1", "b": "2"}, "l": ["x"]}});
+        let keep = Merge {
+            keep_map_values: true,
+            append_slice: true,
+        };
+        merge_value(
+            &mut v,
+            &p("spec.tags"),
+            json!({"b": "3", "c": "4"}),
+            Some(keep),
+        )
+        .expect("merge");
+        merge_value(&mut v, &p("spec.l"), json!(["x", "y"]), Some(keep)).expect("merge");
+        assert_eq!(
+            v,
+            json!({"spec": {"tags": {"a": "1", "b": "2", "c": "4"}, "l": ["x", "y"]}})
+        );
+        merge_value(
+            &mut v,
+            &p("spec.tags"),
+            json!({"b": "9"}),
+            Some(Merge::default()),
+        )
+        .expect("merge");
+        assert_eq!(v["spec"]["tags"], json!({"a": "1", "b": "9", "c": "4"}));
+        merge_value(&mut v, &p("spec.tags"), json!({"z": "1"}), None).expect("replace");
+        assert_eq!(v["spec"]["tags"], json!({"z": "1"}));
+    }
+
+    #[test]
+    fn wildcards_expand_over_what_exists() {
+        let v = json!({"spec": {"rules": [{"p": 1}, {"p": 2}], "m": {"b": {"x": 1}, "a": {"x": 2}, "c": {}}}});
+        let strs = |path: &str| -> Vec<String> {
+            expand_wildcards(&v, &p(path))
+                .expect("expand")
+                .iter()
+                .map(ToString::to_string)
+                .collect()
+        };
+        assert_eq!(
+            strs("spec.rules[*].p"),
+            ["spec.rules[0].p", "spec.rules[1].p"]
+        );
+        assert_eq!(strs("spec.m[*].x"), ["spec.m.a.x", "spec.m.b.x"]);
+        assert!(strs("spec.none[*].x").is_empty());
+        assert!(expand_wildcards(&json!({"s": "x"}), &p("s[*]")).is_err());
+    }
+}

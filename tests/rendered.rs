@@ -1,0 +1,434 @@
+//! Rendered-resource validation: the design document's examples, upstream's cases of the
+//! never-merged mock helper (`render-prototype/`) and of `crossplane beta validate`
+//! (`crank-validate/`), and what a user sees for each way a rendered resource can be wrong.
+
+mod common;
+
+use std::path::Path;
+
+use composition_webhook::checks::rendered::CEL_LIMITS;
+use composition_webhook::checks::schema_aware::lookup::SchemaSource;
+use composition_webhook::findings::Path as FieldPath;
+use composition_webhook::findings::{Finding, Severity, Stage};
+use composition_webhook::mode::Mode;
+use composition_webhook::render::mock;
+use composition_webhook::schema::validation::{compiled, validate_resource};
+use composition_webhook::schema::{Catalog, Schema, apply_defaults, split_api_version};
+use composition_webhook::validate::{Options, Report, Validator};
+use serde_json::{Value, json};
+
+fn cases(folder: &str) -> Vec<(String, Value, std::path::PathBuf)> {
+    let Some(dir) = common::shared_subdir(&format!("research/crossplane-cases/{folder}")) else {
+        return Vec::new();
+    };
+    common::yaml_files(&dir)
+        .into_iter()
+        .map(|f| {
+            let case = common::read_yaml(&f);
+            let id = case["id"].as_str().unwrap_or_default().to_string();
+            (id, case, f)
+        })
+        .collect()
+}
+
+fn catalog_of(docs: &[Value], file: &Path) -> Catalog {
+    let mut catalog = Catalog::new();
+    for crd in docs {
+        let doc = match crd.get("$ref").and_then(Value::as_str) {
+            Some(r) => common::read_yaml(&file.parent().expect("dir").join(r)),
+            None => crd.clone(),
+        };
+        catalog
+            .add_document(&doc, &file.display().to_string())
+            .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    }
+    catalog
+}
+
+fn validate(catalog: &Catalog, composition: &Value, mode: Mode) -> Report {
+    Validator::new(
+        catalog,
+        Options {
+            default_mode: mode,
+            ..Options::default()
+        },
+    )
+    .validate_value(composition)
+}
+
+fn messages(report: &Report, stage: Option<Stage>) -> Vec<String> {
+    report
+        .findings
+        .iter()
+        .filter(|f| stage.is_none_or(|s| f.stage == s))
+        .map(|f| format!("{}: {}", f.severity.name(), f.message()))
+        .collect()
+}
+
+#[test]
+fn design_doc_invalid_example_yields_all_five_errors() {
+    let Some((_, case, file)) = cases("design-doc")
+        .into_iter()
+        .find(|(id, _, _)| id.ends_with("002-invalid-example"))
+    else {
+        return;
+    };
+    let catalog = catalog_of(case["crds"].as_array().expect("crds"), &file);
+    let report = validate(&catalog, &case["composition"], Mode::Loose);
+    assert_eq!(
+        messages(&report, None),
+        [
+            "error: spec.resources[0].patches[1].toFieldPath: Invalid value: \"spec.forProvider.allocatedstorage\": field 'allocatedstorage' is not valid according to the schema; did you mean \"allocatedStorage\"?",
+            "error: spec.resources[0].patches[2].transforms: Required value: the fromFieldPath does not have a type compatible with the toFieldPath according to their schemas and no transforms were provided: integer != boolean",
+            "error: spec.resources[0].patches[3].fromFieldPath: Invalid value: \"spec.parameters.wrongParameter\": field 'wrongParameter' is not valid according to the schema",
+            "error: spec.resources[0].base.spec.forProvider.region: Required value",
+            "error: spec.resources[0].base.spec.forProvider.engin: Invalid value: \"engin\": unknown field: \"engin\", did you mean \"engine\"?",
+        ]
+    );
+    assert_eq!(report.verdict.code, Some(422));
+}
+
+#[test]
+fn design_doc_valid_example_passes() {
+    let Some((_, case, file)) = cases("design-doc")
+        .into_iter()
+        .find(|(id, _, _)| id.ends_with("001-valid-example"))
+    else {
+        return;
+    };
+    let catalog = catalog_of(case["crds"].as_array().expect("crds"), &file);
+    for mode in [Mode::Strict, Mode::Loose, Mode::Warn] {
+        let report = validate(&catalog, &case["composition"], mode);
+        assert_eq!(messages(&report, None), Vec::<String>::new(), "{mode}");
+        assert!(report.verdict.allowed);
+    }
+}
+
+/// Upstream's mock helper fills required fields with zero values; ours gives the same
+/// values where the fields have no constraints (all of upstream's cases).
+#[test]
+fn render_prototype_cases() {
+    let all = cases("render-prototype");
+    for (id, case, _) in &all {
+        let schema_value = &case["input"]["schema"];
+        let schema =
+            (!schema_value.is_null()).then(|| Schema::from_value(schema_value).expect("schema"));
+        let expected = &case["expected"]["upstream_asserted"];
+        match mock::required_fields(schema.as_ref()) {
+            Ok(v) => {
+                assert_eq!(expected["error"], json!(false), "{id}");
+                assert_eq!(v, expected["object"], "{id}");
+            }
+            Err(e) => {
+                assert_eq!(expected["error"], json!(true), "{id}: {e}");
+            }
+        }
+    }
+    assert!(all.is_empty() || all.len() == 9);
+}
+
+/// The messages of `crossplane beta validate` for a resource, from its derived output lines.
+fn crank_lines(case: &Value) -> Vec<String> {
+    case["expected"]["stdout_derived"]
+        .as_array()
+        .map(|lines| {
+            lines
+                .iter()
+                .filter_map(Value::as_str)
+                .filter(|l| l.starts_with("[x]"))
+                .filter_map(|l| l.split_once(" : ").map(|(_, m)| m.to_string()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `crossplane beta validate` cases: each resource validated against its CRD as the API
+/// server would; defaults applied as upstream's `applyDefaults`.
+#[test]
+fn crank_validate_cases() {
+    let all = cases("crank-validate");
+    for (id, case, file) in &all {
+        let input = &case["input"];
+        let expected = &case["expected"]["upstream_asserted"];
+        if let Some(resources) = input["resources"].as_array() {
+            let catalog = catalog_of(input["crds"].as_array().expect("crds"), file);
+            let mut missing = 0;
+            let mut found = Vec::new();
+            for r in resources {
+                let (group, version) =
+                    split_api_version(r["apiVersion"].as_str().expect("apiVersion"))
+                        .expect("group/version");
+                let kind = r["kind"].as_str().expect("kind");
+                let Some(schema) = catalog
+                    .resolve(group, kind, version)
+                    .ok()
+                    .and_then(|i| i.schema)
+                else {
+                    missing += 1;
+                    continue;
+                };
+                let mut object = r.clone();
+                let result = validate_resource(
+                    &compiled(&schema).expect("compiles"),
+                    &mut object,
+                    &FieldPath::default(),
+                    &CEL_LIMITS,
+                );
+                found.extend(result.errors.iter().map(ToString::to_string));
+            }
+            let error_on_missing = input["errorOnMissingSchemas"] == json!(true);
+            let ours_fails = !found.is_empty() || (error_on_missing && missing > 0);
+            assert_eq!(ours_fails, !expected["error"].is_null(), "{id}: {found:?}");
+            assert_eq!(found, crank_lines(case), "{id}");
+        } else if let Some(errors) = expected["errors"].as_array() {
+            let schema = Schema::from_value(&input["structural_schema"]).expect("schema");
+            let mut object = input["resource"].clone();
+            let result = validate_resource(
+                &compiled(&std::sync::Arc::new(schema)).expect("compiles"),
+                &mut object,
+                &FieldPath::default(),
+                &CEL_LIMITS,
+            );
+            let found: Vec<String> = result.errors.iter().map(ToString::to_string).collect();
+            let want: Vec<String> = errors
+                .iter()
+                .map(|e| e["message"].as_str().expect("message").to_string())
+                .collect();
+            assert_eq!(found, want, "{id}");
+        } else {
+            // applyDefaults: the resource with its CRD's defaults, or unchanged without one.
+            let mut object = input["resource"].clone();
+            let gvk = &input["gvk"];
+            let crd = input["crds"].as_array().and_then(|crds| {
+                crds.iter().find(|c| {
+                    c["spec"]["names"]["kind"] == gvk["kind"] && c["spec"]["group"] == gvk["group"]
+                })
+            });
+            if let Some(crd) = crd {
+                let version = crd["spec"]["versions"]
+                    .as_array()
+                    .and_then(|vs| vs.iter().find(|v| v["name"] == gvk["version"]))
+                    .expect("version");
+                let schema =
+                    Schema::from_value(&version["schema"]["openAPIV3Schema"]).expect("schema");
+                apply_defaults(&mut object, &schema);
+            }
+            assert_eq!(object, expected["resource"], "{id}");
+        }
+    }
+    assert!(all.is_empty() || all.len() == 14);
+}
+
+fn xrd(spec_properties: Value, required: Value) -> Value {
+    json!({
+        "apiVersion": "apiextensions.crossplane.io/v1", "kind": "CompositeResourceDefinition",
+        "metadata": {"name": "xdatabases.example.org"},
+        "spec": {"group": "example.org", "names": {"kind": "XDatabase", "plural": "xdatabases"},
+            "claimNames": {"kind": "Database", "plural": "databases"},
+            "versions": [{"name": "v1", "served": true, "referenceable": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "required": required,
+                             "properties": spec_properties}}}}}]}
+    })
+}
+
+fn crd(spec_properties: Value, required: Value) -> Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "instances.db.example.org"},
+        "spec": {"group": "db.example.org", "scope": "Cluster",
+            "names": {"kind": "Instance", "plural": "instances"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "properties": {
+                        "forProvider": {"type": "object", "required": required,
+                                        "properties": spec_properties}}}}}}}]}
+    })
+}
+
+fn composition(resources: Value) -> Value {
+    json!({
+        "apiVersion": "apiextensions.crossplane.io/v1", "kind": "Composition",
+        "metadata": {"name": "xdatabases.aws"},
+        "spec": {"compositeTypeRef": {"apiVersion": "example.org/v1", "kind": "XDatabase"},
+                 "resources": resources}
+    })
+}
+
+fn catalog(docs: &[Value]) -> Catalog {
+    let mut c = Catalog::new();
+    for d in docs {
+        c.add_document(d, "test").expect("schema");
+    }
+    c
+}
+
+fn rendered(report: &Report) -> Vec<String> {
+    messages(report, Some(Stage::Rendered))
+}
+
+#[test]
+fn mock_values_and_optional_sources_give_warnings_not_errors() {
+    let catalog = catalog(&[
+        xrd(
+            json!({"region": {"type": "string"}, "size": {"type": "string"},
+                   "name": {"type": "string"}, "zone": {"type": "string", "default": "a"}}),
+            json!(["name"]),
+        ),
+        crd(
+            json!({"region": {"type": "string"}, "id": {"type": "string", "pattern": "^[a-z]+$"},
+                   "zone": {"type": "string", "enum": ["a", "b"]}, "engine": {"type": "string"}}),
+            json!(["region", "id", "zone", "engine"]),
+        ),
+    ]);
+    let c = composition(json!([{"name": "db",
+    "base": {"apiVersion": "db.example.org/v1", "kind": "Instance",
+             "spec": {"forProvider": {"engine": "pg"}}},
+    "patches": [
+        {"fromFieldPath": "spec.region", "toFieldPath": "spec.forProvider.region"},
+        {"fromFieldPath": "spec.name", "toFieldPath": "spec.forProvider.id"},
+        {"fromFieldPath": "spec.zone", "toFieldPath": "spec.forProvider.zone"}
+    ]}]));
+    let report = validate(&catalog, &c, Mode::Strict);
+    assert_eq!(
+        rendered(&report),
+        [
+            "warning: spec.resources[0].base.spec.forProvider.region: Required value: set only by spec.resources[0].patches[0] from spec.region, which the mock composite resource does not have (optional, no default); a composite resource without it renders an invalid resource",
+            "warning: spec.resources[0].base.spec.forProvider.id: Invalid value: \"\": spec.forProvider.id in body should match '^[a-z]+$' (the value comes from spec.resources[0].patches[1] (spec.name) of the mock composite resource)",
+        ]
+    );
+    assert!(report.verdict.allowed, "{:?}", report.findings);
+}
+
+#[test]
+fn base_errors_are_errors_in_strict_and_loose_and_warnings_in_warn() {
+    let catalog = catalog(&[
+        xrd(json!({}), json!([])),
+        crd(
+            json!({"engine": {"type": "string"}, "size": {"type": "integer"},
+                   "tier": {"type": "string", "enum": ["small", "large"]}}),
+            json!(["engine"]),
+        ),
+    ]);
+    let c = composition(json!([{"name": "db",
+        "base": {"apiVersion": "db.example.org/v1", "kind": "Instance",
+                 "spec": {"forProvider": {"size": "10", "tier": "medium", "engin": "pg"}}}}]));
+    let expected = [
+        "spec.resources[0].base.spec.forProvider.engin: Invalid value: \"engin\": unknown field: \"engin\", did you mean \"engine\"?",
+        "spec.resources[0].base.spec.forProvider.engine: Required value",
+        "spec.resources[0].base.spec.forProvider.size: Invalid value: \"string\": spec.forProvider.size in body must be of type integer: \"string\"",
+        "spec.resources[0].base.spec.forProvider.tier: Unsupported value: \"medium\": supported values: \"small\", \"large\"",
+    ];
+    for (mode, severity) in [
+        (Mode::Strict, Severity::Error),
+        (Mode::Loose, Severity::Error),
+        (Mode::Warn, Severity::Warning),
+    ] {
+        let report = validate(&catalog, &c, mode);
+        let found: Vec<&Finding> = report
+            .findings
+            .iter()
+            .filter(|f| f.stage == Stage::Rendered)
+            .collect();
+        let mut got: Vec<String> = found.iter().map(|f| f.message()).collect();
+        got.sort();
+        assert_eq!(got, expected, "{mode}");
+        assert!(found.iter().all(|f| f.severity == severity), "{mode}");
+        assert_eq!(report.verdict.allowed, mode == Mode::Warn);
+    }
+    // The flag turns the level off.
+    let report = Validator::new(
+        &catalog,
+        Options {
+            rendered: false,
+            ..Options::default()
+        },
+    )
+    .validate_value(&c);
+    assert!(rendered(&report).is_empty());
+}
+
+#[test]
+fn other_functions_are_named_once_and_not_guessed() {
+    let catalog = catalog(&[
+        xrd(json!({}), json!([])),
+        crd(json!({"engine": {"type": "string"}}), json!(["engine"])),
+    ]);
+    let c = json!({
+        "apiVersion": "apiextensions.crossplane.io/v1", "kind": "Composition",
+        "metadata": {"name": "xdatabases.fn"},
+        "spec": {"compositeTypeRef": {"apiVersion": "example.org/v1", "kind": "XDatabase"},
+            "mode": "Pipeline",
+            "pipeline": [
+                {"step": "pt", "functionRef": {"name": "function-patch-and-transform"},
+                 "input": {"apiVersion": "pt.fn.crossplane.io/v1beta1", "kind": "Resources",
+                    "resources": [{"name": "db", "base": {"apiVersion": "db.example.org/v1",
+                        "kind": "Instance", "spec": {"forProvider": {}}}}]}},
+                {"step": "templates", "functionRef": {"name": "function-go-templating"}},
+                {"step": "ready", "functionRef": {"name": "function-auto-ready"}}
+            ]}
+    });
+    let report = validate(&catalog, &c, Mode::Strict);
+    assert_eq!(
+        rendered(&report),
+        [
+            "warning: spec.pipeline[1].functionRef.name: Invalid value: \"function-go-templating\": only the patch-and-transform steps were rendered: what function \"function-go-templating\" (step \"templates\") does to composed resources cannot be known without running it, so rendered findings of the steps before it are warnings",
+            "warning: spec.pipeline[0].input.resources[0].base.spec.forProvider.engine: Required value",
+        ]
+    );
+    assert!(report.verdict.allowed);
+}
+
+/// The mock XR of every corpus XRD is itself valid against the XR's CRD, and the same on
+/// every run.
+#[test]
+fn corpus_mock_composites_are_valid() {
+    let Some(dir) = common::shared_subdir("corpus") else {
+        return;
+    };
+    let manifest = common::read_json(&dir.join("manifest.json"));
+    let mut checked = 0;
+    for entry in manifest["compositions"].as_array().into_iter().flatten() {
+        let (Some(xrd_file), Some(type_ref)) = (
+            entry["xrd_file"].as_str(),
+            entry["compositeTypeRef"].as_str(),
+        ) else {
+            continue;
+        };
+        let Some((api_version, kind)) = type_ref.split_once(", kind=") else {
+            continue;
+        };
+        let path = dir.join(xrd_file);
+        let text = std::fs::read_to_string(&path).expect("xrd file");
+        let docs = composition_webhook::document::parse_documents(xrd_file, &text).expect("yaml");
+        let mut catalog = Catalog::new();
+        for d in &docs {
+            let _ = catalog.add_document(&d.value, xrd_file);
+        }
+        let (group, version) = split_api_version(api_version).expect("group/version");
+        let Some(schema) = catalog
+            .resolve(group, kind, version)
+            .ok()
+            .and_then(|i| i.schema)
+        else {
+            continue;
+        };
+        let mut xr = mock::composite(Some(&schema), api_version, kind, "c").expect("mock");
+        let again = mock::composite(Some(&schema), api_version, kind, "c").expect("mock");
+        assert_eq!(xr, again);
+        let result = validate_resource(
+            &compiled(&schema).expect("compiles"),
+            &mut xr,
+            &FieldPath::default(),
+            &CEL_LIMITS,
+        );
+        let errors: Vec<String> = result.errors.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            errors,
+            Vec::<String>::new(),
+            "the mock {kind} of {xrd_file}"
+        );
+        checked += 1;
+    }
+    assert!(checked >= 100, "{checked} mock composites checked");
+}
