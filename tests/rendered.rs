@@ -81,8 +81,8 @@ fn design_doc_invalid_example_yields_all_five_errors() {
             "error: spec.resources[0].patches[1].toFieldPath: Invalid value: \"spec.forProvider.allocatedstorage\": field 'allocatedstorage' is not valid according to the schema; did you mean \"allocatedStorage\"?",
             "error: spec.resources[0].patches[2].transforms: Required value: the fromFieldPath does not have a type compatible with the toFieldPath according to their schemas and no transforms were provided: integer != boolean",
             "error: spec.resources[0].patches[3].fromFieldPath: Invalid value: \"spec.parameters.wrongParameter\": field 'wrongParameter' is not valid according to the schema",
-            "error: spec.resources[0].base.spec.forProvider.region: Required value",
             "error: spec.resources[0].base.spec.forProvider.engin: Invalid value: \"engin\": unknown field: \"engin\", did you mean \"engine\"?",
+            "error: spec.resources[0].base.spec.forProvider.region: Required value",
         ]
     );
     assert_eq!(report.verdict.code, Some(422));
@@ -293,8 +293,8 @@ fn mock_values_and_optional_sources_give_warnings_not_errors() {
     assert_eq!(
         rendered(&report),
         [
-            "warning: spec.resources[0].base.spec.forProvider.region: Required value: set only by spec.resources[0].patches[0] from spec.region, which the mock composite resource does not have (optional, no default); a composite resource without it renders an invalid resource",
             "warning: spec.resources[0].base.spec.forProvider.id: Invalid value: \"\": spec.forProvider.id in body should match '^[a-z]+$' (the value comes from spec.resources[0].patches[1] (spec.name) of the mock composite resource)",
+            "warning: spec.resources[0].base.spec.forProvider.region: Required value: set only by spec.resources[0].patches[0] from spec.region, which the mock composite resource does not have (optional, no default); a composite resource without it renders an invalid resource",
         ]
     );
     assert!(report.verdict.allowed, "{:?}", report.findings);
@@ -413,8 +413,14 @@ fn corpus_mock_composites_are_valid() {
         else {
             continue;
         };
-        let mut xr = mock::composite(Some(&schema), api_version, kind, "c").expect("mock");
-        let again = mock::composite(Some(&schema), api_version, kind, "c").expect("mock");
+        let of = mock::Of {
+            api_version,
+            kind,
+            composition: "c",
+            secrets_namespace: Some("crossplane-system"),
+        };
+        let mut xr = mock::composite(Some(&schema), &of).expect("mock");
+        let again = mock::composite(Some(&schema), &of).expect("mock");
         assert_eq!(xr, again);
         let result = validate_resource(
             &compiled(&schema).expect("compiles"),
@@ -431,4 +437,71 @@ fn corpus_mock_composites_are_valid() {
         checked += 1;
     }
     assert!(checked >= 100, "{checked} mock composites checked");
+}
+
+/// The resource-level suite of testdata/rendered/violations.yaml again, each resource now a
+/// Composition's base: the same messages, reported at `spec.resources[0].base.<path>`.
+#[test]
+fn violations_suite_through_compositions() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/rendered/violations.yaml");
+    let text = std::fs::read_to_string(&path).expect("violations.yaml");
+    let docs =
+        composition_webhook::document::parse_documents("violations.yaml", &text).expect("yaml");
+    let suite = &docs[0].value;
+    let mut checked = 0;
+    for case in suite["cases"].as_array().expect("cases") {
+        let name = case["name"].as_str().unwrap_or_default();
+        // Cases about the validator's own knobs (root, limits, results) stay resource-level.
+        if case.get("root").is_some() || case.get("limits").is_some() {
+            continue;
+        }
+        let schema = match &case["schema"] {
+            Value::String(s) => suite["schemas"][s.as_str()].clone(),
+            inline => inline.clone(),
+        };
+        let crd = json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "things.test.example.org"},
+            "spec": {"group": "test.example.org", "scope": "Cluster",
+                "names": {"kind": "Thing", "plural": "things"},
+                "versions": [{"name": "v1", "served": true, "storage": true,
+                              "schema": {"openAPIV3Schema": schema}}]}
+        });
+        let mut base = case["object"].clone();
+        let Some(obj) = base.as_object_mut() else {
+            continue;
+        };
+        // Rendering sets metadata; a case about metadata stays resource-level.
+        if obj.contains_key("metadata") || obj.contains_key("apiVersion") {
+            continue;
+        }
+        obj.insert("apiVersion".into(), json!("test.example.org/v1"));
+        obj.insert("kind".into(), json!("Thing"));
+        let catalog = catalog(&[xrd(json!({}), json!([])), crd]);
+        let c = composition(json!([{"name": "thing", "base": base}]));
+        let report = validate(&catalog, &c, Mode::Loose);
+        let got: Vec<String> = report
+            .findings
+            .iter()
+            .filter(|f| f.stage == Stage::Rendered)
+            .map(|f| f.message())
+            .collect();
+        let want: Vec<String> = case["errors"]
+            .as_array()
+            .expect("errors")
+            .iter()
+            .filter_map(Value::as_str)
+            .map(|m| {
+                // A message about the whole object has no field of its own.
+                if m.starts_with("Invalid value") {
+                    format!("spec.resources[0].base: {m}")
+                } else {
+                    format!("spec.resources[0].base.{m}")
+                }
+            })
+            .collect();
+        assert_eq!(got, want, "{name}");
+        checked += 1;
+    }
+    assert!(checked >= 40, "{checked} cases through Compositions");
 }

@@ -49,23 +49,17 @@ pub fn composite_value(c: &Composition, composite: Composite<'_>) -> Value {
         Composite::Real(v) => v.clone(),
         Composite::Mock(schema) => {
             let type_ref = &c.spec.composite_type_ref;
-            mock::composite(
-                schema,
-                &type_ref.api_version,
-                &type_ref.kind,
-                &c.metadata.name,
-            )
-            // A non-object XR schema is reported by the schema checks; render from the
-            // bare mock then.
-            .or_else(|_| {
-                mock::composite(
-                    None,
-                    &type_ref.api_version,
-                    &type_ref.kind,
-                    &c.metadata.name,
-                )
-            })
-            .unwrap_or_default()
+            let of = mock::Of {
+                api_version: &type_ref.api_version,
+                kind: &type_ref.kind,
+                composition: &c.metadata.name,
+                secrets_namespace: c.spec.write_connection_secrets_to_namespace.as_deref(),
+            };
+            mock::composite(schema, &of)
+                // A non-object XR schema is reported by the schema checks; render from the
+                // bare mock then.
+                .or_else(|_| mock::composite(None, &of))
+                .unwrap_or_default()
         }
     }
 }
@@ -140,7 +134,11 @@ fn check_resource(
             let e = FieldError::invalid(
                 record.at.as_str(),
                 record.from.as_str(),
-                format!("rendering fails at run time: {message}"),
+                if mock {
+                    format!("rendering from the mock composite resource fails: {message}")
+                } else {
+                    format!("rendering fails: {message}")
+                },
             );
             findings.push(finding(e, mock));
         }

@@ -33,15 +33,31 @@ pub fn required_fields(schema: Option<&Schema>) -> Result<Value, MockError> {
     }
 }
 
-/// A mock XR of `api_version`/`kind` for `composition`: required fields filled, defaults
-/// applied, and what Crossplane sets: name, uid, the composite label, `spec.compositionRef`
-/// and, when the XR has a `spec.claimRef` (XRs of claims), the claim labels and reference.
-pub fn composite(
-    schema: Option<&Schema>,
-    api_version: &str,
-    kind: &str,
-    composition: &str,
-) -> Result<Value, MockError> {
+/// What the mock XR is of: its type and the Composition that composes it.
+#[derive(Debug, Clone, Copy)]
+pub struct Of<'a> {
+    /// The XR's `apiVersion`.
+    pub api_version: &'a str,
+    /// The XR's kind.
+    pub kind: &'a str,
+    /// The Composition's name.
+    pub composition: &'a str,
+    /// The Composition's `writeConnectionSecretsToNamespace`.
+    pub secrets_namespace: Option<&'a str>,
+}
+
+/// A mock XR: required fields filled, defaults applied, and what Crossplane sets: name,
+/// uid, the composite label, `spec.compositionRef`, `spec.writeConnectionSecretToRef` when
+/// the Composition names a namespace for connection secrets (named after the XR's uid, as
+/// Crossplane does) and, when the XR has a `spec.claimRef` (XRs of claims), the claim labels
+/// and reference.
+pub fn composite(schema: Option<&Schema>, of: &Of<'_>) -> Result<Value, MockError> {
+    let Of {
+        api_version,
+        kind,
+        composition,
+        secrets_namespace,
+    } = *of;
     let required = required_fields(schema)?;
     let name = format!("{}-mock", kind.to_ascii_lowercase());
     let claimed = schema.is_some_and(|s| s.descend(&["spec", "claimRef"]).is_some());
@@ -74,6 +90,12 @@ pub fn composite(
         .or_insert_with(|| Value::Object(Map::new()));
     if let Some(spec) = spec.as_object_mut() {
         spec.insert("compositionRef".into(), json!({"name": composition}));
+        if let Some(ns) = secrets_namespace {
+            spec.insert(
+                "writeConnectionSecretToRef".into(),
+                json!({"name": MOCK_UID, "namespace": ns}),
+            );
+        }
         if claimed {
             let claim_kind = kind.strip_prefix('X').unwrap_or(kind);
             spec.insert(
@@ -255,7 +277,17 @@ mod tests {
             "properties": {"claimRef": {"type": "object"},
                            "size": {"type": "string", "default": "small"}}}}}),
         );
-        let xr = composite(Some(&s), "example.org/v1", "XDatabase", "xdb-aws").expect("mock");
+        let of = Of {
+            api_version: "example.org/v1",
+            kind: "XDatabase",
+            composition: "xdb-aws",
+            secrets_namespace: Some("crossplane-system"),
+        };
+        let xr = composite(Some(&s), &of).expect("mock");
+        assert_eq!(
+            xr["spec"]["writeConnectionSecretToRef"],
+            json!({"name": MOCK_UID, "namespace": "crossplane-system"})
+        );
         assert_eq!(xr["metadata"]["name"], "xdatabase-mock");
         assert_eq!(
             xr["metadata"]["labels"]["crossplane.io/claim-namespace"],

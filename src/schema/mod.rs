@@ -11,8 +11,10 @@
 //!   NotFound and "more than one CRD" errors;
 //! - [`defaults`]: [`apply_defaults`], the API server's structural defaulting;
 //! - [`embedded`]: Crossplane's own Composition CRD, for applying its defaults to files;
-//! - [`validation`]: validating a value against a schema as the API server does (types,
-//!   enums, required and unknown fields).
+//! - [`validation`]: validating a value against a schema as the API server does: the
+//!   lightweight walker (types, enums, required and unknown fields) and the whole custom
+//!   resource pipeline (pruning, defaults, JSON Schema, embedded resources, list types, CEL)
+//!   with compiled, cached schemas.
 //!
 //! Nothing here performs I/O: documents come in as `serde_json::Value`s.
 
@@ -36,5 +38,8 @@ pub use embedded::{
 };
 pub use structural::{
     AdditionalProperties, Items, MAX_SCHEMA_DEPTH, Schema, SchemaError, ValidationRule,
+};
+pub use validation::{
+    CelLimits, CompileError, CompiledSchema, ResourceValidation, compiled, validate_resource,
 };
 pub use xrd::{GeneratedCrd, GeneratedCrds, generate_crds, is_xrd};

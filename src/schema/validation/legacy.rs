@@ -1,7 +1,7 @@
-//! Validating a value against a structural schema as kube-apiserver does for custom resources
-//! (kube-openapi's validation after pruning and defaulting), with `kubectl apply`'s strict
-//! field validation: types, enums, required properties and unknown fields, with the API
-//! server's messages (`spec.size: Invalid value: "string": spec.size in body must be of type
+//! The lightweight walker: validating a value against a structural schema as kube-apiserver
+//! does for custom resources (kube-openapi's validation after pruning and defaulting), with
+//! `kubectl apply`'s strict field validation, limited to types, enums, required properties and
+//! unknown fields, with the API server's messages (`spec.size: Invalid value: "string": spec.size in body must be of type
 //! integer: "string"`, `spec.mode: Unsupported value: "x": supported values: ...`).
 //!
 //! A `null` in a field that is not `nullable` counts as absent: the API server prunes it.
@@ -10,8 +10,8 @@
 
 use serde_json::Value;
 
-use super::{AdditionalProperties, Items, Schema};
 use crate::findings::{BadValue, ErrorType, FieldError, Path};
+use crate::schema::{AdditionalProperties, Items, Schema};
 
 /// How many nested levels are walked; deeper values are not checked (the YAML reader already
 /// refuses inputs deeper than this).
@@ -160,7 +160,7 @@ fn render(v: &Value) -> String {
 
 /// An unknown field, as `kubectl apply` (strict field validation) refuses it, worded as
 /// `crossplane beta validate` reports it, with the closest known field names of that object.
-fn unknown_field(path: &Path, key: &str, schema: &Schema) -> FieldError {
+pub(super) fn unknown_field(path: &Path, key: &str, schema: &Schema) -> FieldError {
     let mut detail = format!("unknown field: \"{key}\"");
     let suggestions = closest(key, schema.properties.keys().map(String::as_str));
     if !suggestions.is_empty() {
@@ -261,48 +261,5 @@ mod tests {
         );
         assert_eq!(closest("tranforms", names.into_iter()), [r#""transforms""#]);
         assert!(closest("zzzzzz", names.into_iter()).is_empty());
-    }
-}
-
-// TEMPORARY: the interface of the API-server validator, on the walker above, until the
-// full validator lands.
-/// Limits of CEL evaluation.
-#[derive(Debug, Clone, Copy)]
-pub struct CelLimits {
-    /// Rule evaluations at most.
-    pub max_evaluations: usize,
-    /// Time budget.
-    pub deadline: std::time::Duration,
-}
-/// Compiled schema.
-pub struct CompiledSchema(std::sync::Arc<Schema>);
-/// Compile error.
-#[derive(Debug, thiserror::Error)]
-#[error("cannot compile")]
-pub struct CompileError;
-/// Compiled form.
-pub fn compiled(
-    schema: &std::sync::Arc<Schema>,
-) -> Result<std::sync::Arc<CompiledSchema>, CompileError> {
-    Ok(std::sync::Arc::new(CompiledSchema(schema.clone())))
-}
-/// Result.
-pub struct ResourceValidation {
-    /// Errors.
-    pub errors: Vec<FieldError>,
-    /// Notes.
-    pub notes: Vec<String>,
-}
-/// Validates a resource.
-pub fn validate_resource(
-    c: &CompiledSchema,
-    object: &mut Value,
-    root: &Path,
-    _l: &CelLimits,
-) -> ResourceValidation {
-    super::apply_defaults(object, &c.0);
-    ResourceValidation {
-        errors: validate(object, &c.0, root),
-        notes: vec![],
     }
 }

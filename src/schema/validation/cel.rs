@@ -1,0 +1,719 @@
+//! `x-kubernetes-validations` CEL rules, compiled and evaluated with `kube-cel`, reported as
+//! apiextensions' CEL validator reports them.
+//!
+//! Each schema node with rules (its own and its `allOf` branches') gets one `kube-cel`
+//! schema: the rules plus the node's subtree without rules and defaults, which `kube-cel`
+//! needs to convert values (field-name escaping, `date-time`, `duration`, `byte`, embedded
+//! resources). The walk over the object is ours, so that evaluations can be counted and the
+//! clock checked between them; a node's rules run together, as one batch.
+//!
+//! Failures read as the API server's: message = `message`, the evaluated `messageExpression`
+//! (trimmed; an empty, multi-line or over-long one falls back to the message), or
+//! `failed rule: <rule>`; at the node's path plus the rule's `fieldPath`; `reason` picks
+//! `Forbidden`, `Required`, `Duplicate` or `Invalid`. The value shown is the node's schema
+//! type (`Invalid value: "object"`), as `fieldErrorForReason(fldPath, sts.Type, ...)` prints
+//! it. Transition rules (using `oldSelf`) are not evaluated on
+//! create, as on the API server.
+
+use std::time::Instant;
+
+use kube_cel::cel::common::ast::{EntryExpr, Expr, IdedExpr};
+use kube_cel::{CompiledSchema as CelSchema, ErrorKind};
+use serde_json::{Map, Value, json};
+
+use super::{CelLimits, ResourceValidation};
+use crate::findings::{BadValue, ErrorType, FieldError, Path, join_path};
+use crate::schema::structural::{MAX_SCHEMA_DEPTH, join};
+use crate::schema::{AdditionalProperties, Schema, ValidationRule};
+
+/// The API server's per-call cost limit, used here as the bound of one evaluation's
+/// estimated cost.
+const MAX_RULE_COST: u64 = 1_000_000;
+
+/// `kube-cel` refuses schemas nested deeper than 64 levels; the subtree handed to it for
+/// value conversion is cut below this depth (deeper values convert without their schema).
+const MAX_CEL_SUBTREE_DEPTH: usize = 60;
+
+/// How many rules a "not evaluated" note names before summarizing the rest.
+const LISTED_RULES: usize = 10;
+
+/// `messageExpression` results longer than this are not used (`MaxEvaluatedMessageExpressionSizeBytes`).
+const MAX_MESSAGE_BYTES: usize = 5 * 1024;
+
+/// The compiled CEL rules of a schema, laid out along the schema's structure.
+pub(super) struct CelProgram {
+    root: Option<Node>,
+    rule_count: usize,
+    /// Whether the schema has rules at all, evaluated on create or not.
+    has_rules: bool,
+    notes: Vec<String>,
+}
+
+/// A schema node on the way to rules.
+struct Node {
+    unit: Option<Unit>,
+    properties: Vec<(String, Node)>,
+    additional: Option<Box<Node>>,
+    items: Option<Box<Node>>,
+}
+
+/// The rules of one schema node, compiled together.
+struct Unit {
+    compiled: CelSchema,
+    rules: Vec<Rule>,
+    /// The node's `type` (printed for evaluation errors).
+    schema_type: String,
+    /// Deepest nesting of comprehensions in the rules and message expressions.
+    comprehension_depth: u32,
+}
+
+/// What the API server needs of a rule to report its failure.
+struct Rule {
+    rule: String,
+    message: Option<String>,
+    message_expression: bool,
+    reason: Option<String>,
+    /// The `fieldPath`, normalized to a field path (`spec.x`, `labels[a]`).
+    field_path: Option<String>,
+}
+
+impl CelProgram {
+    /// Compiles every rule of `schema` that runs on create.
+    pub(super) fn compile(schema: &Schema) -> CelProgram {
+        let mut program = CelProgram {
+            root: None,
+            rule_count: 0,
+            has_rules: false,
+            notes: Vec::new(),
+        };
+        program.root = program.node(schema, "", 0);
+        program
+    }
+
+    /// How many rules are evaluated on create.
+    pub(super) fn rule_count(&self) -> usize {
+        self.rule_count
+    }
+
+    /// Whether the schema has `x-kubernetes-validations` (the API server then has a CEL
+    /// validator, even if every rule is a transition rule).
+    pub(super) fn has_rules(&self) -> bool {
+        self.has_rules
+    }
+
+    /// Rules that could not be compiled, and similar.
+    pub(super) fn notes(&self) -> &[String] {
+        &self.notes
+    }
+
+    fn node(&mut self, schema: &Schema, at: &str, depth: usize) -> Option<Node> {
+        if depth > MAX_SCHEMA_DEPTH {
+            return None;
+        }
+        let rules: Vec<&ValidationRule> = schema
+            .validations
+            .iter()
+            .chain(schema.all_of.iter().flat_map(|branch| &branch.validations))
+            .collect();
+        let unit = if rules.is_empty() {
+            None
+        } else {
+            self.has_rules = true;
+            self.unit(schema, &rules, at)
+        };
+        let base = join(at, "properties");
+        let properties: Vec<(String, Node)> = schema
+            .properties
+            .iter()
+            .filter_map(|(name, prop)| {
+                self.node(prop, &join(&base, name), depth + 1)
+                    .map(|n| (name.clone(), n))
+            })
+            .collect();
+        let additional = schema
+            .additional_properties_schema()
+            .and_then(|s| self.node(s, &join(at, "additionalProperties"), depth + 1))
+            .map(Box::new);
+        let items = schema
+            .items_schema()
+            .and_then(|s| self.node(s, &join(at, "items"), depth + 1))
+            .map(Box::new);
+        if unit.is_none() && properties.is_empty() && additional.is_none() && items.is_none() {
+            return None;
+        }
+        Some(Node {
+            unit,
+            properties,
+            additional,
+            items,
+        })
+    }
+
+    fn unit(&mut self, schema: &Schema, rules: &[&ValidationRule], at: &str) -> Option<Unit> {
+        let mut json = subtree(schema, 0);
+        if let Value::Object(map) = &mut json {
+            let list: Vec<Value> = rules
+                .iter()
+                .map(|r| {
+                    let mut rule = Map::new();
+                    rule.insert("rule".into(), json!(r.rule));
+                    if let Some(m) = &r.message {
+                        rule.insert("message".into(), json!(m));
+                    }
+                    if let Some(m) = &r.message_expression {
+                        rule.insert("messageExpression".into(), json!(m));
+                    }
+                    Value::Object(rule)
+                })
+                .collect();
+            map.insert("x-kubernetes-validations".into(), Value::Array(list));
+        }
+        let mut compiled = kube_cel::compile_schema(&json);
+        let mut keep = Vec::with_capacity(rules.len());
+        let mut kept = Vec::new();
+        let mut depth = 0;
+        for (rule, result) in rules.iter().zip(&compiled.validations) {
+            match result {
+                Ok(c) if c.is_transition_rule => {
+                    if rule.optional_old_self == Some(true) {
+                        self.notes.push(format!(
+                            "rule {} at {} uses oldSelf with optionalOldSelf and is not checked on create",
+                            quote(&rule.rule),
+                            display(at)
+                        ));
+                    }
+                    keep.push(false);
+                }
+                Ok(c) => {
+                    depth = depth.max(comprehension_depth(c.program.expression()));
+                    if let Some(m) = &c.message_program {
+                        depth = depth.max(comprehension_depth(m.expression()));
+                    }
+                    let field_path = rule.field_path.as_deref().and_then(|fp| {
+                        normalize_field_path(fp, schema).or_else(|| {
+                            self.notes.push(format!(
+                                "rule {} at {}: fieldPath {} is not a valid path; errors are reported at the rule's node",
+                                quote(&rule.rule),
+                                display(at),
+                                quote(fp)
+                            ));
+                            None
+                        })
+                    });
+                    kept.push(Rule {
+                        rule: rule.rule.clone(),
+                        message: rule.message.clone(),
+                        message_expression: rule.message_expression.is_some(),
+                        reason: rule.reason.clone(),
+                        field_path,
+                    });
+                    keep.push(true);
+                }
+                Err(e) => {
+                    self.notes.push(format!(
+                        "rule {} at {} is not checked: {}",
+                        quote(&rule.rule),
+                        display(at),
+                        first_line(&e.to_string())
+                    ));
+                    keep.push(false);
+                }
+            }
+        }
+        let mut flags = keep.into_iter();
+        compiled
+            .validations
+            .retain(|_| flags.next().unwrap_or(false));
+        if kept.is_empty() {
+            return None;
+        }
+        self.rule_count += kept.len();
+        Some(Unit {
+            compiled,
+            rules: kept,
+            schema_type: if schema.int_or_string {
+                String::new()
+            } else {
+                schema.type_.clone().unwrap_or_default()
+            },
+            comprehension_depth: depth,
+        })
+    }
+
+    /// Evaluates the rules on `object` (pruned and defaulted), within `limits`.
+    pub(super) fn validate(
+        &self,
+        object: &Value,
+        root: &Path,
+        limits: &CelLimits,
+        result: &mut ResourceValidation,
+    ) {
+        let Some(node) = &self.root else {
+            return;
+        };
+        let mut run = Run {
+            limits,
+            start: Instant::now(),
+            evaluations: 0,
+            stopped: None,
+            not_evaluated: Vec::new(),
+            result,
+        };
+        run.walk(node, object, root);
+        if let Some(reason) = run.stopped.take() {
+            let total = run.not_evaluated.len();
+            let mut listed: Vec<String> = run
+                .not_evaluated
+                .iter()
+                .take(LISTED_RULES)
+                .cloned()
+                .collect();
+            if total > LISTED_RULES {
+                listed.push(format!("and {} more", total - LISTED_RULES));
+            }
+            run.result.notes.push(format!(
+                "CEL validation stopped after {} rule evaluations because {reason}; not evaluated: {}",
+                run.evaluations,
+                listed.join(", ")
+            ));
+        }
+    }
+}
+
+/// One evaluation pass.
+struct Run<'a> {
+    limits: &'a CelLimits,
+    start: Instant,
+    evaluations: usize,
+    stopped: Option<String>,
+    not_evaluated: Vec<String>,
+    result: &'a mut ResourceValidation,
+}
+
+impl Run<'_> {
+    /// The API server's order: the node's rules, then list items or map values, then
+    /// properties. Nulls are not validated.
+    fn walk(&mut self, node: &Node, value: &Value, path: &Path) {
+        if value.is_null() {
+            return;
+        }
+        if let Some(unit) = &node.unit {
+            self.evaluate(unit, value, path);
+        }
+        match value {
+            Value::Array(items) => {
+                if let Some(item) = &node.items {
+                    for (i, child) in items.iter().enumerate() {
+                        self.walk(item, child, &path.index(i));
+                    }
+                }
+            }
+            Value::Object(map) => {
+                if let Some(add) = &node.additional {
+                    for (key, child) in map {
+                        self.walk(add, child, &path.key(key));
+                    }
+                }
+                for (key, child) in map {
+                    if let Some((_, prop)) = node.properties.iter().find(|(name, _)| name == key) {
+                        self.walk(prop, child, &path.child(key));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn evaluate(&mut self, unit: &Unit, value: &Value, path: &Path) {
+        if self.stopped.is_none() {
+            if self.evaluations + unit.rules.len() > self.limits.max_evaluations {
+                self.stopped = Some(format!(
+                    "the limit of {} evaluations was reached",
+                    self.limits.max_evaluations
+                ));
+            } else if self.start.elapsed() >= self.limits.deadline {
+                self.stopped = Some(format!(
+                    "the deadline of {} ms passed",
+                    self.limits.deadline.as_millis()
+                ));
+            }
+        }
+        if self.stopped.is_some() {
+            for rule in &unit.rules {
+                self.not_evaluated.push(format!(
+                    "{} at {}",
+                    quote(&rule.rule),
+                    display(path.as_str())
+                ));
+            }
+            return;
+        }
+        let cost = estimated_cost(value, unit.comprehension_depth);
+        if cost > MAX_RULE_COST {
+            for rule in &unit.rules {
+                self.result.notes.push(format!(
+                    "rule {} at {} is not evaluated: its estimated cost exceeds {MAX_RULE_COST}",
+                    quote(&rule.rule),
+                    display(path.as_str())
+                ));
+            }
+            return;
+        }
+        self.evaluations += unit.rules.len();
+        let Err(errors) = kube_cel::validate_compiled(&unit.compiled, value, None) else {
+            return;
+        };
+        for error in errors {
+            let Some(rule) = unit.rules.iter().find(|r| r.rule == error.rule) else {
+                self.result.notes.push(format!(
+                    "CEL evaluation at {}: {}",
+                    display(path.as_str()),
+                    first_line(&error.message)
+                ));
+                continue;
+            };
+            match error.kind {
+                // A result that is not a boolean is not `true`: a failure, as on the API
+                // server (where the type checker would have refused the rule).
+                ErrorKind::ValidationFailure => {
+                    let failure = failure(rule, Some(&error.message), unit, path);
+                    self.result.errors.push(failure);
+                }
+                ErrorKind::InvalidResult => {
+                    let failure = failure(rule, None, unit, path);
+                    self.result.errors.push(failure);
+                }
+                ErrorKind::EvaluationError => {
+                    let cause = cel_go_wording(&error);
+                    let detail = if cause.starts_with("no such overload") {
+                        format!(
+                            "'{cause}': call arguments did not match a supported operator, function or macro signature for rule: {}",
+                            rule_error_string(rule)
+                        )
+                    } else {
+                        format!("{cause} evaluating rule: {}", rule_error_string(rule))
+                    };
+                    self.result.errors.push(FieldError::invalid(
+                        path.as_str(),
+                        unit.schema_type.as_str(),
+                        detail,
+                    ));
+                }
+                _ => self.result.notes.push(format!(
+                    "rule {} at {} could not be evaluated: {}",
+                    quote(&rule.rule),
+                    display(path.as_str()),
+                    first_line(&error.message)
+                )),
+            }
+        }
+    }
+}
+
+/// A runtime error in cel-go's words where they are known (`no such key: x`,
+/// `division by zero`), else in cel-rust's.
+fn cel_go_wording(error: &kube_cel::ValidationError) -> String {
+    use kube_cel::cel::ExecutionError as E;
+    let cause = std::error::Error::source(error).and_then(|s| s.downcast_ref::<E>());
+    match cause {
+        Some(E::NoSuchKey(key)) => format!("no such key: {key}"),
+        Some(E::NoSuchOverload) => "no such overload".to_string(),
+        Some(E::DivisionByZero(_)) => "division by zero".to_string(),
+        Some(E::RemainderByZero(_)) => "modulus by zero".to_string(),
+        Some(E::Overflow(..)) => "integer overflow".to_string(),
+        _ => error
+            .message
+            .strip_prefix("rule evaluation error: ")
+            .unwrap_or(&error.message)
+            .to_string(),
+    }
+}
+
+/// The field error of a rule that evaluated to false; `evaluated` is kube-cel's message
+/// (the `messageExpression` result when it gave a string).
+fn failure(rule: &Rule, evaluated: Option<&str>, unit: &Unit, path: &Path) -> FieldError {
+    let fallback = rule_message_or_default(rule);
+    let detail = if let (true, Some(evaluated)) = (rule.message_expression, evaluated) {
+        // kube-cel falls back to the raw message (or `failed rule: <rule>`) when the
+        // expression does not give a string; the API server also refuses empty, multi-line
+        // and over-long messages.
+        let raw_fallback = rule
+            .message
+            .clone()
+            .unwrap_or_else(|| format!("failed rule: {}", rule.rule));
+        let trimmed = evaluated.trim();
+        if evaluated == raw_fallback
+            || trimmed.is_empty()
+            || trimmed.contains('\n')
+            || trimmed.len() > MAX_MESSAGE_BYTES
+        {
+            fallback
+        } else {
+            trimmed.to_string()
+        }
+    } else {
+        fallback
+    };
+    let field = match &rule.field_path {
+        Some(fp) => join_path(path.as_str(), fp),
+        None => path.as_str().to_string(),
+    };
+    // `fieldErrorForReason(fldPath, sts.Type, ...)`: the bad value printed is the schema's
+    // type name, as crossplane beta validate and kubectl show it.
+    let shown = if unit.schema_type.is_empty() {
+        BadValue::Omit
+    } else {
+        BadValue::Str(unit.schema_type.clone())
+    };
+    match rule.reason.as_deref() {
+        Some("FieldValueForbidden") => FieldError::forbidden(field, detail),
+        Some("FieldValueRequired") => FieldError::required(field, detail),
+        Some("FieldValueDuplicate") => FieldError::new(ErrorType::Duplicate, field, shown, ""),
+        _ => FieldError::new(ErrorType::Invalid, field, shown, detail),
+    }
+}
+
+/// `ruleMessageOrDefault`.
+fn rule_message_or_default(rule: &Rule) -> String {
+    match rule.message.as_deref() {
+        Some(m) if !m.is_empty() => m.trim().to_string(),
+        _ => format!("failed rule: {}", rule_error_string(rule)),
+    }
+}
+
+/// `ruleErrorString`.
+fn rule_error_string(rule: &Rule) -> String {
+    match rule.message.as_deref() {
+        Some(m) if !m.is_empty() => m.trim().to_string(),
+        _ => rule.rule.trim().to_string(),
+    }
+}
+
+/// The schema `kube-cel` needs to convert a node's value: types, formats and the extensions
+/// that change conversion, without rules or defaults.
+fn subtree(schema: &Schema, depth: usize) -> Value {
+    let mut m = Map::new();
+    if let Some(t) = &schema.type_ {
+        m.insert("type".into(), json!(t));
+    }
+    if let Some(f) = &schema.format {
+        m.insert("format".into(), json!(f));
+    }
+    for (key, set) in [
+        ("x-kubernetes-int-or-string", schema.int_or_string),
+        ("x-kubernetes-embedded-resource", schema.embedded_resource),
+        (
+            "x-kubernetes-preserve-unknown-fields",
+            schema.preserve_unknown_fields,
+        ),
+    ] {
+        if set {
+            m.insert(key.into(), json!(true));
+        }
+    }
+    if depth < MAX_CEL_SUBTREE_DEPTH {
+        if !schema.properties.is_empty() {
+            let props: Map<String, Value> = schema
+                .properties
+                .iter()
+                .map(|(name, p)| (name.clone(), subtree(p, depth + 1)))
+                .collect();
+            m.insert("properties".into(), Value::Object(props));
+        }
+        match &schema.additional_properties {
+            Some(AdditionalProperties::Schema(s)) => {
+                m.insert("additionalProperties".into(), subtree(s, depth + 1));
+            }
+            Some(AdditionalProperties::Bool(b)) => {
+                m.insert("additionalProperties".into(), json!(b));
+            }
+            None => {}
+        }
+        if let Some(item) = schema.items_schema() {
+            m.insert("items".into(), subtree(item, depth + 1));
+        }
+    }
+    Value::Object(m)
+}
+
+/// `ValidFieldPath`: `.a.b`, `.a['x.y']`; named steps need `properties`, key steps
+/// `additionalProperties`. The result is a field path relative to the rule's node.
+fn normalize_field_path(field_path: &str, schema: &Schema) -> Option<String> {
+    let mut out = String::new();
+    let mut node = schema;
+    let mut rest = field_path;
+    while !rest.is_empty() {
+        let (name, after) = if let Some(r) = rest.strip_prefix('.') {
+            let end = r.find(['.', '[']).unwrap_or(r.len());
+            (r[..end].to_string(), &r[end..])
+        } else if let Some(r) = rest.strip_prefix("['") {
+            let (name, after) = quoted_step(r)?;
+            (name, after)
+        } else {
+            return None;
+        };
+        if name.is_empty() {
+            return None;
+        }
+        if !node.properties.is_empty() {
+            node = node.properties.get(&name)?;
+            if !out.is_empty() {
+                out.push('.');
+            }
+            out.push_str(&name);
+        } else if let Some(add) = node.additional_properties_schema() {
+            node = add;
+            out.push_str(&format!("[{name}]"));
+        } else {
+            return None;
+        }
+        rest = after;
+    }
+    (!out.is_empty()).then_some(out)
+}
+
+/// A single-quoted step's unescaped text and what follows its `']`.
+fn quoted_step(r: &str) -> Option<(String, &str)> {
+    let mut name = String::new();
+    let mut chars = r.char_indices();
+    while let Some((i, c)) = chars.next() {
+        match c {
+            '\\' => {
+                let (_, escaped) = chars.next()?;
+                name.push(match escaped {
+                    'n' => '\n',
+                    't' => '\t',
+                    'r' => '\r',
+                    '\'' | '\\' => escaped,
+                    _ => return None,
+                });
+            }
+            '\'' => return r[i + 1..].strip_prefix(']').map(|after| (name, after)),
+            other => name.push(other),
+        }
+    }
+    None
+}
+
+/// How deeply comprehensions (`all`, `exists`, `map`, `filter`, ...) nest: each level
+/// multiplies the work by the size of the list it walks.
+fn comprehension_depth(e: &IdedExpr) -> u32 {
+    match &e.expr {
+        Expr::Comprehension(c) => {
+            let body = [&c.loop_cond, &c.loop_step, &c.result]
+                .into_iter()
+                .map(comprehension_depth)
+                .max()
+                .unwrap_or(0);
+            comprehension_depth(&c.iter_range)
+                .max(comprehension_depth(&c.accu_init))
+                .max(body + 1)
+        }
+        Expr::Call(call) => call
+            .target
+            .iter()
+            .map(|t| comprehension_depth(t))
+            .chain(call.args.iter().map(comprehension_depth))
+            .max()
+            .unwrap_or(0),
+        Expr::List(list) => list
+            .elements
+            .iter()
+            .map(comprehension_depth)
+            .max()
+            .unwrap_or(0),
+        Expr::Map(map) => entries_depth(map.entries.iter().map(|e| &e.expr)),
+        Expr::Struct(s) => entries_depth(s.entries.iter().map(|e| &e.expr)),
+        Expr::Select(select) => comprehension_depth(&select.operand),
+        _ => 0,
+    }
+}
+
+fn entries_depth<'a>(entries: impl Iterator<Item = &'a EntryExpr>) -> u32 {
+    entries
+        .map(|entry| match entry {
+            EntryExpr::StructField(f) => comprehension_depth(&f.value),
+            EntryExpr::MapEntry(m) => {
+                comprehension_depth(&m.key).max(comprehension_depth(&m.value))
+            }
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// `n^d` for a value of `n` JSON nodes (`n` when there is no comprehension: converting the
+/// value), saturating.
+fn estimated_cost(value: &Value, comprehension_depth: u32) -> u64 {
+    let n = count_nodes(value, MAX_RULE_COST + 1);
+    n.saturating_pow(comprehension_depth.max(1))
+}
+
+/// JSON nodes in `value`, counting stopped at `cap`.
+fn count_nodes(value: &Value, cap: u64) -> u64 {
+    let mut count = 0u64;
+    let mut stack = vec![value];
+    while let Some(v) = stack.pop() {
+        count += 1;
+        if count >= cap {
+            return cap;
+        }
+        match v {
+            Value::Array(items) => stack.extend(items),
+            Value::Object(map) => stack.extend(map.values()),
+            _ => {}
+        }
+    }
+    count
+}
+
+fn quote(s: &str) -> String {
+    crate::findings::go_quote(s.trim())
+}
+
+fn display(path: &str) -> &str {
+    if path.is_empty() { "the root" } else { path }
+}
+
+fn first_line(s: &str) -> &str {
+    s.lines().find(|l| !l.trim().is_empty()).unwrap_or(s).trim()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn schema(v: Value) -> Schema {
+        Schema::from_value(&v).expect("schema")
+    }
+
+    #[test]
+    fn field_paths_normalize_like_valid_field_path() {
+        let s = schema(json!({"type": "object", "properties": {
+            "spec": {"type": "object", "properties": {
+                "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                "a.b": {"type": "string"}}}}}));
+        assert_eq!(normalize_field_path(".spec", &s).as_deref(), Some("spec"));
+        assert_eq!(
+            normalize_field_path(".spec.labels['x.y']", &s).as_deref(),
+            Some("spec.labels[x.y]")
+        );
+        assert_eq!(
+            normalize_field_path(".spec['a.b']", &s).as_deref(),
+            Some("spec.a.b")
+        );
+        assert_eq!(normalize_field_path(".nope", &s), None);
+        assert_eq!(normalize_field_path("spec", &s), None);
+    }
+
+    #[test]
+    fn comprehension_nesting_is_measured() {
+        let depth = |rule: &str| {
+            let p = kube_cel::cel::Program::compile(rule).expect("parses");
+            comprehension_depth(p.expression())
+        };
+        assert_eq!(depth("self.a == 1"), 0);
+        assert_eq!(depth("self.l.all(x, x > 0)"), 1);
+        assert_eq!(depth("self.l.all(x, self.l.exists(y, y == x))"), 2);
+        assert_eq!(depth("self.l.map(x, x).all(y, y > 0)"), 1);
+    }
+}

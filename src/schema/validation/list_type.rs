@@ -1,0 +1,174 @@
+//! `x-kubernetes-list-type: set` and `map` invariants, as apiextensions' `listtype`
+//! validation checks them: a `Duplicate value` at the second occurrence of each repeated
+//! element (set) or key (map, keyed by `x-kubernetes-list-map-keys`; a missing key counts as
+//! a key of its own). Compound values compare as Go's JSON encodes them, scalars by type and
+//! value (`1` and `1.0` differ).
+
+use std::collections::HashMap;
+
+use serde_json::{Map, Number, Value};
+
+use super::errors::go_json;
+use crate::findings::{BadValue, FieldError, Path};
+use crate::schema::Schema;
+use crate::schema::structural::MAX_SCHEMA_DEPTH;
+
+/// Appends the list-type errors of `value` to `out`.
+pub(super) fn validate(value: &Value, schema: &Schema, root: &Path, out: &mut Vec<FieldError>) {
+    if let Value::Object(map) = value {
+        object(map, schema, root, 0, out);
+    }
+}
+
+fn object(
+    map: &Map<String, Value>,
+    schema: &Schema,
+    path: &Path,
+    depth: usize,
+    out: &mut Vec<FieldError>,
+) {
+    if depth > MAX_SCHEMA_DEPTH {
+        return;
+    }
+    if let Some(add) = schema.additional_properties_schema() {
+        for (key, child) in map {
+            any(child, add, &path.key(key), depth + 1, out);
+        }
+    }
+    for (key, child) in map {
+        if let Some(prop) = schema.properties.get(key) {
+            any(child, prop, &path.child(key), depth + 1, out);
+        }
+    }
+}
+
+fn any(value: &Value, schema: &Schema, path: &Path, depth: usize, out: &mut Vec<FieldError>) {
+    match value {
+        Value::Array(items) => array(items, schema, path, depth, out),
+        Value::Object(map) => object(map, schema, path, depth, out),
+        _ => {}
+    }
+}
+
+fn array(items: &[Value], schema: &Schema, path: &Path, depth: usize, out: &mut Vec<FieldError>) {
+    if depth > MAX_SCHEMA_DEPTH {
+        return;
+    }
+    match schema.list_type.as_deref() {
+        Some("set") => {
+            for i in first_repeats(items.iter().map(Key::of)) {
+                out.push(FieldError::duplicate(path.index(i), bad_value(&items[i])));
+            }
+        }
+        Some("map") => list_map(items, schema, path, out),
+        _ => {}
+    }
+    if let Some(item) = schema.items_schema() {
+        for (i, child) in items.iter().enumerate() {
+            any(child, item, &path.index(i), depth + 1, out);
+        }
+    }
+}
+
+fn list_map(items: &[Value], schema: &Schema, path: &Path, out: &mut Vec<FieldError>) {
+    if let Some((i, bad)) = items
+        .iter()
+        .enumerate()
+        .find(|(_, x)| !x.is_null() && !x.is_object())
+    {
+        out.push(FieldError::invalid(
+            path.index(i),
+            BadValue::from_json(bad),
+            "must be an object for an array of list-type map",
+        ));
+        return;
+    }
+    // One key: its value (or "unspecified"); several: the object of the keys present.
+    let keys: Vec<Value> = items
+        .iter()
+        .map(|x| {
+            let mut key = Map::new();
+            for name in &schema.list_map_keys {
+                if let Some(v) = x.get(name) {
+                    key.insert(name.clone(), v.clone());
+                }
+            }
+            Value::Object(key)
+        })
+        .collect();
+    for i in first_repeats(keys.iter().map(Key::of)) {
+        out.push(FieldError::duplicate(path.index(i), bad_value(&keys[i])));
+    }
+}
+
+/// What Go compares: scalars by dynamic type and value, compounds by their JSON.
+#[derive(PartialEq, Eq, Hash)]
+enum Key {
+    Null,
+    Bool(bool),
+    Int(i128),
+    Float(u64),
+    Str(String),
+    Compound(String),
+}
+
+impl Key {
+    fn of(v: &Value) -> Key {
+        match v {
+            Value::Null => Key::Null,
+            Value::Bool(b) => Key::Bool(*b),
+            Value::Number(n) => match (n.as_i64(), n.as_u64()) {
+                (Some(i), _) => Key::Int(i128::from(i)),
+                (_, Some(u)) => Key::Int(i128::from(u)),
+                _ => Key::Float(n.as_f64().unwrap_or(f64::NAN).to_bits()),
+            },
+            Value::String(s) => Key::Str(s.clone()),
+            compound => Key::Compound(go_json(compound)),
+        }
+    }
+}
+
+/// Indexes of the second occurrence of every repeated key.
+fn first_repeats(keys: impl Iterator<Item = Key>) -> Vec<usize> {
+    let mut seen: HashMap<Key, usize> = HashMap::new();
+    let mut repeats = Vec::new();
+    for (i, key) in keys.enumerate() {
+        let times = seen.entry(key).or_insert(0);
+        *times += 1;
+        if *times == 2 {
+            repeats.push(i);
+        }
+    }
+    repeats
+}
+
+/// The value printed for a duplicate: structures as Go's JSON prints them (sorted keys,
+/// integral floats without a fraction).
+fn bad_value(v: &Value) -> BadValue {
+    match v {
+        Value::Object(_) | Value::Array(_) => BadValue::Json(canonical(v)),
+        other => BadValue::from_json(other),
+    }
+}
+
+fn canonical(v: &Value) -> Value {
+    match v {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            Value::Object(
+                keys.into_iter()
+                    .map(|k| (k.clone(), canonical(&map[k])))
+                    .collect(),
+            )
+        }
+        Value::Array(items) => Value::Array(items.iter().map(canonical).collect()),
+        Value::Number(n) => match n.as_f64() {
+            Some(f) if n.is_f64() && f.fract() == 0.0 && f.abs() < 1e15 => {
+                Value::Number(Number::from(f as i64))
+            }
+            _ => v.clone(),
+        },
+        other => other.clone(),
+    }
+}

@@ -1,0 +1,232 @@
+//! Validating values against structural schemas as kube-apiserver does for custom resources.
+//!
+//! Two entry points:
+//!
+//! - [`validate`]: the lightweight walker (types, enums, required and unknown fields) used to
+//!   check a Composition against the Composition CRD;
+//! - [`validate_resource`]: the whole create pipeline of the API server for a custom resource
+//!   (apiextensions-apiserver's `customResourceStrategy`), for composed resources rendered
+//!   from a Composition and checked against their provider CRDs. It needs a
+//!   [`CompiledSchema`], built once per schema ([`compiled`] caches it).
+//!
+//! The pipeline, in the API server's order:
+//!
+//! 1. unknown fields are reported (as `kubectl apply`'s strict field validation refuses them)
+//!    and pruned (`prune.rs`);
+//! 2. `null`s of non-nullable fields without a default are dropped;
+//! 3. defaults are applied ([`apply_defaults`](crate::schema::apply_defaults));
+//! 4. kube-openapi schema validation, here a JSON Schema (`convert.rs`) checked by the
+//!    `jsonschema` crate with the Kubernetes formats (`formats.rs`), its errors worded as
+//!    apiextensions words them (`errors.rs`);
+//! 5. embedded resources (`embedded.rs`) and list types (`list_type.rs`);
+//! 6. `x-kubernetes-validations` CEL rules with `kube-cel` (`cel.rs`), unless a blocking
+//!    error exists, bounded by [`CelLimits`].
+//!
+//! Deliberate differences from the API server are listed where they happen; the main ones:
+//! the numeric formats (`int32`, ...) are not checked (the API server does not either), a
+//! `null` never satisfies an `enum` (as in kube-openapi), composite `anyOf`/`oneOf`/`allOf`/
+//! `not` messages are reported at the root instead of the API server's `<nil>` field, and
+//! CEL runtime errors not known to cel-go's wording keep cel-rust's.
+
+mod cache;
+mod cel;
+mod convert;
+mod embedded;
+mod errors;
+mod formats;
+mod legacy;
+mod list_type;
+mod prune;
+
+use std::fmt;
+use std::time::Duration;
+
+use serde_json::Value;
+use thiserror::Error;
+
+use super::{Schema, apply_defaults};
+use crate::findings::{ErrorType, FieldError, Path};
+
+pub use cache::compiled;
+pub use legacy::{closest, json_type_name, validate};
+
+/// The note the API server adds when a blocking error keeps CEL rules from running.
+pub const CEL_NOT_CHECKED: &str = "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation";
+
+/// Why a schema could not be compiled for validation.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum CompileError {
+    /// The JSON Schema converted from the structural schema was refused by the validator.
+    #[error("the schema cannot be compiled for validation: {message}")]
+    JsonSchema {
+        /// The validator's reason.
+        message: String,
+    },
+}
+
+/// Bounds on CEL evaluation for one resource.
+///
+/// `kube-cel` has no runtime cost budget, so evaluation is bounded here: at most
+/// `max_evaluations` rule evaluations (a rule on a list's items counts once per item), and no
+/// new evaluation starts once `deadline` has passed since CEL evaluation began. A single
+/// evaluation is bounded separately, see [`validate_resource`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CelLimits {
+    /// Most rule evaluations for one resource.
+    pub max_evaluations: usize,
+    /// Time after which no further rule is evaluated.
+    pub deadline: Duration,
+}
+
+impl Default for CelLimits {
+    /// 10,000 evaluations and 1 s: far above what a rendered composed resource needs.
+    fn default() -> Self {
+        CelLimits {
+            max_evaluations: 10_000,
+            deadline: Duration::from_secs(1),
+        }
+    }
+}
+
+/// What [`validate_resource`] found.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ResourceValidation {
+    /// Every error, in pipeline order (unknown fields, schema, embedded resources, list
+    /// types, CEL rules).
+    pub errors: Vec<FieldError>,
+    /// What was not checked and why (CEL rules skipped, limits reached, schema parts that
+    /// could not be compiled).
+    pub notes: Vec<String>,
+}
+
+/// A CRD version's schema compiled for validation (JSON Schema validator + CEL programs).
+///
+/// `Send + Sync`: share it between threads in an `Arc` (as [`compiled`] does). Holds its own copy of the structural schema (for pruning, defaulting and the walks that
+/// are not JSON Schema), so it does not keep the caller's `Arc<Schema>` alive: the
+/// [`compiled`] cache relies on that.
+pub struct CompiledSchema {
+    schema: Schema,
+    json: Value,
+    validator: jsonschema::Validator,
+    cel: cel::CelProgram,
+    notes: Vec<String>,
+}
+
+impl fmt::Debug for CompiledSchema {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CompiledSchema")
+            .field("cel_rules", &self.cel.rule_count())
+            .field("notes", &self.notes)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CompiledSchema {
+    /// Compiles `schema`: converts it to JSON Schema and builds the validator, and compiles
+    /// its CEL rules.
+    ///
+    /// Parts the API server would have refused when the CRD was created (a pattern the regex
+    /// engine rejects, a CEL rule that does not parse) do not fail the compilation: they are
+    /// left out and reported in every [`ResourceValidation::notes`].
+    ///
+    /// # Errors
+    ///
+    /// [`CompileError::JsonSchema`] when the validator refuses the converted schema.
+    pub fn compile(schema: &Schema) -> Result<Self, CompileError> {
+        let converted = convert::to_json_schema(schema);
+        let validator = errors::build_validator(&converted)?;
+        let cel = cel::CelProgram::compile(schema);
+        let mut notes = converted.notes;
+        notes.extend(cel.notes().iter().cloned());
+        Ok(CompiledSchema {
+            schema: schema.clone(),
+            json: converted.json,
+            validator,
+            cel,
+            notes,
+        })
+    }
+
+    /// The structural schema this was compiled from.
+    pub fn schema(&self) -> &Schema {
+        &self.schema
+    }
+
+    /// How many CEL rules are evaluated on create (transition rules and rules that failed to
+    /// compile are not counted).
+    pub fn cel_rule_count(&self) -> usize {
+        self.cel.rule_count()
+    }
+}
+
+/// Validates `object` as the API server validates a custom resource of this schema on create:
+/// report unknown fields (as `kubectl apply`'s strict field validation would refuse them) and
+/// prune them, drop nulls of non-nullable fields without default, apply defaults, then schema
+/// validation, embedded-resource and list-type checks, then CEL rules unless a blocking error
+/// exists.
+///
+/// `object` is left pruned and defaulted. Errors are reported under `root` (e.g.
+/// `spec.resources[0].base`), while the detail text names the path inside the resource as the
+/// API server would (`spec.resources[0].base.spec.size: Invalid value: ...: spec.size in body
+/// must be of type integer: "string"`).
+///
+/// CEL evaluation is bounded by `limits` (evaluations and time); a single evaluation is
+/// bounded because its cost is estimated before it runs: the rule only sees its node's value,
+/// and a node holding `n` JSON values with comprehensions (`all`, `exists`, `map`, ...) nested
+/// `d` deep costs about `n^d` steps (`n` for `d = 0`: converting the value). Rules whose
+/// estimate exceeds the API server's per-call limit (1,000,000) are not evaluated, with a
+/// note. Rendered objects are small, so this rarely triggers.
+pub fn validate_resource(
+    compiled: &CompiledSchema,
+    object: &mut Value,
+    root: &Path,
+    limits: &CelLimits,
+) -> ResourceValidation {
+    let mut result = ResourceValidation {
+        errors: Vec::new(),
+        notes: compiled.notes.clone(),
+    };
+    let schema = &compiled.schema;
+    prune::prune_unknown_fields(object, schema, root, &mut result.errors);
+    prune::prune_nulls(object, schema);
+    apply_defaults(object, schema);
+    errors::schema_errors(compiled, object, root, &mut result.errors);
+    embedded::validate(object, schema, root, &mut result.errors);
+    list_type::validate(object, schema, root, &mut result.errors);
+    if compiled.cel.has_rules() {
+        if result.errors.iter().any(is_blocking) {
+            result.notes.push(CEL_NOT_CHECKED.to_string());
+        } else {
+            compiled.cel.validate(object, root, limits, &mut result);
+        }
+    }
+    result
+}
+
+/// `hasBlockingErr`: errors after which the API server does not run CEL rules.
+fn is_blocking(error: &FieldError) -> bool {
+    matches!(
+        error.error_type,
+        ErrorType::NotSupported
+            | ErrorType::Required
+            | ErrorType::TooLong
+            | ErrorType::TooMany
+            | ErrorType::TypeInvalid
+    )
+}
+
+/// Joins a relative kube-openapi style path (`spec.size`, `[0].name`) under `root`.
+fn under(root: &Path, relative: &str) -> String {
+    crate::findings::join_path(root.as_str(), relative)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compiled_schema_is_send_and_sync() {
+        fn assert<T: Send + Sync>() {}
+        assert::<CompiledSchema>();
+    }
+}

@@ -1,0 +1,173 @@
+//! Pruning, as apiextensions' structural pruning and `PruneNonNullableNullsWithoutDefaults`
+//! do before defaulting and validation.
+//!
+//! Unknown fields are reported first, as `kubectl apply`'s strict field validation refuses
+//! them (worded as the lightweight walker words them), then removed. Not pruned: anything
+//! under `x-kubernetes-preserve-unknown-fields` (declared properties below it still are),
+//! keys covered by `additionalProperties`, and `apiVersion`, `kind`, `metadata` at the root
+//! and in `x-kubernetes-embedded-resource` objects. A value whose type does not match its
+//! schema is left alone: the type error says what is wrong with it.
+
+use serde_json::Value;
+
+use super::legacy::unknown_field;
+use crate::findings::{FieldError, Path};
+use crate::schema::structural::MAX_SCHEMA_DEPTH;
+use crate::schema::{AdditionalProperties, Items, Schema};
+
+const META_FIELDS: [&str; 3] = ["apiVersion", "kind", "metadata"];
+
+/// Reports and removes fields the schema does not know.
+pub(super) fn prune_unknown_fields(
+    value: &mut Value,
+    schema: &Schema,
+    path: &Path,
+    errs: &mut Vec<FieldError>,
+) {
+    prune(value, schema, path, true, 0, errs);
+}
+
+fn prune(
+    value: &mut Value,
+    schema: &Schema,
+    path: &Path,
+    resource_root: bool,
+    depth: usize,
+    errs: &mut Vec<FieldError>,
+) {
+    if depth > MAX_SCHEMA_DEPTH {
+        return;
+    }
+    if schema.preserve_unknown_fields {
+        keep_unknown(value, schema, path, resource_root, depth, errs);
+        return;
+    }
+    // A node without a type but with properties prunes as an object (pruning reads
+    // `properties`, not `type`), as upstream's structural schemas without types do.
+    let type_ = match schema.type_.as_deref() {
+        None if !schema.properties.is_empty() => Some("object"),
+        None if schema.items.is_some() => Some("array"),
+        other => other,
+    };
+    match (value, type_) {
+        (Value::Object(map), Some("object")) => {
+            let meta = resource_root || schema.embedded_resource;
+            let mut unknown = Vec::new();
+            for (key, child) in map.iter_mut() {
+                if meta && META_FIELDS.contains(&key.as_str()) {
+                    continue;
+                }
+                if let Some(prop) = schema.properties.get(key) {
+                    prune(child, prop, &path.child(key), false, depth + 1, errs);
+                    continue;
+                }
+                match &schema.additional_properties {
+                    Some(AdditionalProperties::Schema(s)) => {
+                        prune(child, s, &path.key(key), false, depth + 1, errs);
+                    }
+                    Some(AdditionalProperties::Bool(true)) => {}
+                    _ => {
+                        errs.push(unknown_field(path, key, schema));
+                        unknown.push(key.clone());
+                    }
+                }
+            }
+            for key in unknown {
+                map.shift_remove(&key);
+            }
+        }
+        (Value::Array(items), Some("array")) => match &schema.items {
+            Some(Items::Schema(item)) => {
+                for (i, child) in items.iter_mut().enumerate() {
+                    prune(child, item, &path.index(i), false, depth + 1, errs);
+                }
+            }
+            Some(Items::Tuple(list)) => {
+                for (i, (child, item)) in items.iter_mut().zip(list).enumerate() {
+                    prune(child, item, &path.index(i), false, depth + 1, errs);
+                }
+            }
+            None => {}
+        },
+        _ => {}
+    }
+}
+
+/// `skipPrune`: under `x-kubernetes-preserve-unknown-fields` unknown keys stay, but declared
+/// properties (and `additionalProperties` values) are pruned as usual, and array items keep
+/// being skipped.
+fn keep_unknown(
+    value: &mut Value,
+    schema: &Schema,
+    path: &Path,
+    resource_root: bool,
+    depth: usize,
+    errs: &mut Vec<FieldError>,
+) {
+    if depth > MAX_SCHEMA_DEPTH {
+        return;
+    }
+    match value {
+        Value::Object(map) => {
+            let meta = resource_root || schema.embedded_resource;
+            for (key, child) in map.iter_mut() {
+                if meta && META_FIELDS.contains(&key.as_str()) {
+                    continue;
+                }
+                if let Some(prop) = schema.properties.get(key) {
+                    prune(child, prop, &path.child(key), false, depth + 1, errs);
+                } else if let Some(add) = schema.additional_properties_schema() {
+                    prune(child, add, &path.key(key), false, depth + 1, errs);
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item) = schema.items_schema() {
+                for (i, child) in items.iter_mut().enumerate() {
+                    keep_unknown(child, item, &path.index(i), false, depth + 1, errs);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// `PruneNonNullableNullsWithoutDefaults`: drops object members that are `null` where the
+/// schema is not nullable and has no default (a defaulted one gets its default next).
+/// Array items are left alone.
+pub(super) fn prune_nulls(value: &mut Value, schema: &Schema) {
+    prune_nulls_at(value, Some(schema), 0);
+}
+
+fn prune_nulls_at(value: &mut Value, schema: Option<&Schema>, depth: usize) {
+    if depth > MAX_SCHEMA_DEPTH {
+        return;
+    }
+    match value {
+        Value::Object(map) => {
+            map.retain(|key, member| {
+                let s = field_schema(key, schema);
+                !(member.is_null() && s.is_some_and(|s| !s.nullable && s.default.is_none()))
+            });
+            for (key, member) in map.iter_mut() {
+                prune_nulls_at(member, field_schema(key, schema), depth + 1);
+            }
+        }
+        Value::Array(items) => {
+            let item = schema.and_then(Schema::items_schema);
+            for member in items {
+                prune_nulls_at(member, item, depth + 1);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// `getSchemaForField`: the property's schema, else the `additionalProperties` schema.
+fn field_schema<'a>(key: &str, schema: Option<&'a Schema>) -> Option<&'a Schema> {
+    let schema = schema?;
+    schema
+        .properties
+        .get(key)
+        .or_else(|| schema.additional_properties_schema())
+}
