@@ -206,6 +206,14 @@ fn judge(
     if related.iter().any(|r| has_finding(earlier, &r.at)) {
         return None;
     }
+    // With `policy.fromFieldPath: Required` the runtime does not create the resource until
+    // the source exists: the field is never missing on the API server.
+    if related
+        .iter()
+        .any(|r| matches!(r.outcome, Outcome::Skipped { required: true, .. }))
+    {
+        return None;
+    }
     let skipped: Vec<&&PatchRecord> = related
         .iter()
         .filter(|r| matches!(r.outcome, Outcome::Skipped { .. }))
@@ -221,24 +229,31 @@ fn judge(
         .collect();
     let required = error.error_type == ErrorType::Required;
     if let Some(r) = skipped.first().filter(|_| required || is_rule(&error)) {
-        let source = if r.from_environment {
-            format!("the environment's {}", r.from)
+        let why = if r.from_environment {
+            format!(
+                "from the environment's {}, which is empty when rendered without \
+                 EnvironmentConfigs",
+                r.from
+            )
+        } else if r.from.starts_with("status.") {
+            format!(
+                "from {}, which the composite resource gets only later, in its status; until \
+                 then the resource is invalid (policy.fromFieldPath: Required would wait for it)",
+                r.from
+            )
+        } else if mock {
+            format!(
+                "from {}, which the mock composite resource does not have (optional, no \
+                 default); a composite resource without it renders an invalid resource",
+                r.from
+            )
         } else {
-            r.from.clone()
+            format!(
+                "from {}, which this composite resource does not have",
+                r.from
+            )
         };
-        append(
-            &mut error,
-            &format!(
-                "set only by {} from {source}, which {}; a composite resource without it \
-                 renders an invalid resource",
-                r.at,
-                if mock {
-                    "the mock composite resource does not have (optional, no default)"
-                } else {
-                    "this composite resource does not have"
-                }
-            ),
-        );
+        append(&mut error, &format!("set only by {} {why}", r.at));
         return Some(finding(error, true));
     }
     if mock && let Some(r) = written.first() {
