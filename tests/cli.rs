@@ -490,3 +490,90 @@ fn a_malformed_xrd_names_file_line_and_field() {
         "error: testdata/cli/bad-xrd.yaml:10: CompositeResourceDefinition \"xthings.example.org\": spec.versions: expected an array\n"
     );
 }
+
+/// `render` prints the mock XR and every composed resource as YAML documents, each headed by
+/// its template, and exits 0 when every rendered resource is valid.
+#[test]
+fn render_prints_the_composed_resources() {
+    let out = run(&[
+        "render",
+        "testdata/example/composition.yaml",
+        "--crds",
+        "testdata/crds",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stderr(&out), "");
+    let text = stdout(&out);
+    let docs: Vec<&str> = text.split("---\n").filter(|d| !d.is_empty()).collect();
+    assert_eq!(docs.len(), 3);
+    assert!(docs[0].starts_with("# The mock composite resource\napiVersion: gcp.platformref.upbound.io/v1alpha1\nkind: XNetwork\nmetadata:\n  name: xnetwork-mock\n"));
+    assert!(docs[1].starts_with("# spec.resources[0]\napiVersion: compute.gcp.upbound.io/v1beta1\nkind: Network\nmetadata:\n  generateName: xnetwork-mock-\n"));
+    assert!(docs[2].contains("    region: us-west2\n"));
+    // Every document is YAML a reader takes back.
+    let parsed = composition_webhook::document::parse_documents("out.yaml", &text).expect("yaml");
+    assert_eq!(parsed.len(), 3);
+    assert_eq!(
+        parsed[2].value["metadata"]["labels"]["crossplane.io/composite"],
+        "xnetwork-mock"
+    );
+}
+
+/// `render --xr` renders from a given XR, and a base the CRD refuses is reported on standard
+/// error with exit status 1.
+#[test]
+fn render_from_a_given_xr_reports_invalid_resources() {
+    let dir = scratch("render-xr");
+    let xr = dir.join("xr.yaml");
+    std::fs::write(
+        &xr,
+        "apiVersion: gcp.platformref.upbound.io/v1alpha1\nkind: XNetwork\nmetadata: {name: prod, uid: u-1}\nspec: {id: prod-net}\n",
+    )
+    .expect("write xr");
+    let composition = std::fs::read_to_string("testdata/example/composition.yaml")
+        .expect("example")
+        .replace(
+            "routingMode: REGIONAL",
+            "routingMode: REGIONAL\n            routingMod: GLOBAL",
+        );
+    let file = dir.join("composition.yaml");
+    std::fs::write(&file, composition).expect("write composition");
+    let out = run(&[
+        "render",
+        file.to_str().expect("path"),
+        "--xr",
+        xr.to_str().expect("path"),
+        "--crds",
+        "testdata/crds",
+        "--crds",
+        "testdata/example/definition.yaml",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = stdout(&out);
+    assert!(text.starts_with("---\n# The composite resource\n"));
+    assert!(text.contains("  name: prod-net\n"), "{text}");
+    assert!(text.contains("    networks.gcp.platformref.upbound.io/network-id: prod-net\n"));
+    assert_eq!(
+        stderr(&out),
+        "error: spec.resources[0].base.spec.forProvider.routingMod: Invalid value: \"routingMod\": unknown field: \"routingMod\", did you mean \"routingMode\"?\n"
+    );
+}
+
+/// Rendered validation runs in `validate` by default; `--no-render` turns it off.
+#[test]
+fn validate_renders_unless_told_not_to() {
+    let dir = scratch("no-render");
+    let file = dir.join("composition.yaml");
+    let text = std::fs::read_to_string("testdata/example/composition.yaml")
+        .expect("example")
+        .replace(
+            "routingMode: REGIONAL",
+            "routingMode: REGIONAL\n            routingMod: GLOBAL",
+        );
+    let out = validate_with_example_schemas(&file, &text, &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(lines(&out)[0].ends_with(
+        ": error: spec.resources[0].base.spec.forProvider.routingMod: Invalid value: \"routingMod\": unknown field: \"routingMod\", did you mean \"routingMode\"?"
+    ), "{}", stdout(&out));
+    let out = validate_with_example_schemas(&file, &text, &["--no-render"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+}

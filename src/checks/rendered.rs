@@ -74,12 +74,21 @@ pub fn check(
     earlier: &[Finding],
 ) -> Vec<Finding> {
     let xr = composite_value(c, composite);
-    let rendered = render::render(c, steps, &xr);
+    let mut rendered = render::render(c, steps, &xr);
     let mock = matches!(composite, Composite::Mock(_));
     let mut findings = Vec::new();
     findings.extend(opaque_note(&rendered));
-    for resource in &rendered.resources {
-        findings.extend(check_resource(resource, &rendered, mock, source, earlier));
+    let resources = std::mem::take(&mut rendered.resources);
+    for resource in resources {
+        // Findings of a step that a later, unrendered function may change are warnings.
+        let changed_later = !rendered.changed_later(&resource.at).is_empty();
+        findings.extend(check_resource(
+            resource,
+            changed_later,
+            mock,
+            source,
+            earlier,
+        ));
     }
     findings
 }
@@ -119,9 +128,11 @@ fn opaque_note(rendered: &Rendered) -> Option<Finding> {
     ))
 }
 
+/// The findings of one rendered resource, validated in place (pruned and defaulted: the
+/// resource is not needed afterwards).
 fn check_resource(
-    resource: &RenderedResource,
-    rendered: &Rendered,
+    mut resource: RenderedResource,
+    changed_later: bool,
     mock: bool,
     source: &dyn SchemaSource,
     earlier: &[Finding],
@@ -143,10 +154,10 @@ fn check_resource(
             findings.push(finding(e, mock));
         }
     }
-    let Some(object) = &resource.object else {
+    let Some(mut object) = resource.object.take() else {
         return findings;
     };
-    let Some(schema) = schema_of(object, source) else {
+    let Some(schema) = schema_of(&object, source) else {
         return findings; // A missing CRD is reported by the schema lookups.
     };
     let Ok(compiled) = validation::compiled(&schema) else {
@@ -157,17 +168,15 @@ fn check_resource(
     } else {
         resource.at.child("base")
     };
-    let mut object = object.clone();
     // The API server ignores status on create (the status subresource sets it).
     if let Some(o) = object.as_object_mut() {
         o.remove("status");
     }
     let result = validation::validate_resource(&compiled, &mut object, &root, &CEL_LIMITS);
-    let changed_later = rendered.changed_later(&resource.at);
     for error in result.errors {
         let relative = relative(&error.field, root.as_str());
-        if let Some(f) = judge(error, &relative, resource, mock, earlier) {
-            let f = if changed_later.is_empty() {
+        if let Some(f) = judge(error, &relative, &resource, mock, earlier) {
+            let f = if !changed_later {
                 f
             } else {
                 Finding::advisory(Stage::Rendered, f.error)

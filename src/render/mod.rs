@@ -295,13 +295,20 @@ fn metadata(object: &mut Value, xr: &Value, template: Option<&str>) {
         .and_then(Value::as_str)
         .unwrap_or_default();
     let xr_labels = xr_meta.and_then(|m| m.get("labels"));
-    let meta = obj
-        .entry("metadata")
-        .or_insert_with(|| Value::Object(Map::new()));
-    if !meta.is_object() {
-        *meta = Value::Object(Map::new());
+    if !obj.get("metadata").is_some_and(Value::is_object) {
+        // After apiVersion and kind, where kubectl prints it.
+        let at = ["apiVersion", "kind"]
+            .iter()
+            .filter(|k| obj.contains_key(**k))
+            .count();
+        obj.shift_remove("metadata");
+        obj.shift_insert(
+            at.min(obj.len()),
+            "metadata".into(),
+            Value::Object(Map::new()),
+        );
     }
-    let Some(meta) = meta.as_object_mut() else {
+    let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) else {
         return;
     };
     meta.insert("generateName".into(), json!(format!("{xr_name}-")));
