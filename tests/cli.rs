@@ -78,6 +78,7 @@ fn invalid_example_text_output() {
     ]);
     assert_eq!(o.status.code(), Some(1));
     let f = INVALID;
+    let r = "testdata/invalid/rendered.yaml";
     assert_eq!(
         lines(&o),
         [
@@ -93,7 +94,10 @@ fn invalid_example_text_output() {
             format!("{f}:36: error: spec.resources[0].patches[3].transforms: Required value: the fromFieldPath does not have a type compatible with the toFieldPath according to their schemas and no transforms were provided: string != boolean (a convert transform with toType: bool would do)"),
             format!(r#"{f}:58: error: spec.resources[1].readinessChecks[0].fieldPath: Invalid value: "status.atProvider.state": field 'state' is not valid according to the schema"#),
             format!(r#"{f}: Composition "xnetworks-broken.gcp.platformref.upbound.io" (mode loose): denied (422 Invalid): 10 errors, 0 warnings"#),
-            "2 Compositions validated against 3 schemas: 1 allowed, 1 denied".to_string(),
+            format!(r#"{r}:22: error: spec.resources[0].base.spec.forProvider.routingMod: Invalid value: "routingMod": unknown field: "routingMod", did you mean "routingMode"?"#),
+            format!(r#"{r}:31: error: spec.resources[1].base.spec: Invalid value: "object": ipCidrRange is a required parameter"#),
+            format!(r#"{r}: Composition "xnetworks-unrenderable.gcp.platformref.upbound.io" (mode loose): denied (422 Invalid): 2 errors, 0 warnings"#),
+            "3 Compositions validated against 3 schemas: 1 allowed, 2 denied".to_string(),
         ]
     );
 }
