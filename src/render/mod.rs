@@ -177,7 +177,7 @@ fn render_set(set: &Set<'_>, out: &mut Rendered) {
             at,
             name: template.name.clone(),
             object: None,
-            patches: Vec::new(),
+            patches: Vec::with_capacity(template.patches.len()),
         };
         if let Some(mut object) = start {
             metadata(&mut object, &out.composite, template.name.as_deref());

@@ -6,16 +6,31 @@
 
 use serde_json::{Map, Value};
 
+use super::Subtrees;
 use crate::findings::{BadValue, FieldError, Path};
 use crate::schema::Schema;
 use crate::schema::structural::MAX_SCHEMA_DEPTH;
 
 /// Appends the embedded-resource errors of `value` to `out`.
-pub(super) fn validate(value: &Value, schema: &Schema, root: &Path, out: &mut Vec<FieldError>) {
-    walk(value, schema, root, 0, out);
+pub(super) fn validate(
+    value: &Value,
+    schema: &Schema,
+    relevant: &Subtrees,
+    root: &Path,
+    out: &mut Vec<FieldError>,
+) {
+    // The root is inline in the compiled schema (its address moves with it): always walked.
+    walk(value, schema, relevant, root, 0, out);
 }
 
-fn walk(value: &Value, schema: &Schema, path: &Path, depth: usize, out: &mut Vec<FieldError>) {
+fn walk(
+    value: &Value,
+    schema: &Schema,
+    relevant: &Subtrees,
+    path: &Path,
+    depth: usize,
+    out: &mut Vec<FieldError>,
+) {
     if depth > MAX_SCHEMA_DEPTH {
         return;
     }
@@ -26,16 +41,21 @@ fn walk(value: &Value, schema: &Schema, path: &Path, depth: usize, out: &mut Vec
             }
             for (key, child) in map {
                 if let Some(prop) = schema.properties.get(key) {
-                    walk(child, prop, &path.child(key), depth + 1, out);
-                } else if let Some(add) = schema.additional_properties_schema() {
-                    walk(child, add, &path.key(key), depth + 1, out);
+                    if relevant.contains(prop) {
+                        walk(child, prop, relevant, &path.child(key), depth + 1, out);
+                    }
+                } else if let Some(add) = schema
+                    .additional_properties_schema()
+                    .filter(|s| relevant.contains(s))
+                {
+                    walk(child, add, relevant, &path.key(key), depth + 1, out);
                 }
             }
         }
         Value::Array(items) => {
-            if let Some(item) = schema.items_schema() {
+            if let Some(item) = schema.items_schema().filter(|s| relevant.contains(s)) {
                 for (i, child) in items.iter().enumerate() {
-                    walk(child, item, &path.index(i), depth + 1, out);
+                    walk(child, item, relevant, &path.index(i), depth + 1, out);
                 }
             }
         }

@@ -8,21 +8,29 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Number, Value};
 
+use super::Subtrees;
 use super::errors::go_json;
 use crate::findings::{BadValue, FieldError, Path};
 use crate::schema::Schema;
 use crate::schema::structural::MAX_SCHEMA_DEPTH;
 
 /// Appends the list-type errors of `value` to `out`.
-pub(super) fn validate(value: &Value, schema: &Schema, root: &Path, out: &mut Vec<FieldError>) {
+pub(super) fn validate(
+    value: &Value,
+    schema: &Schema,
+    relevant: &Subtrees,
+    root: &Path,
+    out: &mut Vec<FieldError>,
+) {
     if let Value::Object(map) = value {
-        object(map, schema, root, 0, out);
+        object(map, schema, relevant, root, 0, out);
     }
 }
 
 fn object(
     map: &Map<String, Value>,
     schema: &Schema,
+    relevant: &Subtrees,
     path: &Path,
     depth: usize,
     out: &mut Vec<FieldError>,
@@ -30,27 +38,44 @@ fn object(
     if depth > MAX_SCHEMA_DEPTH {
         return;
     }
-    if let Some(add) = schema.additional_properties_schema() {
+    if let Some(add) = schema
+        .additional_properties_schema()
+        .filter(|s| relevant.contains(s))
+    {
         for (key, child) in map {
-            any(child, add, &path.key(key), depth + 1, out);
+            any(child, add, relevant, &path.key(key), depth + 1, out);
         }
     }
     for (key, child) in map {
-        if let Some(prop) = schema.properties.get(key) {
-            any(child, prop, &path.child(key), depth + 1, out);
+        if let Some(prop) = schema.properties.get(key).filter(|s| relevant.contains(s)) {
+            any(child, prop, relevant, &path.child(key), depth + 1, out);
         }
     }
 }
 
-fn any(value: &Value, schema: &Schema, path: &Path, depth: usize, out: &mut Vec<FieldError>) {
+fn any(
+    value: &Value,
+    schema: &Schema,
+    relevant: &Subtrees,
+    path: &Path,
+    depth: usize,
+    out: &mut Vec<FieldError>,
+) {
     match value {
-        Value::Array(items) => array(items, schema, path, depth, out),
-        Value::Object(map) => object(map, schema, path, depth, out),
+        Value::Array(items) => array(items, schema, relevant, path, depth, out),
+        Value::Object(map) => object(map, schema, relevant, path, depth, out),
         _ => {}
     }
 }
 
-fn array(items: &[Value], schema: &Schema, path: &Path, depth: usize, out: &mut Vec<FieldError>) {
+fn array(
+    items: &[Value],
+    schema: &Schema,
+    relevant: &Subtrees,
+    path: &Path,
+    depth: usize,
+    out: &mut Vec<FieldError>,
+) {
     if depth > MAX_SCHEMA_DEPTH {
         return;
     }
@@ -63,9 +88,9 @@ fn array(items: &[Value], schema: &Schema, path: &Path, depth: usize, out: &mut 
         Some("map") => list_map(items, schema, path, out),
         _ => {}
     }
-    if let Some(item) = schema.items_schema() {
+    if let Some(item) = schema.items_schema().filter(|s| relevant.contains(s)) {
         for (i, child) in items.iter().enumerate() {
-            any(child, item, &path.index(i), depth + 1, out);
+            any(child, item, relevant, &path.index(i), depth + 1, out);
         }
     }
 }

@@ -106,6 +106,11 @@ pub struct ResourceValidation {
 /// [`compiled`] cache relies on that.
 pub struct CompiledSchema {
     schema: Schema,
+    /// Nodes (by address, inside `schema`) whose subtree has a `set`/`map` list type: the
+    /// list-type walk visits only those.
+    list_type_nodes: Subtrees,
+    /// Nodes whose subtree has an embedded resource: the embedded walk visits only those.
+    embedded_nodes: Subtrees,
     json: Value,
     validator: jsonschema::Validator,
     cel: cel::CelProgram,
@@ -138,8 +143,17 @@ impl CompiledSchema {
         let cel = cel::CelProgram::compile(schema);
         let mut notes = converted.notes;
         notes.extend(cel.notes().iter().cloned());
+        let schema = schema.clone();
+        // Children live on the heap, so their addresses stay valid when `schema` moves; the
+        // root's does not, and the walks always visit the root.
+        let list_type_nodes = Subtrees::of(&schema, |s| {
+            matches!(s.list_type.as_deref(), Some("set" | "map"))
+        });
+        let embedded_nodes = Subtrees::of(&schema, |s| s.embedded_resource);
         Ok(CompiledSchema {
-            schema: schema.clone(),
+            schema,
+            list_type_nodes,
+            embedded_nodes,
             json: converted.json,
             validator,
             cel,
@@ -191,8 +205,20 @@ pub fn validate_resource(
     prune::prune_nulls(object, schema);
     apply_defaults(object, schema);
     errors::schema_errors(compiled, object, root, &mut result.errors);
-    embedded::validate(object, schema, root, &mut result.errors);
-    list_type::validate(object, schema, root, &mut result.errors);
+    embedded::validate(
+        object,
+        schema,
+        &compiled.embedded_nodes,
+        root,
+        &mut result.errors,
+    );
+    list_type::validate(
+        object,
+        schema,
+        &compiled.list_type_nodes,
+        root,
+        &mut result.errors,
+    );
     if compiled.cel.has_rules() {
         if result.errors.iter().any(is_blocking) {
             result.notes.push(CEL_NOT_CHECKED.to_string());
@@ -201,6 +227,49 @@ pub fn validate_resource(
         }
     }
     result
+}
+
+/// The schema nodes whose subtree (the node included) has some property, by address: walks
+/// for rare features skip the subtrees without them instead of visiting every value.
+#[derive(Debug, Default)]
+pub(crate) struct Subtrees(std::collections::HashSet<usize>);
+
+impl Subtrees {
+    fn of(schema: &Schema, has: fn(&Schema) -> bool) -> Self {
+        let mut set = std::collections::HashSet::new();
+        mark(schema, has, &mut set, 0);
+        Subtrees(set)
+    }
+
+    /// Whether `node`'s subtree has the property.
+    pub(crate) fn contains(&self, node: &Schema) -> bool {
+        self.0.contains(&(node as *const Schema as usize))
+    }
+}
+
+fn mark(
+    schema: &Schema,
+    has: fn(&Schema) -> bool,
+    set: &mut std::collections::HashSet<usize>,
+    depth: usize,
+) -> bool {
+    if depth > crate::schema::structural::MAX_SCHEMA_DEPTH {
+        return false;
+    }
+    let mut found = has(schema);
+    for child in schema.properties.values() {
+        found |= mark(child, has, set, depth + 1);
+    }
+    if let Some(add) = schema.additional_properties_schema() {
+        found |= mark(add, has, set, depth + 1);
+    }
+    if let Some(items) = schema.items_schema() {
+        found |= mark(items, has, set, depth + 1);
+    }
+    if found {
+        set.insert(schema as *const Schema as usize);
+    }
+    found
 }
 
 /// `hasBlockingErr`: errors after which the API server does not run CEL rules.

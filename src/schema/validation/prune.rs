@@ -58,12 +58,16 @@ fn prune(
                     continue;
                 }
                 if let Some(prop) = schema.properties.get(key) {
-                    prune(child, prop, &path.child(key), false, depth + 1, errs);
+                    if is_container(child) {
+                        prune(child, prop, &path.child(key), false, depth + 1, errs);
+                    }
                     continue;
                 }
                 match &schema.additional_properties {
                     Some(AdditionalProperties::Schema(s)) => {
-                        prune(child, s, &path.key(key), false, depth + 1, errs);
+                        if is_container(child) {
+                            prune(child, s, &path.key(key), false, depth + 1, errs);
+                        }
                     }
                     Some(AdditionalProperties::Bool(true)) => {}
                     _ => {
@@ -79,12 +83,16 @@ fn prune(
         (Value::Array(items), Some("array")) => match &schema.items {
             Some(Items::Schema(item)) => {
                 for (i, child) in items.iter_mut().enumerate() {
-                    prune(child, item, &path.index(i), false, depth + 1, errs);
+                    if is_container(child) {
+                        prune(child, item, &path.index(i), false, depth + 1, errs);
+                    }
                 }
             }
             Some(Items::Tuple(list)) => {
                 for (i, (child, item)) in items.iter_mut().zip(list).enumerate() {
-                    prune(child, item, &path.index(i), false, depth + 1, errs);
+                    if is_container(child) {
+                        prune(child, item, &path.index(i), false, depth + 1, errs);
+                    }
                 }
             }
             None => {}
@@ -115,21 +123,33 @@ fn keep_unknown(
                     continue;
                 }
                 if let Some(prop) = schema.properties.get(key) {
-                    prune(child, prop, &path.child(key), false, depth + 1, errs);
+                    if is_container(child) {
+                        prune(child, prop, &path.child(key), false, depth + 1, errs);
+                    }
                 } else if let Some(add) = schema.additional_properties_schema() {
-                    prune(child, add, &path.key(key), false, depth + 1, errs);
+                    if is_container(child) {
+                        prune(child, add, &path.key(key), false, depth + 1, errs);
+                    }
                 }
             }
         }
         Value::Array(items) => {
             if let Some(item) = schema.items_schema() {
                 for (i, child) in items.iter_mut().enumerate() {
-                    keep_unknown(child, item, &path.index(i), false, depth + 1, errs);
+                    if is_container(child) {
+                        keep_unknown(child, item, &path.index(i), false, depth + 1, errs);
+                    }
                 }
             }
         }
         _ => {}
     }
+}
+
+/// Only objects and arrays have fields to prune: scalars are not walked (nor their paths
+/// built).
+fn is_container(v: &Value) -> bool {
+    v.is_object() || v.is_array()
 }
 
 /// `PruneNonNullableNullsWithoutDefaults`: drops object members that are `null` where the
