@@ -119,17 +119,13 @@ fn keep_unknown(
         Value::Object(map) => {
             let meta = resource_root || schema.embedded_resource;
             for (key, child) in map.iter_mut() {
-                if meta && META_FIELDS.contains(&key.as_str()) {
+                if (meta && META_FIELDS.contains(&key.as_str())) || !is_container(child) {
                     continue;
                 }
                 if let Some(prop) = schema.properties.get(key) {
-                    if is_container(child) {
-                        prune(child, prop, &path.child(key), false, depth + 1, errs);
-                    }
+                    prune(child, prop, &path.child(key), false, depth + 1, errs);
                 } else if let Some(add) = schema.additional_properties_schema() {
-                    if is_container(child) {
-                        prune(child, add, &path.key(key), false, depth + 1, errs);
-                    }
+                    prune(child, add, &path.key(key), false, depth + 1, errs);
                 }
             }
         }
