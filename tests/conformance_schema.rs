@@ -44,20 +44,6 @@ fn field_type(name: &str) -> FieldType {
     }
 }
 
-fn cases(folder: &str) -> Vec<(String, Value, std::path::PathBuf)> {
-    let Some(dir) = common::shared_subdir(&format!("research/crossplane-cases/{folder}")) else {
-        return Vec::new();
-    };
-    common::yaml_files(&dir)
-        .into_iter()
-        .map(|f| {
-            let case = common::read_yaml(&f);
-            let id = case["id"].as_str().unwrap_or_default().to_string();
-            (id, case, f)
-        })
-        .collect()
-}
-
 fn report(problems: &[String], count: usize, at_least: usize) {
     assert!(
         count >= at_least || common::shared_dir().is_none(),
@@ -74,7 +60,7 @@ fn report(problems: &[String], count: usize, at_least: usize) {
 #[test]
 fn field_path_cases() {
     let mut problems = Vec::new();
-    let all = cases("field-path");
+    let all = common::cases("field-path");
     for (id, case, _) in &all {
         let input = &case["input"];
         let want = &case["expected"]["upstream_asserted"];
@@ -216,7 +202,7 @@ fn io(name: &str) -> TransformIoType {
 #[test]
 fn transform_cases() {
     let mut problems = Vec::new();
-    let all = cases("transforms");
+    let all = common::cases("transforms");
     for (id, case, _) in &all {
         let input = &case["input"];
         let want = &case["expected"]["upstream_asserted"];
@@ -278,7 +264,7 @@ fn transform_cases() {
 #[test]
 fn json_type_cases() {
     let mut problems = Vec::new();
-    let all = cases("json-types");
+    let all = common::cases("json-types");
     for (id, case, _) in &all {
         let input = &case["input"];
         let want = &case["expected"]["upstream_asserted"];
@@ -352,20 +338,6 @@ fn detail_matches(upstream: &str, ours: &str) -> bool {
 struct Err {
     ty: String,
     field: String,
-}
-
-fn catalog_for(case: &Value, file: &Path) -> Catalog {
-    let mut catalog = Catalog::new();
-    for crd in case["crds"].as_array().unwrap_or(&Vec::new()) {
-        let doc = match crd.get("$ref").and_then(Value::as_str) {
-            Some(r) => common::read_yaml(&file.parent().expect("dir").join(r)),
-            None => crd.clone(),
-        };
-        catalog
-            .add_document(&doc, &file.display().to_string())
-            .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
-    }
-    catalog
 }
 
 /// Our verdict and errors (logical and schema stages) for a case in a mode.
@@ -539,7 +511,8 @@ fn override_for(id: &str) -> Option<Override> {
 }
 
 fn compare_case(id: &str, case: &Value, file: &Path, problems: &mut Vec<String>) {
-    let catalog = catalog_for(case, file);
+    let catalog =
+        common::case_catalog(case["crds"].as_array().map_or(&[][..], Vec::as_slice), file);
     let e = &case["expected"];
     // Where each folder keeps its expectations.
     let upstream_errors = [
@@ -707,7 +680,7 @@ fn compare_case(id: &str, case: &Value, file: &Path, problems: &mut Vec<String>)
 
 fn composition_cases(folder: &str, at_least: usize) {
     let mut problems = Vec::new();
-    let all = cases(folder);
+    let all = common::cases(folder);
     for (id, case, file) in &all {
         compare_case(id, case, file, &mut problems);
     }

@@ -17,34 +17,6 @@ use composition_webhook::schema::{Catalog, Schema, apply_defaults, split_api_ver
 use composition_webhook::validate::{Options, Report, Validator};
 use serde_json::{Value, json};
 
-fn cases(folder: &str) -> Vec<(String, Value, std::path::PathBuf)> {
-    let Some(dir) = common::shared_subdir(&format!("research/crossplane-cases/{folder}")) else {
-        return Vec::new();
-    };
-    common::yaml_files(&dir)
-        .into_iter()
-        .map(|f| {
-            let case = common::read_yaml(&f);
-            let id = case["id"].as_str().unwrap_or_default().to_string();
-            (id, case, f)
-        })
-        .collect()
-}
-
-fn catalog_of(docs: &[Value], file: &Path) -> Catalog {
-    let mut catalog = Catalog::new();
-    for crd in docs {
-        let doc = match crd.get("$ref").and_then(Value::as_str) {
-            Some(r) => common::read_yaml(&file.parent().expect("dir").join(r)),
-            None => crd.clone(),
-        };
-        catalog
-            .add_document(&doc, &file.display().to_string())
-            .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
-    }
-    catalog
-}
-
 fn validate(catalog: &Catalog, composition: &Value, mode: Mode) -> Report {
     Validator::new(
         catalog,
@@ -67,13 +39,13 @@ fn messages(report: &Report, stage: Option<Stage>) -> Vec<String> {
 
 #[test]
 fn design_doc_invalid_example_yields_all_five_errors() {
-    let Some((_, case, file)) = cases("design-doc")
+    let Some((_, case, file)) = common::cases("design-doc")
         .into_iter()
         .find(|(id, _, _)| id.ends_with("002-invalid-example"))
     else {
         return;
     };
-    let catalog = catalog_of(case["crds"].as_array().expect("crds"), &file);
+    let catalog = common::case_catalog(case["crds"].as_array().expect("crds"), &file);
     let report = validate(&catalog, &case["composition"], Mode::Loose);
     assert_eq!(
         messages(&report, None),
@@ -90,13 +62,13 @@ fn design_doc_invalid_example_yields_all_five_errors() {
 
 #[test]
 fn design_doc_valid_example_passes() {
-    let Some((_, case, file)) = cases("design-doc")
+    let Some((_, case, file)) = common::cases("design-doc")
         .into_iter()
         .find(|(id, _, _)| id.ends_with("001-valid-example"))
     else {
         return;
     };
-    let catalog = catalog_of(case["crds"].as_array().expect("crds"), &file);
+    let catalog = common::case_catalog(case["crds"].as_array().expect("crds"), &file);
     for mode in [Mode::Strict, Mode::Loose, Mode::Warn] {
         let report = validate(&catalog, &case["composition"], mode);
         assert_eq!(messages(&report, None), Vec::<String>::new(), "{mode}");
@@ -108,7 +80,7 @@ fn design_doc_valid_example_passes() {
 /// values where the fields have no constraints (all of upstream's cases).
 #[test]
 fn render_prototype_cases() {
-    let all = cases("render-prototype");
+    let all = common::cases("render-prototype");
     for (id, case, _) in &all {
         let schema_value = &case["input"]["schema"];
         let schema =
@@ -146,12 +118,12 @@ fn crank_lines(case: &Value) -> Vec<String> {
 /// server would; defaults applied as upstream's `applyDefaults`.
 #[test]
 fn crank_validate_cases() {
-    let all = cases("crank-validate");
+    let all = common::cases("crank-validate");
     for (id, case, file) in &all {
         let input = &case["input"];
         let expected = &case["expected"]["upstream_asserted"];
         if let Some(resources) = input["resources"].as_array() {
-            let catalog = catalog_of(input["crds"].as_array().expect("crds"), file);
+            let catalog = common::case_catalog(input["crds"].as_array().expect("crds"), file);
             let mut missing = 0;
             let mut found = Vec::new();
             for r in resources {

@@ -888,19 +888,9 @@ struct Case {
 }
 
 fn upstream_cases(folder: &str) -> Vec<Case> {
-    let Some(dir) = common::shared_subdir(&format!("research/crossplane-cases/{folder}")) else {
-        return Vec::new();
-    };
-    common::yaml_files(&dir)
+    common::cases(folder)
         .into_iter()
-        .map(|file| {
-            let value = common::read_yaml(&file);
-            Case {
-                id: value["id"].as_str().expect("id").to_string(),
-                file,
-                value,
-            }
-        })
+        .map(|(id, value, file)| Case { id, file, value })
         .collect()
 }
 

@@ -53,14 +53,8 @@ enum Command {
 
 #[derive(Debug, clap::Args)]
 struct ValidateArgs {
-    /// A CRD or XRD file or directory (recursive; YAML, JSON, multi-document, List); repeat the flag for more.
-    #[arg(
-        long = "crds",
-        value_name = "PATH",
-        env = "COMPOSITION_WEBHOOK_CRDS",
-        value_delimiter = ','
-    )]
-    crds: Vec<PathBuf>,
+    #[command(flatten)]
+    schemas: CrdFiles,
 
     /// Mode of Compositions without the crossplane.io/composition-schema-aware-validation-mode annotation.
     #[arg(long, value_enum, default_value_t = ModeArg::Loose, env = "COMPOSITION_WEBHOOK_MODE")]
@@ -77,6 +71,19 @@ struct ValidateArgs {
     /// Files or directories holding Compositions (CRDs and XRDs among them are used as schemas); `-` reads standard input.
     #[arg(value_name = "FILE_OR_DIR", required = true)]
     inputs: Vec<PathBuf>,
+}
+
+/// `--crds PATH...`: where schemas come from, for `validate` and `render`.
+#[derive(Debug, clap::Args)]
+struct CrdFiles {
+    /// A CRD or XRD file or directory (recursive; YAML, JSON, multi-document, List); repeat the flag for more.
+    #[arg(
+        long = "crds",
+        value_name = "PATH",
+        env = "COMPOSITION_WEBHOOK_CRDS",
+        value_delimiter = ','
+    )]
+    crds: Vec<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -135,7 +142,7 @@ pub fn main() -> ExitCode {
 fn run_validate(args: &ValidateArgs) -> u8 {
     let mut stderr = io::stderr().lock();
     let mut errors: Vec<DocumentError> = Vec::new();
-    let schema_docs = load_all(&args.crds, &mut errors);
+    let schema_docs = load_all(&args.schemas.crds, &mut errors);
     let input_docs = load_all(&args.inputs, &mut errors);
 
     let catalog = build_catalog(schema_docs.iter().chain(&input_docs), &mut errors);

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use serde_json::Value;
 
 use super::{
-    EXIT_ALLOWED, EXIT_DENIED, EXIT_INPUT_ERROR, build_catalog, compositions_in, load_all,
+    CrdFiles, EXIT_ALLOWED, EXIT_DENIED, EXIT_INPUT_ERROR, build_catalog, compositions_in, load_all,
 };
 use crate::checks::patch_and_transform::read_steps;
 use crate::checks::rendered::{self, Composite};
@@ -29,14 +29,8 @@ pub struct RenderArgs {
     /// A composite resource to render from, instead of the mock one built from its schema.
     #[arg(long, value_name = "FILE")]
     xr: Option<PathBuf>,
-    /// A CRD or XRD file or directory (recursive); repeat the flag for more.
-    #[arg(
-        long = "crds",
-        value_name = "PATH",
-        env = "COMPOSITION_WEBHOOK_CRDS",
-        value_delimiter = ','
-    )]
-    crds: Vec<PathBuf>,
+    #[command(flatten)]
+    schemas: CrdFiles,
 }
 
 /// Runs `render`: 0 when every rendered resource is valid (or not checked), 1 when one is
@@ -44,7 +38,7 @@ pub struct RenderArgs {
 pub fn run(args: &RenderArgs) -> u8 {
     let mut stderr = io::stderr().lock();
     let mut errors: Vec<DocumentError> = Vec::new();
-    let schema_docs = load_all(&args.crds, &mut errors);
+    let schema_docs = load_all(&args.schemas.crds, &mut errors);
     let inputs = load_all(std::slice::from_ref(&args.composition), &mut errors);
     let xr_docs = args
         .xr

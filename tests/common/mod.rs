@@ -45,6 +45,37 @@ pub fn read_yaml(path: &Path) -> Value {
     serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
+/// The converted upstream cases of `research/crossplane-cases/<folder>`: id, case, file.
+/// Empty when ../shared is absent outside CI.
+pub fn cases(folder: &str) -> Vec<(String, Value, PathBuf)> {
+    let Some(dir) = shared_subdir(&format!("research/crossplane-cases/{folder}")) else {
+        return Vec::new();
+    };
+    yaml_files(&dir)
+        .into_iter()
+        .map(|f| {
+            let case = read_yaml(&f);
+            let id = case["id"].as_str().unwrap_or_default().to_string();
+            (id, case, f)
+        })
+        .collect()
+}
+
+/// A catalog of a case's CRDs, each inline or a `$ref` relative to the case `file`.
+pub fn case_catalog(crds: &[Value], file: &Path) -> composition_webhook::schema::Catalog {
+    let mut catalog = composition_webhook::schema::Catalog::new();
+    for crd in crds {
+        let doc = match crd.get("$ref").and_then(Value::as_str) {
+            Some(r) => read_yaml(&file.parent().expect("dir").join(r)),
+            None => crd.clone(),
+        };
+        catalog
+            .add_document(&doc, &file.display().to_string())
+            .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    }
+    catalog
+}
+
 /// Reads a JSON file.
 pub fn read_json(path: &Path) -> Value {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
