@@ -42,40 +42,12 @@ pub struct InvalidDuration(pub String);
 /// durations are refused: no timeout is in the past.
 pub fn parse_go_duration(s: &str) -> Result<Duration, InvalidDuration> {
     let bad = || InvalidDuration(s.to_string());
-    let mut rest = s.strip_prefix('+').unwrap_or(s);
-    if rest == "0" {
-        return Ok(Duration::ZERO);
-    }
-    if rest.is_empty() {
+    if s.starts_with('-') {
         return Err(bad());
     }
-    let mut total = 0f64;
-    while !rest.is_empty() {
-        let number_end = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or_else(bad)?;
-        let (number, tail) = rest.split_at(number_end);
-        if number.is_empty() || number == "." {
-            return Err(bad());
-        }
-        let value: f64 = number.parse().map_err(|_| bad())?;
-        let unit_end = tail
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(tail.len());
-        let (unit, tail) = tail.split_at(unit_end);
-        let scale = match unit {
-            "ns" => 1e-9,
-            "us" | "µs" | "μs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            _ => return Err(bad()),
-        };
-        total += value * scale;
-        rest = tail;
-    }
-    Duration::try_from_secs_f64(total).map_err(|_| bad())
+    crate::schema::validation::go_duration_seconds(s)
+        .and_then(|secs| Duration::try_from_secs_f64(secs).ok())
+        .ok_or_else(bad)
 }
 
 #[cfg(test)]

@@ -453,15 +453,22 @@ fn is_duration(s: &str) -> bool {
     matched
 }
 
-/// Go's `time.ParseDuration`: `[-+]?([0-9]*(\.[0-9]*)?[a-z]+)+`, units `ns us µs μs ms s m
-/// h`, or `0`; at most about 292 years.
 fn is_go_duration(s: &str) -> bool {
-    let s = s.strip_prefix(['-', '+']).unwrap_or(s);
+    go_duration_seconds(s).is_some()
+}
+
+/// Go's `time.ParseDuration`, in seconds: `[-+]?([0-9]*(\.[0-9]*)?[a-z]+)+` with units `ns us
+/// µs μs ms s m h`, or `0`; at most about 292 years. `None` when Go refuses it.
+pub fn go_duration_seconds(s: &str) -> Option<f64> {
+    let (sign, s) = match s.strip_prefix('-') {
+        Some(rest) => (-1.0, rest),
+        None => (1.0, s.strip_prefix('+').unwrap_or(s)),
+    };
     if s == "0" {
-        return true;
+        return Some(0.0);
     }
     if s.is_empty() {
-        return false;
+        return None;
     }
     let mut rest = s;
     let mut total: f64 = 0.0;
@@ -471,7 +478,7 @@ fn is_go_duration(s: &str) -> bool {
             .unwrap_or(rest.len());
         let number = &rest[..number_len];
         if number.is_empty() || number == "." || number.matches('.').count() > 1 {
-            return false;
+            return None;
         }
         rest = &rest[number_len..];
         let unit_len = rest
@@ -484,12 +491,12 @@ fn is_go_duration(s: &str) -> bool {
             "s" => 1.0,
             "m" => 60.0,
             "h" => 3600.0,
-            _ => return false,
+            _ => return None,
         };
         rest = &rest[unit_len..];
-        total += number.parse::<f64>().unwrap_or(0.0) * scale;
+        total += number.parse::<f64>().ok()? * scale;
     }
-    total <= i64::MAX as f64 / 1e9
+    (total <= i64::MAX as f64 / 1e9).then_some(sign * total)
 }
 
 #[cfg(test)]

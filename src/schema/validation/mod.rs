@@ -48,6 +48,7 @@ use super::{Schema, apply_defaults};
 use crate::findings::{ErrorType, FieldError, Path};
 
 pub use cache::compiled;
+pub use formats::go_duration_seconds;
 pub use legacy::{closest, json_type_name, validate};
 
 /// The note the API server adds when a blocking error keeps CEL rules from running.
