@@ -112,9 +112,12 @@ fn only_readiness(step: &OpaqueStep) -> bool {
 /// patch-and-transform `steps` of a pipeline (from
 /// [`crate::checks::patch_and_transform::read_steps`]).
 pub fn render(c: &Composition, steps: &[PatchAndTransformStep], xr: &Value) -> Rendered {
+    let templates =
+        c.spec.resources.len() + steps.iter().map(|s| s.input.resources.len()).sum::<usize>();
     let mut out = Rendered {
         composite: xr.clone(),
-        ..Rendered::default()
+        resources: Vec::with_capacity(templates),
+        opaque_steps: Vec::new(),
     };
     if c.spec.pipeline.is_empty() {
         let at = Path::new("spec");

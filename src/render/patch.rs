@@ -149,9 +149,9 @@ pub fn apply(patch: &Patch, from: &Value, to: &mut Value) -> Outcome {
 fn read(from: &Value, source: &str, required: bool) -> Result<Value, Outcome> {
     let path = fieldpath::parse(source)
         .map_err(|e| Outcome::Failed(format!("cannot parse path {source:?}: {e}")))?;
-    match paved::get(from, &path) {
-        Ok(v) => Ok(v.clone()),
-        Err(e) if e.is_not_found() => Err(Outcome::Skipped {
+    match paved::find(from, &path) {
+        Ok(Some(v)) => Ok(v.clone()),
+        Ok(None) => Err(Outcome::Skipped {
             source: source.to_string(),
             required,
         }),

@@ -69,6 +69,26 @@ pub fn get<'a>(object: &'a Value, path: &Segments) -> Result<&'a Value, GetError
     Ok(it)
 }
 
+/// The value at `path`, `None` when it does not exist; an error only when a segment
+/// crosses a value of the wrong kind. Builds no message for absent fields (the common case
+/// when patching from a mock).
+pub fn find<'a>(object: &'a Value, path: &Segments) -> Result<Option<&'a Value>, GetError> {
+    let mut it = object;
+    for segment in path.as_slice() {
+        let next = match (segment, it) {
+            (Segment::Index(index), Value::Array(array)) => array.get(*index as usize),
+            (Segment::Field(name), Value::Object(map)) => map.get(name),
+            // The same errors as `get`.
+            _ => return get(object, path).map(Some),
+        };
+        match next {
+            Some(v) => it = v,
+            None => return Ok(None),
+        }
+    }
+    Ok(Some(it))
+}
+
 /// Sets `value` at `path`, creating objects and arrays on the way.
 pub fn set(object: &mut Value, path: &Segments, value: Value) -> Result<(), SetError> {
     let segments = path.as_slice();
@@ -293,6 +313,12 @@ mod tests {
             Err("spec.s: not an object".to_string())
         );
         assert!(get(&v, &p("spec.nope")).unwrap_err().is_not_found());
+        assert_eq!(find(&v, &p("spec.a[1].b")), Ok(Some(&json!("x"))));
+        assert_eq!(find(&v, &p("spec.a[7].b")), Ok(None));
+        assert_eq!(
+            find(&v, &p("spec.s.x")).map_err(|e| e.to_string()),
+            Err("spec.s: not an object".to_string())
+        );
     }
 
     #[test]
