@@ -98,7 +98,7 @@ fn opaque_note(rendered: &Rendered) -> Option<Finding> {
     let opaque: Vec<_> = rendered
         .opaque_steps
         .iter()
-        .filter(|o| !o.function.contains("auto-ready"))
+        .filter(|o| !render::only_readiness(o))
         .collect();
     let first = opaque.first()?;
     let names = opaque

@@ -103,8 +103,9 @@ impl Rendered {
     }
 }
 
-/// function-auto-ready only sets readiness: it changes nothing that is validated.
-fn only_readiness(step: &OpaqueStep) -> bool {
+/// Whether the step's function only sets readiness (function-auto-ready): it changes
+/// nothing that is validated.
+pub fn only_readiness(step: &OpaqueStep) -> bool {
     step.function.contains("auto-ready")
 }
 
