@@ -396,4 +396,52 @@ mod tests {
         assert!(matches!(db.patches[1].outcome, Outcome::Skipped { .. }));
         assert_eq!(db.patches[2].outcome, Outcome::NotRun);
     }
+
+    #[test]
+    fn renders_pipelines_and_the_environment() {
+        let pt = |resources: Value| {
+            json!({"apiVersion": "pt.fn.crossplane.io/v1beta1", "kind": "Resources",
+                   "environment": {"patches": [{"type": "FromCompositeFieldPath",
+                       "fromFieldPath": "spec.size", "toFieldPath": "size"}]},
+                   "resources": resources})
+        };
+        let c = composition(json!({
+            "apiVersion": "apiextensions.crossplane.io/v1", "kind": "Composition",
+            "metadata": {"name": "c"},
+            "spec": {"compositeTypeRef": {"apiVersion": "example.org/v1", "kind": "XDb"},
+                "mode": "Pipeline",
+                "pipeline": [
+                    {"step": "first", "functionRef": {"name": "function-patch-and-transform"},
+                     "input": pt(json!([{"name": "db", "base": {"apiVersion": "rds.aws/v1",
+                         "kind": "Instance", "spec": {"forProvider": {"engine": "pg"}}}}]))},
+                    {"step": "templates", "functionRef": {"name": "function-go-templating"}},
+                    {"step": "second", "functionRef": {"name": "function-patch-and-transform"},
+                     "input": pt(json!([{"name": "db", "patches": [
+                         {"type": "FromEnvironmentFieldPath", "fromFieldPath": "size",
+                          "toFieldPath": "spec.forProvider.size"}]}]))}
+                ]}
+        }));
+        let (steps, errors) = crate::checks::patch_and_transform::read_steps(&c);
+        assert!(errors.is_empty(), "{errors:?}");
+        let xr = json!({"apiVersion": "example.org/v1", "kind": "XDb",
+            "metadata": {"name": "x", "uid": "u"}, "spec": {"size": "large"}});
+        let r = render(&c, &steps, &xr);
+        // The second step's template has no base: it patches what the first rendered.
+        assert_eq!(r.resources.len(), 1);
+        let db = &r.resources[0];
+        assert_eq!(db.at.as_str(), "spec.pipeline[2].input.resources[0]");
+        let object = db.object.as_ref().expect("rendered");
+        assert_eq!(
+            object["spec"]["forProvider"],
+            json!({"engine": "pg", "size": "large"})
+        );
+        assert_eq!(r.opaque_steps.len(), 1);
+        assert_eq!(r.opaque_steps[0].function, "function-go-templating");
+        assert!(
+            r.changed_later(&Path::new("spec.pipeline[0].input.resources[0]"))
+                .len()
+                == 1
+        );
+        assert!(r.changed_later(&db.at).is_empty());
+    }
 }
