@@ -183,6 +183,8 @@ impl<'a> Validator<'a> {
             &spec,
         );
         let mut schema_errors = schema_aware::check(&resources, composite, &schemas.resources);
+        let mut known = checks::rendered::KnownSchemas::default();
+        known.add(&c.spec.resources, &schemas.resources);
         for step in &steps {
             let mut lookups = Vec::new();
             let composed = schema_aware::lookup::resolve_bases(
@@ -199,6 +201,7 @@ impl<'a> Validator<'a> {
                 &step.at,
             );
             schema_errors.extend(schema_aware::check(&set, composite, &composed));
+            known.add(&step.input.resources, &composed);
         }
         // A field with a logical error gets no second report from the schema checks.
         schema_errors.retain(|e| {
@@ -218,6 +221,7 @@ impl<'a> Validator<'a> {
                 c,
                 &steps,
                 checks::rendered::Composite::Mock(composite),
+                &known,
                 self.schemas,
                 &findings,
             );

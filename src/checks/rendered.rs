@@ -14,6 +14,8 @@
 //! A finding at a field that a patch with a logical or schema error writes is the same
 //! problem seen again, and is dropped.
 
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -21,7 +23,7 @@ use serde_json::Value;
 use crate::checks::patch_and_transform::PatchAndTransformStep;
 use crate::checks::schema_aware::lookup::SchemaSource;
 use crate::findings::{ErrorType, FieldError, Finding, Path, Stage};
-use crate::model::Composition;
+use crate::model::{ComposedTemplate, Composition};
 use crate::render::patch::Outcome;
 use crate::render::{self, PatchRecord, Rendered, RenderedResource, mock};
 use crate::schema::validation::{self, CelLimits};
@@ -64,12 +66,39 @@ pub fn composite_value(c: &Composition, composite: Composite<'_>) -> Value {
     }
 }
 
-/// Renders `c` and validates every rendered resource whose CRD `source` knows. `earlier`
-/// are the logical and schema findings (to drop repeats of them).
+/// Schemas the lookups of the schema-aware stage already found for the templates' bases,
+/// by `apiVersion` and kind: rendered resources of those kinds reuse them instead of being
+/// looked up again.
+#[derive(Debug, Default)]
+pub struct KnownSchemas(HashMap<(String, String), Arc<Schema>>);
+
+impl KnownSchemas {
+    /// Records `schemas[i]`, the schema found for `templates[i]`'s base.
+    pub fn add(&mut self, templates: &[ComposedTemplate], schemas: &[Option<Arc<Schema>>]) {
+        for (t, schema) in templates.iter().zip(schemas) {
+            if let (Some(api_version), Some(kind), Some(schema)) =
+                (t.base_api_version(), t.base_kind(), schema)
+            {
+                self.0
+                    .insert((api_version.to_string(), kind.to_string()), schema.clone());
+            }
+        }
+    }
+
+    fn get(&self, api_version: &str, kind: &str) -> Option<Arc<Schema>> {
+        self.0
+            .get(&(api_version.to_string(), kind.to_string()))
+            .cloned()
+    }
+}
+
+/// Renders `c` and validates every rendered resource whose CRD is known: from `known`, else
+/// from `source`. `earlier` are the logical and schema findings (to drop repeats of them).
 pub fn check(
     c: &Composition,
     steps: &[PatchAndTransformStep],
     composite: Composite<'_>,
+    known: &KnownSchemas,
     source: &dyn SchemaSource,
     earlier: &[Finding],
 ) -> Vec<Finding> {
@@ -86,7 +115,7 @@ pub fn check(
             resource,
             changed_later,
             mock,
-            source,
+            (known, source),
             earlier,
         ));
     }
@@ -134,7 +163,7 @@ fn check_resource(
     mut resource: RenderedResource,
     changed_later: bool,
     mock: bool,
-    source: &dyn SchemaSource,
+    (known, source): (&KnownSchemas, &dyn SchemaSource),
     earlier: &[Finding],
 ) -> Vec<Finding> {
     let mut findings = Vec::new();
@@ -157,7 +186,7 @@ fn check_resource(
     let Some(mut object) = resource.object.take() else {
         return findings;
     };
-    let Some(schema) = schema_of(&object, source) else {
+    let Some(schema) = schema_of(&object, known, source) else {
         return findings; // A missing CRD is reported by the schema lookups.
     };
     let Ok(compiled) = validation::compiled(&schema) else {
@@ -307,9 +336,16 @@ fn has_finding(earlier: &[Finding], at: &str) -> bool {
 }
 
 /// The schema of a rendered object's kind, if its CRD is known.
-fn schema_of(object: &Value, source: &dyn SchemaSource) -> Option<std::sync::Arc<Schema>> {
+fn schema_of(
+    object: &Value,
+    known: &KnownSchemas,
+    source: &dyn SchemaSource,
+) -> Option<Arc<Schema>> {
     let api_version = object.get("apiVersion")?.as_str()?;
     let kind = object.get("kind")?.as_str()?;
+    if let Some(schema) = known.get(api_version, kind) {
+        return Some(schema);
+    }
     let (group, version) = split_api_version(api_version)?;
     source.resolve(group, kind, version).ok()?.schema
 }

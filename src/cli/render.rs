@@ -118,7 +118,14 @@ pub fn run(args: &RenderArgs) -> u8 {
         return EXIT_INPUT_ERROR;
     }
 
-    let mut findings = rendered::check(&composition, &steps, composite, &catalog, &[]);
+    let mut findings = rendered::check(
+        &composition,
+        &steps,
+        composite,
+        &rendered::KnownSchemas::default(),
+        &catalog,
+        &[],
+    );
     crate::mode::apply_mode(crate::mode::Mode::Strict, &mut findings);
     for f in &findings {
         let _ = writeln!(stderr, "{}: {}", f.severity.name(), f.message());
