@@ -19,8 +19,9 @@ pub mod transform;
 use serde_json::{Map, Value, json};
 
 use crate::checks::patch_and_transform::PatchAndTransformStep;
+use crate::checks::schema_aware::ResourceSet;
 use crate::findings::Path;
-use crate::model::{self, ComposedTemplate, Composition, EnvironmentConfiguration, PatchSet};
+use crate::model::{self, ComposedTemplate, Composition};
 use patch::{Direction, Outcome};
 
 /// Label Crossplane puts on composed resources (and the XR) naming the XR.
@@ -122,12 +123,12 @@ pub fn render(c: &Composition, steps: &[PatchAndTransformStep], xr: &Value) -> R
     };
     if c.spec.pipeline.is_empty() {
         let at = Path::new("spec");
-        let set = Set {
-            resources: &c.spec.resources,
-            patch_sets: &c.spec.patch_sets,
-            environment: c.spec.environment.as_ref(),
-            at: &at,
-        };
+        let set = ResourceSet::new(
+            &c.spec.resources,
+            &c.spec.patch_sets,
+            c.spec.environment.as_ref(),
+            &at,
+        );
         render_set(&set, &mut out);
         return out;
     }
@@ -136,12 +137,12 @@ pub fn render(c: &Composition, steps: &[PatchAndTransformStep], xr: &Value) -> R
         let input_at = at.child("input");
         match steps.iter().find(|s| s.at == input_at) {
             Some(s) => {
-                let set = Set {
-                    resources: &s.input.resources,
-                    patch_sets: &s.input.patch_sets,
-                    environment: s.input.environment.as_ref(),
-                    at: &input_at,
-                };
+                let set = ResourceSet::new(
+                    &s.input.resources,
+                    &s.input.patch_sets,
+                    s.input.environment.as_ref(),
+                    &input_at,
+                );
                 render_set(&set, &mut out);
             }
             None => out.opaque_steps.push(OpaqueStep {
@@ -154,15 +155,7 @@ pub fn render(c: &Composition, steps: &[PatchAndTransformStep], xr: &Value) -> R
     out
 }
 
-/// Templates with their patch sets and environment, held at `at`.
-struct Set<'a> {
-    resources: &'a [ComposedTemplate],
-    patch_sets: &'a [PatchSet],
-    environment: Option<&'a EnvironmentConfiguration>,
-    at: &'a Path,
-}
-
-fn render_set(set: &Set<'_>, out: &mut Rendered) {
+fn render_set(set: &ResourceSet<'_>, out: &mut Rendered) {
     let environment = environment(set, &mut out.composite);
     for (i, template) in set.resources.iter().enumerate() {
         let at = set.at.child("resources").index(i);
@@ -200,7 +193,7 @@ fn render_set(set: &Set<'_>, out: &mut Rendered) {
 
 /// The environment of a render: the default data, then the environment patches between
 /// the XR and the environment (which may also write the XR). No EnvironmentConfig is read.
-fn environment(set: &Set<'_>, composite: &mut Value) -> Value {
+fn environment(set: &ResourceSet<'_>, composite: &mut Value) -> Value {
     let Some(env) = set.environment else {
         return Value::Object(Map::new());
     };
@@ -221,7 +214,7 @@ fn environment(set: &Set<'_>, composite: &mut Value) -> Value {
 
 /// A template's patches with patch sets expanded, each with where it is written.
 fn expand_patches<'a>(
-    set: &'a Set<'_>,
+    set: &'a ResourceSet<'_>,
     i: usize,
     template: &'a ComposedTemplate,
 ) -> Vec<(String, &'a model::Patch)> {

@@ -30,13 +30,19 @@ pub struct ResourceSet<'a> {
     pub resources: &'a [ComposedTemplate],
     /// The patch sets they may reference.
     pub patch_sets: &'a [PatchSet],
-    /// Patches between the XR and the environment.
-    pub environment_patches: &'a [Patch],
+    /// The environment configuration (default data and patches between the XR and the
+    /// environment).
+    pub environment: Option<&'a EnvironmentConfiguration>,
     /// The path of the object holding `resources`, `patchSets` and `environment`.
     pub at: &'a Path,
 }
 
 impl<'a> ResourceSet<'a> {
+    /// The patches between the XR and the environment.
+    pub fn environment_patches(&self) -> &'a [Patch] {
+        self.environment.map_or(&[], |e| e.patches.as_slice())
+    }
+
     /// The resources, patch sets and environment patches held at `at`.
     pub fn new(
         resources: &'a [ComposedTemplate],
@@ -47,7 +53,7 @@ impl<'a> ResourceSet<'a> {
         ResourceSet {
             resources,
             patch_sets,
-            environment_patches: environment.map_or(&[], |e| e.patches.as_slice()),
+            environment,
             at,
         }
     }
@@ -104,7 +110,7 @@ pub fn check(
         composed: Side::environment(),
         patch_sets: &[],
     };
-    for (j, p) in set.environment_patches.iter().enumerate() {
+    for (j, p) in set.environment_patches().iter().enumerate() {
         errs.extend(check_patch(p, &ctx, &env.index(j)));
     }
     errs
