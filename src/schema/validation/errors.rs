@@ -46,9 +46,14 @@ pub(super) fn build_validator(
 /// One mapped error with where it came from, for reordering and the `allOf` messages.
 struct Mapped {
     error: FieldError,
-    required: bool,
     schema_path: Vec<String>,
     instance_path: Vec<Segment>,
+}
+
+impl Mapped {
+    fn is_required(&self) -> bool {
+        self.error.error_type == ErrorType::Required
+    }
 }
 
 #[derive(Clone, PartialEq)]
@@ -114,7 +119,6 @@ fn map_error(error: &ValidationError<'_>, json: &Value, root: &Path, out: &mut V
     let field = under(root, &at);
     let push = |out: &mut Vec<Mapped>, error: FieldError| {
         out.push(Mapped {
-            required: error.error_type == ErrorType::Required,
             error,
             schema_path: schema_path.clone(),
             instance_path: instance_path.clone(),
@@ -122,6 +126,16 @@ fn map_error(error: &ValidationError<'_>, json: &Value, root: &Path, out: &mut V
     };
     let invalid =
         |detail: String| FieldError::invalid(field.clone(), BadValue::from_json(instance), detail);
+    // A composite error, then the errors of the branch kube-openapi would show.
+    let composite_and_best =
+        |out: &mut Vec<Mapped>, detail: String, context: &[Vec<ValidationError<'static>>]| {
+            push(out, composite(root, detail));
+            if let Some(best) = best_branch(context) {
+                for e in best {
+                    map_error(e, json, root, out);
+                }
+            }
+        };
     let mapped = match error.kind() {
         ValidationErrorKind::Required { property } => {
             let name = property
@@ -258,40 +272,18 @@ fn map_error(error: &ValidationError<'_>, json: &Value, root: &Path, out: &mut V
             format!("{at} in body should have at least {limit} properties"),
         ),
         ValidationErrorKind::AnyOf { context } => {
-            push(
-                out,
-                composite(
-                    root,
-                    format!(
-                        "{} must validate at least one schema (anyOf)",
-                        go_quote(&at)
-                    ),
-                ),
+            let detail = format!(
+                "{} must validate at least one schema (anyOf)",
+                go_quote(&at)
             );
-            if let Some(best) = best_branch(context) {
-                for e in best {
-                    map_error(e, json, root, out);
-                }
-            }
-            return;
+            return composite_and_best(out, detail, context);
         }
         ValidationErrorKind::OneOfNotValid { context } => {
-            push(
-                out,
-                composite(
-                    root,
-                    format!(
-                        "{} must validate one and only one schema (oneOf). Found none valid",
-                        go_quote(&at)
-                    ),
-                ),
+            let detail = format!(
+                "{} must validate one and only one schema (oneOf). Found none valid",
+                go_quote(&at)
             );
-            if let Some(best) = best_branch(context) {
-                for e in best {
-                    map_error(e, json, root, out);
-                }
-            }
-            return;
+            return composite_and_best(out, detail, context);
         }
         ValidationErrorKind::OneOfMultipleValid { context } => {
             let valid = context.iter().filter(|branch| branch.is_empty()).count();
@@ -425,14 +417,14 @@ pub(super) fn go_json(v: &Value) -> String {
 fn required_last(mapped: &mut [Mapped]) {
     let mut i = 0;
     while i < mapped.len() {
-        if !mapped[i].required {
+        if !mapped[i].is_required() {
             i += 1;
             continue;
         }
         let object = mapped[i].instance_path.clone();
         let mut run_end = i;
         while run_end < mapped.len()
-            && mapped[run_end].required
+            && mapped[run_end].is_required()
             && mapped[run_end].instance_path == object
         {
             run_end += 1;
@@ -529,7 +521,6 @@ fn add_all_of_messages(mapped: &mut Vec<Mapped>, json: &Value, root: &Path) {
             last + 1,
             Mapped {
                 error,
-                required: false,
                 schema_path: Vec::new(),
                 instance_path: Vec::new(),
             },
