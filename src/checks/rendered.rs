@@ -373,12 +373,17 @@ fn tokens(path: &str) -> Vec<String> {
 
 /// Whether one path contains the other.
 fn related(a: &[String], b: &[String]) -> bool {
-    a.starts_with(b) || b.starts_with(a)
+    under(a, b) || under(b, a)
 }
 
-/// Whether `path` is `parent` or inside it.
+/// Whether `path` is `parent` or inside it; a `*` segment of a patch's `toFieldPath`
+/// stands for every element or key.
 fn under(path: &[String], parent: &[String]) -> bool {
-    path.starts_with(parent)
+    path.len() >= parent.len()
+        && path
+            .iter()
+            .zip(parent)
+            .all(|(a, b)| a == b || a == "*" || b == "*")
 }
 
 #[cfg(test)]
@@ -398,5 +403,7 @@ mod tests {
         );
         assert!(related(&tokens("spec.a"), &tokens("spec.a.b")));
         assert!(!related(&tokens("spec.a"), &tokens("spec.ab")));
+        assert!(under(&tokens("spec.rules[1].port"), &tokens("spec.rules[*].port")));
+        assert!(!under(&tokens("spec.rules[1]"), &tokens("spec.rules[*].port")));
     }
 }
