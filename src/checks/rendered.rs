@@ -202,9 +202,10 @@ fn check_resource(
         o.remove("status");
     }
     let result = validation::validate_resource(&compiled, &mut object, &root, &CEL_LIMITS);
-    for error in result.errors {
+    for (i, error) in result.errors.into_iter().enumerate() {
         let relative = relative(&error.field, root.as_str());
-        if let Some(f) = judge(error, &relative, &resource, mock, earlier) {
+        let from_rule = i >= result.rules_from;
+        if let Some(f) = judge(error, &relative, from_rule, &resource, mock, earlier) {
             let f = if !changed_later {
                 f
             } else {
@@ -228,6 +229,7 @@ fn finding(error: FieldError, advisory: bool) -> Finding {
 fn judge(
     mut error: FieldError,
     relative: &[String],
+    from_rule: bool,
     resource: &RenderedResource,
     mock: bool,
     earlier: &[Finding],
@@ -266,7 +268,7 @@ fn judge(
         })
         .collect();
     let required = error.error_type == ErrorType::Required;
-    if let Some(r) = skipped.first().filter(|_| required || is_rule(&error)) {
+    if let Some(r) = skipped.first().filter(|_| required || from_rule) {
         let why = if r.from_environment {
             format!(
                 "from the environment's {}, which is empty when rendered without \
@@ -305,15 +307,6 @@ fn judge(
         return Some(finding(error, true));
     }
     Some(finding(error, false))
-}
-
-/// Whether `error` comes from an `x-kubernetes-validations` rule (its words are the rule's).
-fn is_rule(error: &FieldError) -> bool {
-    !matches!(
-        error.error_type,
-        ErrorType::Required | ErrorType::TypeInvalid | ErrorType::NotSupported
-    ) && !error.detail.contains(" in body ")
-        && !error.detail.starts_with("unknown field")
 }
 
 fn append(error: &mut FieldError, note: &str) {
@@ -403,7 +396,13 @@ mod tests {
         );
         assert!(related(&tokens("spec.a"), &tokens("spec.a.b")));
         assert!(!related(&tokens("spec.a"), &tokens("spec.ab")));
-        assert!(under(&tokens("spec.rules[1].port"), &tokens("spec.rules[*].port")));
-        assert!(!under(&tokens("spec.rules[1]"), &tokens("spec.rules[*].port")));
+        assert!(under(
+            &tokens("spec.rules[1].port"),
+            &tokens("spec.rules[*].port")
+        ));
+        assert!(!under(
+            &tokens("spec.rules[1]"),
+            &tokens("spec.rules[*].port")
+        ));
     }
 }

@@ -95,6 +95,8 @@ pub struct ResourceValidation {
     /// Every error, in pipeline order (unknown fields, schema, embedded resources, list
     /// types, CEL rules).
     pub errors: Vec<FieldError>,
+    /// `errors[rules_from..]` come from `x-kubernetes-validations` rules (they run last).
+    pub rules_from: usize,
     /// What was not checked and why (CEL rules skipped, limits reached, schema parts that
     /// could not be compiled).
     pub notes: Vec<String>,
@@ -199,6 +201,7 @@ pub fn validate_resource(
 ) -> ResourceValidation {
     let mut result = ResourceValidation {
         errors: Vec::new(),
+        rules_from: 0,
         notes: compiled.notes.clone(),
     };
     let schema = &compiled.schema;
@@ -220,6 +223,7 @@ pub fn validate_resource(
         root,
         &mut result.errors,
     );
+    result.rules_from = result.errors.len();
     if compiled.cel.has_rules() {
         if result.errors.iter().any(is_blocking) {
             result.notes.push(CEL_NOT_CHECKED.to_string());
