@@ -16,7 +16,8 @@
 //!
 //! Shells:
 //! - [`cli`]: the `composition-webhook` command line (`validate`, `serve`);
-//! - [`server`]: the admission webhook server (HTTPS, AdmissionReview, metrics, probes).
+//! - [`server`]: the admission webhook server (HTTPS, AdmissionReview, metrics, probes);
+//! - [`cluster`]: schemas from the API server (watched, fetched when needed, cached).
 //!
 //! # Example
 //!
@@ -69,6 +70,7 @@
 
 pub mod checks;
 pub mod cli;
+pub mod cluster;
 pub mod document;
 pub mod fieldpath;
 pub mod findings;

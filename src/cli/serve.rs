@@ -1,5 +1,6 @@
 //! `composition-webhook serve`: flags (each also read from an environment variable) into a
-//! [`ServeConfig`], the file catalog, a runtime, and the server until SIGTERM.
+//! [`ServeConfig`], the schemas (`--crds` files, or else the cluster's), a runtime, and the
+//! server until SIGTERM.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -7,8 +8,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{EXIT_ALLOWED, EXIT_INPUT_ERROR, ModeArg, build_catalog, load_all};
+use crate::cluster::calls::CallObserver;
+use crate::cluster::{ClusterOptions, ClusterSchemas, connect};
 use crate::server::logging::{self, LogFormat};
-use crate::server::{self, Schemas, ServeConfig, TlsSource, deadline, https};
+use crate::server::metrics::{ApiCall, ApiCallLabels, ApiCallRecorder, Metrics};
+use crate::server::{self, FileSchemas, ServeConfig, ServedSchemas, TlsSource, deadline, https};
 
 fn duration(s: &str) -> Result<Duration, String> {
     deadline::parse_go_duration(s).map_err(|e| e.to_string())
@@ -16,15 +20,47 @@ fn duration(s: &str) -> Result<Duration, String> {
 
 #[derive(Debug, clap::Args)]
 pub(super) struct ServeArgs {
-    /// CRD and XRD files or directories to take schemas from (repeatable; in the environment, comma-separated).
+    /// CRD and XRD files or directories to take schemas from (repeatable; in the environment,
+    /// comma-separated). Without it, schemas come from the cluster's API server.
     #[arg(
         long = "crds",
         value_name = "PATH",
-        required = true,
         env = "COMPOSITION_WEBHOOK_CRDS",
         value_delimiter = ','
     )]
     crds: Vec<PathBuf>,
+
+    /// Kubeconfig of the cluster to take schemas from [default: KUBECONFIG, ~/.kube/config,
+    /// else the pod's service account].
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "COMPOSITION_WEBHOOK_KUBECONFIG",
+        conflicts_with = "crds"
+    )]
+    kubeconfig: Option<PathBuf>,
+
+    /// Drop a cached schema when its definition is deleted or becomes unusable, or the API
+    /// server refuses it (401, 403, 404), instead of validating with the last good one.
+    #[arg(
+        long,
+        env = "COMPOSITION_WEBHOOK_FAIL_ON_DATA_ERRORS",
+        conflicts_with = "crds"
+    )]
+    fail_on_data_errors: bool,
+
+    /// How long a request for one CRD or XRD may take.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = duration, env = "COMPOSITION_WEBHOOK_API_TIMEOUT")]
+    api_timeout: Duration,
+
+    /// CRDs and XRDs per list page (a page of large provider CRDs is held in memory at once).
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 50,
+        env = "COMPOSITION_WEBHOOK_LIST_PAGE_SIZE"
+    )]
+    list_page_size: u32,
 
     /// Mode of Compositions without the crossplane.io/composition-schema-aware-validation-mode annotation.
     #[arg(long, value_enum, default_value_t = ModeArg::Loose, env = "COMPOSITION_WEBHOOK_MODE")]
@@ -151,25 +187,13 @@ pub(super) fn run(args: &ServeArgs) -> u8 {
         eprintln!("error: {e}");
         return EXIT_INPUT_ERROR;
     }
-    let mut errors = Vec::new();
-    let docs = load_all(&args.crds, &mut errors);
-    let catalog = build_catalog(docs.iter(), &mut errors);
-    if !errors.is_empty() {
-        for e in &errors {
-            tracing::error!(error = %e, "cannot load schemas");
+    let files = if args.crds.is_empty() {
+        None
+    } else {
+        match file_schemas(&args.crds) {
+            Some(f) => Some(f),
+            None => return EXIT_INPUT_ERROR,
         }
-        return EXIT_INPUT_ERROR;
-    }
-    if catalog.is_empty() {
-        tracing::warn!(crds = ?args.crds, "no CRD or XRD found: every schema lookup will report a missing schema");
-    }
-    let schemas = Schemas {
-        kinds: catalog.len(),
-        description: format!(
-            "schema catalog loaded: {} kinds from --crds files",
-            catalog.len()
-        ),
-        source: Arc::new(catalog),
     };
     let workers = args.workers.unwrap_or_else(|| {
         std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get)
@@ -221,11 +245,80 @@ pub(super) fn run(args: &ServeArgs) -> u8 {
             return EXIT_INPUT_ERROR;
         }
     };
-    match runtime.block_on(server::run(config, schemas, server::shutdown_signal())) {
-        Ok(()) => EXIT_ALLOWED,
-        Err(e) => {
-            tracing::error!(error = %e, "cannot serve");
-            EXIT_INPUT_ERROR
+    runtime.block_on(async {
+        let metrics = Arc::new(Metrics::new());
+        let schemas: Arc<dyn ServedSchemas> = match files {
+            Some(files) => Arc::new(files),
+            None => match cluster_schemas(args, &metrics).await {
+                Ok(cluster) => Arc::new(cluster),
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot connect to the cluster");
+                    return EXIT_INPUT_ERROR;
+                }
+            },
+        };
+        match server::run(config, schemas, metrics, server::shutdown_signal()).await {
+            Ok(()) => EXIT_ALLOWED,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot serve");
+                EXIT_INPUT_ERROR
+            }
         }
+    })
+}
+
+/// The `--crds` files as a catalog; `None` (after logging why) when one cannot be loaded.
+fn file_schemas(paths: &[PathBuf]) -> Option<FileSchemas> {
+    let mut errors = Vec::new();
+    let docs = load_all(paths, &mut errors);
+    let catalog = build_catalog(docs.iter(), &mut errors);
+    if !errors.is_empty() {
+        for e in &errors {
+            tracing::error!(error = %e, "cannot load schemas");
+        }
+        return None;
     }
+    if catalog.is_empty() {
+        tracing::warn!(crds = ?paths, "no CRD or XRD found: every schema lookup will report a missing schema");
+    }
+    Some(FileSchemas {
+        description: format!(
+            "schema catalog loaded: {} kinds from --crds files",
+            catalog.len()
+        ),
+        catalog,
+    })
+}
+
+/// The cluster's schemas, its calls to the API server counted in `metrics`.
+async fn cluster_schemas(
+    args: &ServeArgs,
+    metrics: &Arc<Metrics>,
+) -> Result<ClusterSchemas, connect::ConnectError> {
+    // kube's TLS needs the process's rustls provider.
+    let _ = server::tls::provider();
+    let (recorder, counting) = ApiCallRecorder::new(metrics.clone());
+    tokio::spawn(counting);
+    let observer: CallObserver = Arc::new(move |call| {
+        recorder.record(ApiCall {
+            labels: ApiCallLabels {
+                verb: call.verb,
+                resource: call.resource,
+            },
+            duration: call.duration,
+            error: call.error,
+        });
+    });
+    let (client, url) = connect::client(args.kubeconfig.as_deref(), observer).await?;
+    tracing::info!(server = %url, "watching CRDs and XRDs");
+    Ok(ClusterSchemas::start(
+        client,
+        url,
+        ClusterOptions {
+            fail_on_data_errors: args.fail_on_data_errors,
+            page_size: args.list_page_size.max(1),
+            request_timeout: args.api_timeout,
+            ..ClusterOptions::default()
+        },
+    ))
 }

@@ -160,13 +160,26 @@ pub enum LookupError {
         /// The conflicting definitions, sorted by name (then source).
         candidates: Vec<Candidate>,
     },
+    /// The definition of the group and kind could not be obtained (in a cluster: the API
+    /// server refused, failed or did not answer in time, or its schema is unusable).
+    #[error("the schema of {kind}.{group} is not available: {reason}")]
+    Unavailable {
+        /// The group looked up.
+        group: String,
+        /// The kind looked up.
+        kind: String,
+        /// Why, in words naming the definition and the cause.
+        reason: String,
+    },
 }
 
 impl LookupError {
     /// The conflicting definitions (empty for NotFound).
     pub fn candidates(&self) -> &[Candidate] {
         match self {
-            Self::NotFound { .. } | Self::InvalidApiVersion { .. } => &[],
+            Self::NotFound { .. } | Self::InvalidApiVersion { .. } | Self::Unavailable { .. } => {
+                &[]
+            }
             Self::Ambiguous { candidates, .. } => candidates,
         }
     }

@@ -23,13 +23,13 @@ use super::admission::{self, Decision};
 use super::deadline;
 use super::metrics::{Metrics, Outcome, ReviewLabels};
 use super::review::{self, Answer, Echo, ReviewError};
-use crate::checks::schema_aware::lookup::SchemaSource;
+use super::schemas::ServedSchemas;
 use crate::mode::Mode;
 
 /// What the review handler needs.
 pub struct ReviewState {
     /// Where schemas come from.
-    pub schemas: Arc<dyn SchemaSource + Send + Sync>,
+    pub schemas: Arc<dyn ServedSchemas>,
     /// The mode of Compositions without the annotation.
     pub default_mode: Mode,
     /// Whether rendered-resource validation runs.
@@ -101,7 +101,16 @@ pub async fn validate(
     // How long a review still waiting for a worker at the deadline may wait for one (its
     // mode is not known before): half the margin, the other half for the way back.
     let late = deadline + deadline::margin(timeout) / 2;
-    let handled = handle(&state, &headers, body, deadline, late, budget).await;
+    // Waiting for the API server (a kind's schema not cached yet) ends at three quarters of
+    // the budget: the rest is for validating and answering.
+    let schemas_until = (started + budget * 3 / 4).into_std();
+    let times = Times {
+        deadline,
+        late,
+        budget,
+        schemas_until,
+    };
+    let handled = handle(&state, &headers, body, times).await;
     let elapsed = started.elapsed();
     log(&handled, elapsed);
     let findings = handled
@@ -133,14 +142,31 @@ pub async fn validate(
         .into_response()
 }
 
+/// The times a review goes by.
+#[derive(Clone, Copy)]
+struct Times {
+    /// When validation must be done.
+    deadline: Instant,
+    /// How long a review still waiting for a worker may wait past the deadline.
+    late: Instant,
+    /// The review's budget.
+    budget: Duration,
+    /// When waiting for the API server must stop.
+    schemas_until: std::time::Instant,
+}
+
 async fn handle(
     state: &Arc<ReviewState>,
     headers: &HeaderMap,
     body: Body,
-    deadline: Instant,
-    late: Instant,
-    budget: Duration,
+    times: Times,
 ) -> Handled {
+    let Times {
+        deadline,
+        late,
+        budget,
+        schemas_until,
+    } = times;
     let content_type = headers
         .get(header::CONTENT_TYPE)
         .map(|v| v.to_str().unwrap_or("(not text)").to_string());
@@ -199,9 +225,10 @@ async fn handle(
                     bytes = size,
                     "reviewing"
                 );
+                let schemas = state.schemas.for_request(schemas_until);
                 let decision = admission::decide(
                     request,
-                    state.schemas.as_ref(),
+                    schemas.as_ref(),
                     state.default_mode,
                     state.rendered,
                     |mode, name| {

@@ -78,6 +78,11 @@ struct ReloadLabels {
     result: &'static str,
 }
 
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StateLabels {
+    state: &'static str,
+}
+
 /// Labels of a call to the API server.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ApiCallLabels {
@@ -119,6 +124,7 @@ pub struct Metrics {
     findings: Family<FindingLabels, Counter>,
     in_flight: Gauge,
     schema_kinds: Gauge,
+    schema_entries: Family<StateLabels, Gauge>,
     cert_reloads: Family<ReloadLabels, Counter>,
     cert_expiry: Gauge<f64, AtomicU64>,
     api_calls: Family<ApiCallLabels, Counter>,
@@ -143,6 +149,7 @@ impl Metrics {
             findings: Family::default(),
             in_flight: Gauge::<i64, AtomicI64>::default(),
             schema_kinds: Gauge::<i64, AtomicI64>::default(),
+            schema_entries: Family::default(),
             cert_reloads: Family::default(),
             cert_expiry: Gauge::default(),
             api_calls: Family::default(),
@@ -174,8 +181,13 @@ impl Metrics {
         );
         registry.register(
             "schema_catalog_kinds",
-            "Kinds (group and kind) whose schemas the webhook knows",
+            "Kinds whose schemas the webhook knows (--crds files), or CRDs and XRDs listed from the API server",
             m.schema_kinds.clone(),
+        );
+        registry.register(
+            "schema_cache_entries",
+            "Schema cache entries of the kinds Compositions needed (cluster source), by state: acked, does_not_exist(_but_cached), nacked(_but_cached), received_error(_but_cached), timeout, requested",
+            m.schema_entries.clone(),
         );
         registry.register(
             "tls_certificate_reloads",
@@ -237,6 +249,15 @@ impl Metrics {
     /// Sets the number of kinds with schemas.
     pub fn set_schema_kinds(&self, n: usize) {
         self.schema_kinds.set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+
+    /// Sets the count of cache entries in each state.
+    pub fn set_schema_entries(&self, counts: &[(&'static str, i64)]) {
+        for &(state, n) in counts {
+            self.schema_entries
+                .get_or_create(&StateLabels { state })
+                .set(n);
+        }
     }
 
     /// Records a certificate load: its expiry when loaded, a rejection otherwise.

@@ -9,7 +9,8 @@
 //! - [`handler`]: `POST /validate` (body limits, blocking pool, deadline);
 //! - [`https`]: the TLS accept loop with connection limits and a graceful drain;
 //! - [`tls`]: certificates from files (reloaded) or self-signed;
-//! - [`operations`]: `/livez`, `/readyz`, `/metrics` on a plain-HTTP port;
+//! - [`operations`]: `/livez`, `/readyz`, `/metrics`, `/debug/schemas` on a plain-HTTP port;
+//! - [`schemas`]: where schemas come from (files or the cluster), as the server uses them;
 //! - [`metrics`]: the Prometheus metrics;
 //! - [`logging`]: structured logs.
 
@@ -22,6 +23,7 @@ pub mod logging;
 pub mod metrics;
 pub mod operations;
 pub mod review;
+pub mod schemas;
 pub mod tls;
 pub mod warnings;
 
@@ -36,11 +38,11 @@ use axum::routing::post;
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 
-use crate::checks::schema_aware::lookup::SchemaSource;
 use crate::mode::Mode;
 use handler::ReviewState;
 use metrics::Metrics;
 use operations::Readiness;
+pub use schemas::{FileSchemas, ServedSchemas};
 
 /// The path the API server posts AdmissionReviews to.
 pub const VALIDATE_PATH: &str = "/validate";
@@ -98,16 +100,6 @@ pub struct ServeConfig {
     pub drain_timeout: Duration,
 }
 
-/// The schemas the server validates against.
-pub struct Schemas {
-    /// The source.
-    pub source: Arc<dyn SchemaSource + Send + Sync>,
-    /// How many kinds it knows (for the metrics).
-    pub kinds: usize,
-    /// What it is, for `/readyz` and the logs (`12 kinds from --crds files`).
-    pub description: String,
-}
-
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
@@ -128,15 +120,15 @@ pub enum ServeError {
 }
 
 /// Runs the server until `shutdown` completes, then stops accepting, finishes in-flight
-/// reviews (for at most the drain timeout) and returns.
+/// reviews (for at most the drain timeout) and returns. `metrics` may already hold records
+/// (the cluster source's calls to the API server).
 pub async fn run(
     config: ServeConfig,
-    schemas: Schemas,
+    schemas: Arc<dyn ServedSchemas>,
+    metrics: Arc<Metrics>,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServeError> {
     let provider = tls::provider();
-    let metrics = Arc::new(Metrics::new());
-    metrics.set_schema_kinds(schemas.kinds);
 
     let (loaded, watch_files) = match &config.tls {
         TlsSource::Files {
@@ -178,7 +170,7 @@ pub async fn run(
         .unwrap_or(config.operations_address);
 
     let state = Arc::new(ReviewState {
-        schemas: schemas.source,
+        schemas: schemas.clone(),
         default_mode: config.default_mode,
         rendered: config.rendered,
         max_body_bytes: config.max_body_bytes,
@@ -192,8 +184,8 @@ pub async fn run(
         .route(VALIDATE_PATH, post(handler::validate))
         .with_state(state);
 
-    let (ready_tx, ready_rx) = watch::channel(Readiness::ready(schemas.description.clone()));
-    let ops_router = operations::router(ready_rx, metrics.clone());
+    let (ready_tx, ready_rx) = watch::channel(Readiness::ready("serving"));
+    let ops_router = operations::router(ready_rx, metrics.clone(), schemas.clone());
     let (stop_tx, stop_rx) = watch::channel(false);
 
     let watcher = watch_files.map(|(cert, key, interval, served)| {
@@ -213,7 +205,7 @@ pub async fn run(
         operations = %operations_addr,
         path = VALIDATE_PATH,
         default_mode = config.default_mode.name(),
-        schemas = %schemas.description,
+        schemas = %schemas.readiness().detail,
         workers = config.workers,
         "serving"
     );

@@ -1,9 +1,9 @@
-//! The operations port (plain HTTP, for the kubelet and Prometheus): `/livez`, `/readyz` and
-//! `/metrics`.
+//! The operations port (plain HTTP, for the kubelet and Prometheus): `/livez`, `/readyz`,
+//! `/metrics` and `/debug/schemas`.
 //!
-//! `/readyz` is ready only while schemas are available (the file catalog loaded, or later the
-//! cluster cache synced once) and the server is not shutting down, so that no review reaches
-//! a replica that would answer every Composition with "no CRD defines ...".
+//! `/readyz` is ready only while schemas are available (the file catalog loaded, or the
+//! cluster's CRDs and XRDs listed once) and the server is not shutting down, so that no review
+//! reaches a replica that would answer every Composition with "no CRD defines ...".
 
 use std::sync::Arc;
 
@@ -15,6 +15,7 @@ use axum::routing::get;
 use tokio::sync::watch;
 
 use super::metrics::Metrics;
+use super::schemas::ServedSchemas;
 
 /// Whether the server should get traffic, and why (shown by `/readyz`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,21 +46,36 @@ impl Readiness {
 
 #[derive(Clone)]
 struct Ops {
-    readiness: watch::Receiver<Readiness>,
+    serving: watch::Receiver<Readiness>,
     metrics: Arc<Metrics>,
+    schemas: Arc<dyn ServedSchemas>,
 }
 
-/// The router of the operations port.
-pub fn router(readiness: watch::Receiver<Readiness>, metrics: Arc<Metrics>) -> Router {
+/// The router of the operations port; `serving` turns not ready when shutting down.
+pub fn router(
+    serving: watch::Receiver<Readiness>,
+    metrics: Arc<Metrics>,
+    schemas: Arc<dyn ServedSchemas>,
+) -> Router {
     Router::new()
         .route("/livez", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics_text))
-        .with_state(Ops { readiness, metrics })
+        .route("/debug/schemas", get(debug_schemas))
+        .with_state(Ops {
+            serving,
+            metrics,
+            schemas,
+        })
 }
 
 async fn readyz(State(ops): State<Ops>) -> Response {
-    let r = ops.readiness.borrow().clone();
+    let serving = ops.serving.borrow().clone();
+    let r = if serving.ready {
+        ops.schemas.readiness()
+    } else {
+        serving
+    };
     let code = if r.ready {
         StatusCode::OK
     } else {
@@ -70,6 +86,9 @@ async fn readyz(State(ops): State<Ops>) -> Response {
 }
 
 async fn metrics_text(State(ops): State<Ops>) -> Response {
+    ops.metrics.set_schema_kinds(ops.schemas.kinds());
+    ops.metrics
+        .set_schema_entries(&ops.schemas.entries_by_state());
     (
         [(
             header::CONTENT_TYPE,
@@ -78,4 +97,22 @@ async fn metrics_text(State(ops): State<Ops>) -> Response {
         ops.metrics.encode(),
     )
         .into_response()
+}
+
+async fn debug_schemas(State(ops): State<Ops>) -> Response {
+    match ops.schemas.debug() {
+        Some(view) => (
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            )],
+            serde_json::to_string_pretty(&view).unwrap_or_default(),
+        )
+            .into_response(),
+        None => (
+            StatusCode::NOT_FOUND,
+            "no schema cache: schemas come from --crds files\n",
+        )
+            .into_response(),
+    }
 }

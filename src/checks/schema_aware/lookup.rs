@@ -31,6 +31,12 @@ pub trait SchemaSource {
     fn resolve(&self, group: &str, kind: &str, version: &str) -> Result<SchemaInfo, LookupError>;
 }
 
+impl<T: SchemaSource + ?Sized> SchemaSource for &T {
+    fn resolve(&self, group: &str, kind: &str, version: &str) -> Result<SchemaInfo, LookupError> {
+        (**self).resolve(group, kind, version)
+    }
+}
+
 impl SchemaSource for Catalog {
     fn resolve(&self, group: &str, kind: &str, version: &str) -> Result<SchemaInfo, LookupError> {
         let r = self.lookup(group, kind, version)?;
@@ -137,6 +143,14 @@ fn lookup(
             findings.push(Finding::new(
                 Stage::Crds,
                 FieldError::not_found(at, gvk, format!("{why}; {skipped}")),
+            ));
+            return None;
+        }
+        Err(LookupError::Unavailable { reason, .. }) => {
+            // Treated as a missing schema: strict denies, loose and warn admit with a warning.
+            findings.push(Finding::new(
+                Stage::Crds,
+                FieldError::not_found(at, gvk, format!("{reason}; {skipped}")),
             ));
             return None;
         }

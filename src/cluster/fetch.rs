@@ -1,0 +1,153 @@
+//! Fetching a definition (`GET`) when a needed kind has none cached or its resourceVersion
+//! changed, parsing it as the file catalog parses files, and recording the outcome on the
+//! kind's entry. Failures are retried with a backoff (1 s doubling to 60 s) for as long as the
+//! entry still wants that definition.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use super::definitions::Summary;
+use super::entries::ErrorClass;
+use super::index::Key;
+use super::{Shared, describe_api_error, error_class};
+use crate::schema::Catalog;
+
+/// Fetches every definition sent on `jobs`, each in its own task.
+pub(crate) async fn run(
+    shared: Arc<Shared>,
+    client: kube::Client,
+    mut jobs: mpsc::UnboundedReceiver<(Key, Summary)>,
+) {
+    while let Some((key, definition)) = jobs.recv().await {
+        tokio::spawn(fetch(shared.clone(), client.clone(), key, definition));
+    }
+}
+
+/// What a fetch came back with.
+enum Outcome {
+    Parsed(Box<Catalog>, String),
+    Unusable(String),
+    Answered(ErrorClass, String),
+    NoAnswer(String),
+}
+
+async fn fetch(shared: Arc<Shared>, client: kube::Client, key: Key, definition: Summary) {
+    let timeout = shared.options.request_timeout;
+    let outcome = match get(&client, &definition, timeout).await {
+        Ok(value) => parse(&value, &key, &definition),
+        Err(outcome) => outcome,
+    };
+    let mut inner = shared.lock();
+    let Some(entry) = inner.entries.get_mut(&key) else {
+        return; // Evicted meanwhile.
+    };
+    if entry.fetching.as_ref() != Some(&definition) {
+        return; // A newer version is being fetched, or the definition is gone.
+    }
+    entry.fetching = None;
+    let fail = shared.options.fail_on_data_errors;
+    let failed = match outcome {
+        Outcome::Parsed(catalog, resource_version) => {
+            let mut definition = definition;
+            definition.resource_version = resource_version;
+            tracing::debug!(group = %key.0, kind = %key.1, definition = %definition.label(), resource_version = %definition.resource_version, "schema received");
+            entry.received(definition, Arc::new(*catalog));
+            false
+        }
+        Outcome::Unusable(message) => {
+            tracing::warn!(group = %key.0, kind = %key.1, error = %message, "schema unusable");
+            entry.nacked(message, fail);
+            true
+        }
+        Outcome::Answered(class, message) => {
+            tracing::warn!(group = %key.0, kind = %key.1, error = %message, "schema not received");
+            entry.answered_error(class, message, fail);
+            true
+        }
+        Outcome::NoAnswer(message) => {
+            tracing::warn!(group = %key.0, kind = %key.1, error = %message, "schema not received");
+            entry.no_answer(message);
+            true
+        }
+    };
+    let retry = failed.then(|| {
+        entry.failures = entry.failures.saturating_add(1);
+        backoff(entry.failures)
+    });
+    shared.changed.notify_all();
+    drop(inner);
+    if let Some(delay) = retry {
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            let mut inner = shared.lock();
+            shared.reconcile(&mut inner, [key]);
+        });
+    }
+}
+
+/// 1 s, 2 s, 4 s, ... 60 s.
+fn backoff(failures: u32) -> Duration {
+    Duration::from_secs(1u64 << failures.saturating_sub(1).min(6)).min(Duration::from_secs(60))
+}
+
+async fn get(client: &kube::Client, d: &Summary, timeout: Duration) -> Result<Value, Outcome> {
+    let request = kube::core::Request::new(d.source.path())
+        .get(&d.name, &kube::api::GetParams::default())
+        .map_err(|e| {
+            Outcome::NoAnswer(format!("cannot build the request for {}: {e}", d.label()))
+        })?;
+    match tokio::time::timeout(timeout, client.request::<Value>(request)).await {
+        Err(_) => Err(Outcome::NoAnswer(format!(
+            "the API server did not send {} within {} s",
+            d.label(),
+            timeout.as_secs_f64()
+        ))),
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(kube::Error::Api(status))) => Err(Outcome::Answered(
+            error_class(status.code),
+            format!(
+                "the API server answered {} to getting {}",
+                describe_api_error(&status),
+                d.label()
+            ),
+        )),
+        Ok(Err(e)) => Err(Outcome::NoAnswer(format!(
+            "the API server could not be reached to get {}: {e}",
+            d.label()
+        ))),
+    }
+}
+
+fn parse(value: &Value, key: &Key, d: &Summary) -> Outcome {
+    let resource_version = value
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .unwrap_or(&d.resource_version)
+        .to_string();
+    let mut catalog = Catalog::new();
+    if let Err(e) = catalog.add_document(value, &d.label()) {
+        return Outcome::Unusable(format!("{} cannot be used: {e}", d.label()));
+    }
+    let (group, kind) = key;
+    if !catalog
+        .entries()
+        .any(|e| e.group() == group && e.kind() == kind)
+    {
+        return Outcome::Unusable(format!("{} no longer defines {kind}.{group}", d.label()));
+    }
+    Outcome::Parsed(Box::new(catalog), resource_version)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retries_back_off_to_a_minute() {
+        let secs: Vec<u64> = (1..=9).map(|n| backoff(n).as_secs()).collect();
+        assert_eq!(secs, vec![1, 2, 4, 8, 16, 32, 60, 60, 60]);
+    }
+}

@@ -1,0 +1,547 @@
+//! The cluster schema source: schemas of CRDs and XRDs from the API server, for `serve`
+//! without `--crds`. A shell around the core, like the server and the CLI.
+//!
+//! - [`connect`]: the kube client (kubeconfig or in-cluster) with [`calls`] observing every
+//!   call;
+//! - [`watch`]: kube-runtime watchers on CRDs and XRDs keep an [`index`] of
+//!   [`definitions`] (names, kinds, versions and resourceVersions, never schemas);
+//! - [`fetch`]: the first time a Composition needs a kind, its definition is fetched
+//!   (`GET`) and parsed; it is refetched only when its resourceVersion changes;
+//! - [`entries`]: each needed kind's cache entry, its state and error rules.
+//!
+//! So memory grows with the kinds Compositions use, not with the CRDs in the cluster, and no
+//! review calls the API server once its kinds are cached.
+
+pub mod calls;
+pub mod connect;
+pub mod definitions;
+pub mod entries;
+pub mod fetch;
+pub mod index;
+pub mod watch;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use crate::checks::schema_aware::lookup::{SchemaInfo, SchemaSource};
+use crate::schema::LookupError;
+use definitions::{Source, Summary};
+use entries::{Entry, EntryError, ErrorClass, State};
+use index::{Index, Key};
+
+/// How the cluster source behaves.
+#[derive(Debug, Clone)]
+pub struct ClusterOptions {
+    /// Drop a cached schema on a data error (deleted, unusable, 401/403/404) instead of
+    /// validating with the last good one.
+    pub fail_on_data_errors: bool,
+    /// Objects per list page (large provider CRDs: a page is held in memory at once).
+    pub page_size: u32,
+    /// How long a `GET` of a definition may take.
+    pub request_timeout: Duration,
+    /// Most entries kept; the least recently needed ones without a schema go first.
+    pub max_entries: usize,
+}
+
+impl Default for ClusterOptions {
+    fn default() -> Self {
+        ClusterOptions {
+            fail_on_data_errors: false,
+            page_size: 50,
+            request_timeout: Duration::from_secs(10),
+            max_entries: 10_000,
+        }
+    }
+}
+
+/// The state of one watched collection.
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListStatus {
+    /// A full list has been received at least once.
+    pub synced: bool,
+    /// The API server does not serve the collection (XRDs without Crossplane installed).
+    pub absent: bool,
+    /// Full lists received (the first, and relists after a watch expired or broke).
+    pub lists: u64,
+    /// When the last full list arrived (RFC 3339).
+    pub listed_at: Option<String>,
+    /// The watch's last error, until the next event or list.
+    pub last_error: Option<EntryError>,
+}
+
+/// Everything behind the lock.
+#[derive(Debug, Default)]
+pub(crate) struct Inner {
+    index: Index,
+    lists: BTreeMap<Source, ListStatus>,
+    entries: BTreeMap<Key, Entry>,
+}
+
+impl Inner {
+    fn list(&mut self, source: Source) -> &mut ListStatus {
+        self.lists.entry(source).or_default()
+    }
+
+    /// Both collections listed (XRDs: or known to be absent).
+    fn synced(&self) -> bool {
+        let ok = |s: Source| {
+            self.lists
+                .get(&s)
+                .is_some_and(|l| l.synced || (s == Source::Xrd && l.absent))
+        };
+        ok(Source::Crd) && ok(Source::Xrd)
+    }
+
+    /// Brings the entry of `key` in line with the index; returns a definition to fetch.
+    fn reconcile(&mut self, key: &Key, fail_on_data_errors: bool) -> Option<Summary> {
+        let entry = self.entries.get_mut(key)?;
+        let Some(definition) = self.index.definition(key) else {
+            entry.fetching = None;
+            let (group, kind) = key;
+            let message = match &entry.cached {
+                Some(c) => format!(
+                    "{} was deleted: no CRD or XRD defines {kind}.{group}",
+                    c.definition.label()
+                ),
+                None => format!("no CRD or XRD defines {kind}.{group}"),
+            };
+            if entry.state != State::DoesNotExist
+                || entry.error.as_ref().is_none_or(|e| e.message != message)
+            {
+                entry.does_not_exist(message, fail_on_data_errors);
+            }
+            return None;
+        };
+        if entry
+            .cached
+            .as_ref()
+            .is_some_and(|c| c.definition == *definition)
+        {
+            if entry.state == State::DoesNotExist {
+                // Back, unchanged (a relist after a missed event).
+                entry.state = State::Acked;
+                entry.error = None;
+            }
+            return None;
+        }
+        if entry.fetching.as_ref() == Some(definition) {
+            return None;
+        }
+        if entry.cached.is_none() && entry.state == State::DoesNotExist {
+            entry.state = State::Requested;
+            entry.error = None;
+        }
+        entry.fetching = Some(definition.clone());
+        Some(definition.clone())
+    }
+
+    /// Makes room for one more entry.
+    fn evict(&mut self, max_entries: usize) {
+        while self.entries.len() >= max_entries.max(1) {
+            let oldest = self
+                .entries
+                .iter()
+                .filter(|(_, e)| e.cached.is_none() && e.fetching.is_none())
+                .min_by_key(|(_, e)| e.last_needed)
+                .map(|(k, _)| k.clone());
+            match oldest {
+                Some(k) => {
+                    self.entries.remove(&k);
+                }
+                None => break,
+            }
+        }
+    }
+
+    /// The error answer that refuses the first list (401, 403), if one does: requests then
+    /// need not wait for the list.
+    fn list_refused(&self) -> Option<&EntryError> {
+        if self.synced() {
+            return None;
+        }
+        self.lists
+            .values()
+            .filter_map(|l| l.last_error.as_ref())
+            .find(|e| e.class == ErrorClass::Data)
+    }
+
+    /// Marks the entries without a schema as refused by the API server.
+    fn refuse_waiting(&mut self, fail_on_data_errors: bool) {
+        let Some(error) = self.list_refused().cloned() else {
+            return;
+        };
+        for entry in self.entries.values_mut() {
+            if entry.cached.is_none() {
+                entry.answered_error(ErrorClass::Data, error.message.clone(), fail_on_data_errors);
+            }
+        }
+    }
+
+    /// Why the kinds without a schema cannot be resolved before the first list.
+    fn not_listed_reason(&self) -> String {
+        let crds = self.lists.get(&Source::Crd);
+        let error = crds
+            .and_then(|l| l.last_error.as_ref())
+            .or_else(|| {
+                self.lists
+                    .get(&Source::Xrd)
+                    .and_then(|l| l.last_error.as_ref())
+            })
+            .map(|e| format!(" (last error: {})", e.message))
+            .unwrap_or_default();
+        format!(
+            "the webhook has not received the list of CRDs and XRDs from the API server yet{error}"
+        )
+    }
+}
+
+/// What the tasks and the request path share.
+pub(crate) struct Shared {
+    inner: Mutex<Inner>,
+    changed: Condvar,
+    options: ClusterOptions,
+    fetches: mpsc::UnboundedSender<(Key, Summary)>,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding the lock leaves consistent data (every update is a few
+        // assignments), so a poisoned lock is still used.
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Reconciles `keys` and starts the fetches they need; wakes waiting requests.
+    fn reconcile(&self, inner: &mut Inner, keys: impl IntoIterator<Item = Key>) {
+        for key in keys {
+            if let Some(definition) = inner.reconcile(&key, self.options.fail_on_data_errors) {
+                // The receiver lives as long as the fetch task; if it is gone the server is
+                // stopping.
+                let _ = self.fetches.send((key, definition));
+            }
+        }
+        self.changed.notify_all();
+    }
+}
+
+/// Schemas from the API server: the handle the server resolves kinds through.
+pub struct ClusterSchemas {
+    shared: Arc<Shared>,
+    server: String,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Drop for ClusterSchemas {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+impl ClusterSchemas {
+    /// Starts watching CRDs and XRDs through `client` (on the current tokio runtime);
+    /// `server` is the API server's URL, for messages.
+    pub fn start(client: kube::Client, server: String, options: ClusterOptions) -> Self {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let shared = Arc::new(Shared {
+            inner: Mutex::new(Inner::default()),
+            changed: Condvar::new(),
+            options,
+            fetches: tx,
+        });
+        let tasks = vec![
+            tokio::spawn(watch::run::<definitions::CrdSummary>(
+                shared.clone(),
+                client.clone(),
+                Source::Crd,
+            )),
+            tokio::spawn(watch::run::<definitions::XrdSummary>(
+                shared.clone(),
+                client.clone(),
+                Source::Xrd,
+            )),
+            tokio::spawn(fetch::run(shared.clone(), client, rx)),
+        ];
+        ClusterSchemas {
+            shared,
+            server,
+            tasks,
+        }
+    }
+
+    /// The API server's URL.
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+
+    /// Whether both collections have been listed, and what the source holds or waits for.
+    pub fn readiness(&self) -> (bool, String) {
+        let inner = self.shared.lock();
+        if inner.synced() {
+            let xrds = if inner.lists.get(&Source::Xrd).is_some_and(|l| l.absent) {
+                "no XRDs (the API server does not serve compositeresourcedefinitions: Crossplane is not installed)".to_string()
+            } else {
+                format!("{} XRDs", inner.index.count(Source::Xrd))
+            };
+            (
+                true,
+                format!(
+                    "{} CRDs and {xrds} listed from {}",
+                    inner.index.count(Source::Crd),
+                    self.server
+                ),
+            )
+        } else {
+            (false, inner.not_listed_reason())
+        }
+    }
+
+    /// How many definitions the index holds.
+    pub fn definitions(&self) -> usize {
+        let inner = self.shared.lock();
+        inner.index.count(Source::Crd) + inner.index.count(Source::Xrd)
+    }
+
+    /// How many entries are in each metric state ([`State::METRIC_LABELS`], all present).
+    pub fn entries_by_state(&self) -> Vec<(&'static str, i64)> {
+        let inner = self.shared.lock();
+        State::METRIC_LABELS
+            .iter()
+            .map(|&label| {
+                let n = inner
+                    .entries
+                    .values()
+                    .filter(|e| e.metric_label() == label)
+                    .count();
+                (label, i64::try_from(n).unwrap_or(i64::MAX))
+            })
+            .collect()
+    }
+
+    /// Everything about the cache, for `/debug/schemas`.
+    pub fn snapshot(&self) -> Snapshot {
+        let (ready, detail) = self.readiness();
+        let inner = self.shared.lock();
+        let lists = [Source::Crd, Source::Xrd]
+            .into_iter()
+            .map(|s| {
+                let status = inner.lists.get(&s).cloned().unwrap_or_default();
+                ListView {
+                    resource: s.plural(),
+                    objects: inner.index.count(s),
+                    status,
+                }
+            })
+            .collect();
+        let entries = inner
+            .entries
+            .iter()
+            .map(|((group, kind), e)| {
+                let shown = e
+                    .cached
+                    .as_ref()
+                    .map(|c| &c.definition)
+                    .or(e.fetching.as_ref())
+                    .or_else(|| inner.index.definition(&(group.clone(), kind.clone())));
+                EntryView {
+                    group: group.clone(),
+                    kind: kind.clone(),
+                    state: e.state,
+                    metric_state: e.metric_label(),
+                    cached: e.cached.is_some(),
+                    definition: shown.map(Summary::label),
+                    from_xrd: shown.is_some_and(|d| d.source == Source::Xrd),
+                    resource_version: e
+                        .cached
+                        .as_ref()
+                        .map(|c| c.definition.resource_version.clone()),
+                    versions: shown.map(|d| d.served.clone()).unwrap_or_default(),
+                    received: e.cached.as_ref().map(|c| c.received.clone()),
+                    fetching: e.fetching.is_some(),
+                    last_error: e.error.clone(),
+                }
+            })
+            .collect();
+        Snapshot {
+            server: self.server.clone(),
+            ready,
+            detail,
+            fail_on_data_errors: self.shared.options.fail_on_data_errors,
+            lists,
+            entries,
+        }
+    }
+
+    /// The schema of `group`, `kind` at `version`, waiting for the API server until `until`
+    /// at most when the kind is not cached yet.
+    pub fn resolve_until(
+        &self,
+        group: &str,
+        kind: &str,
+        version: &str,
+        until: Instant,
+    ) -> Result<SchemaInfo, LookupError> {
+        let key: Key = (group.to_string(), kind.to_string());
+        let unavailable = |reason: String| LookupError::Unavailable {
+            group: group.to_string(),
+            kind: kind.to_string(),
+            reason,
+        };
+        let started = Instant::now();
+        let mut inner = self.shared.lock();
+        if !inner.entries.contains_key(&key) {
+            inner.evict(self.shared.options.max_entries);
+            inner.entries.insert(key.clone(), Entry::requested());
+            if inner.synced() {
+                self.shared.reconcile(&mut inner, [key.clone()]);
+            } else {
+                inner.refuse_waiting(self.shared.options.fail_on_data_errors);
+            }
+        }
+        let catalog = loop {
+            let synced = inner.synced();
+            let not_listed = (!synced).then(|| inner.not_listed_reason());
+            let Some(entry) = inner.entries.get_mut(&key) else {
+                return Err(unavailable("its cache entry was evicted".to_string()));
+            };
+            entry.last_needed = Instant::now();
+            if let Some(cached) = &entry.cached {
+                break cached.catalog.clone();
+            }
+            let refused = !synced && entry.state == State::ReceivedError;
+            if (synced && entry.fetching.is_none()) || refused {
+                let reason = entry.error.as_ref().map(|e| e.message.clone());
+                return match (entry.state, reason) {
+                    (State::DoesNotExist, _) => Err(LookupError::NotFound {
+                        group: group.to_string(),
+                        kind: kind.to_string(),
+                    }),
+                    (_, Some(reason)) => Err(unavailable(reason)),
+                    (_, None) => Err(unavailable("its definition was not fetched".to_string())),
+                };
+            }
+            let now = Instant::now();
+            if now >= until {
+                let reason = match (not_listed, &entry.fetching) {
+                    (Some(reason), _) => reason,
+                    (None, Some(d)) => format!(
+                        "the API server did not send {} within {} ms",
+                        d.label(),
+                        started.elapsed().as_millis()
+                    ),
+                    (None, None) => "no answer in time".to_string(),
+                };
+                entry.no_answer(reason.clone());
+                return Err(unavailable(reason));
+            }
+            inner = self
+                .shared
+                .changed
+                .wait_timeout(inner, until - now)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        };
+        drop(inner);
+        catalog.resolve(group, kind, version)
+    }
+}
+
+/// A request's view of the cluster source: waits no later than its deadline.
+pub struct UntilDeadline<'a> {
+    /// The source.
+    pub schemas: &'a ClusterSchemas,
+    /// When waiting for the API server must stop.
+    pub until: Instant,
+}
+
+impl SchemaSource for UntilDeadline<'_> {
+    fn resolve(&self, group: &str, kind: &str, version: &str) -> Result<SchemaInfo, LookupError> {
+        self.schemas.resolve_until(group, kind, version, self.until)
+    }
+}
+
+/// `/debug/schemas`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Snapshot {
+    /// The API server.
+    pub server: String,
+    /// Whether both collections have been listed.
+    pub ready: bool,
+    /// What the source holds or waits for.
+    pub detail: String,
+    /// `--fail-on-data-errors`.
+    pub fail_on_data_errors: bool,
+    /// The watched collections.
+    pub lists: Vec<ListView>,
+    /// The cache entries of the kinds Compositions needed.
+    pub entries: Vec<EntryView>,
+}
+
+/// One watched collection.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListView {
+    /// `customresourcedefinitions` or `compositeresourcedefinitions`.
+    pub resource: &'static str,
+    /// Objects in the index.
+    pub objects: usize,
+    /// Its watch.
+    #[serde(flatten)]
+    pub status: ListStatus,
+}
+
+/// One cache entry.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EntryView {
+    /// The API group.
+    pub group: String,
+    /// The kind.
+    pub kind: String,
+    /// The state.
+    pub state: State,
+    /// The state as the metrics label it (`nacked_but_cached`, ...).
+    pub metric_state: &'static str,
+    /// Whether a schema is cached (and used).
+    pub cached: bool,
+    /// The definition (`CRD <name>` or `XRD <name>`): cached, being fetched, or indexed.
+    pub definition: Option<String>,
+    /// Whether the XR schema is derived from an XRD (no CRD generated yet).
+    pub from_xrd: bool,
+    /// The resourceVersion of the cached definition.
+    pub resource_version: Option<String>,
+    /// The definition's served versions.
+    pub versions: Vec<String>,
+    /// When the cached definition was received.
+    pub received: Option<String>,
+    /// Whether a fetch is in flight.
+    pub fetching: bool,
+    /// The last error; with a cached schema, the ambient error.
+    pub last_error: Option<EntryError>,
+}
+
+/// The class of an API error by its HTTP code: who is refused (401, 403) or what is gone
+/// (404, 410 on a get) is about the data; the rest (5xx, 429) is transient.
+pub fn error_class(code: u16) -> ErrorClass {
+    match code {
+        401 | 403 | 404 => ErrorClass::Data,
+        _ => ErrorClass::Transient,
+    }
+}
+
+/// An API server's error answer in words: `403 Forbidden: <message>`.
+pub fn describe_api_error(status: &kube::core::Status) -> String {
+    let reason = if status.reason.is_empty() {
+        String::new()
+    } else {
+        format!(" {}", status.reason)
+    };
+    format!("{}{reason}: {}", status.code, status.message)
+}

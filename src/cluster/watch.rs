@@ -1,0 +1,159 @@
+//! The watches on CRDs and XRDs (kube-runtime's watcher with its default backoff: 0.8 s
+//! doubling to 30 s). A full list (the first, or a relist after the watch expired with 410
+//! Gone) replaces that collection in the index at once, so a relist never shows a
+//! half-empty index; single changes update it as they come. Each change reconciles the
+//! entries of the kinds it touches: a new resourceVersion of a cached kind is fetched, a
+//! deleted definition is a data error.
+
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use serde::de::DeserializeOwned;
+
+use super::definitions::{CrdSummary, Source, Summary, XrdSummary};
+use super::entries::{EntryError, ErrorClass, rfc3339};
+use super::{Shared, describe_api_error, error_class};
+
+/// A watched type that yields an index record.
+pub trait Summarize {
+    /// The index's record of it.
+    fn summarize(&self) -> Summary;
+}
+
+impl Summarize for CrdSummary {
+    fn summarize(&self) -> Summary {
+        self.summary()
+    }
+}
+
+impl Summarize for XrdSummary {
+    fn summarize(&self) -> Summary {
+        self.summary()
+    }
+}
+
+/// Watches `source` until the task is aborted.
+pub(crate) async fn run<K>(shared: Arc<Shared>, client: kube::Client, source: Source)
+where
+    K: kube::Resource<DynamicType = ()>
+        + Summarize
+        + Clone
+        + DeserializeOwned
+        + Debug
+        + Send
+        + 'static,
+{
+    let api = kube::Api::<K>::all(client);
+    let config = watcher::Config::default().page_size(shared.options.page_size);
+    let mut stream = watcher::watcher(api, config).default_backoff().boxed();
+    let mut listing: Vec<Summary> = Vec::new();
+    while let Some(event) = stream.next().await {
+        match event {
+            Ok(Event::Init) => listing.clear(),
+            Ok(Event::InitApply(object)) => listing.push(object.summarize()),
+            Ok(Event::InitDone) => {
+                let list = std::mem::take(&mut listing);
+                let mut inner = shared.lock();
+                let first = !inner.synced();
+                let objects = list.len();
+                let touched = inner.index.replace(source, list);
+                let status = inner.list(source);
+                status.synced = true;
+                status.absent = false;
+                status.lists += 1;
+                status.listed_at = Some(rfc3339(std::time::SystemTime::now()));
+                status.last_error = None;
+                let lists = status.lists;
+                // The first list of all resolves every entry that waited for it.
+                let keys: Vec<_> = if first && inner.synced() {
+                    inner.entries.keys().cloned().collect()
+                } else {
+                    touched
+                };
+                shared.reconcile(&mut inner, keys);
+                drop(inner);
+                tracing::info!(resource = source.plural(), objects, lists, "listed");
+            }
+            Ok(Event::Apply(object)) => {
+                let summary = object.summarize();
+                tracing::debug!(resource = source.plural(), name = %summary.name, resource_version = %summary.resource_version, "changed");
+                let mut inner = shared.lock();
+                inner.list(source).last_error = None;
+                let touched = inner.index.apply(summary);
+                shared.reconcile(&mut inner, touched);
+            }
+            Ok(Event::Delete(object)) => {
+                let summary = object.summarize();
+                tracing::debug!(resource = source.plural(), name = %summary.name, "deleted");
+                let mut inner = shared.lock();
+                inner.list(source).last_error = None;
+                let touched = inner.index.delete(source, &summary.name);
+                shared.reconcile(&mut inner, touched);
+            }
+            Err(e) => failed(&shared, source, &e),
+        }
+    }
+}
+
+/// Records a watch error on its collection. Cached schemas are kept whatever the error:
+/// the index stays as last listed until the watch recovers and relists.
+fn failed(shared: &Shared, source: Source, error: &watcher::Error) {
+    let plural = source.plural();
+    let (class, message, code) = match error {
+        watcher::Error::InitialListFailed(kube::Error::Api(s))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(s))
+        | watcher::Error::WatchFailed(kube::Error::Api(s)) => (
+            error_class(s.code),
+            format!(
+                "the API server answered {} to watching {plural}",
+                describe_api_error(s)
+            ),
+            Some(s.code),
+        ),
+        watcher::Error::WatchError(s) => (
+            ErrorClass::Transient,
+            format!("the watch on {plural} ended: {}", describe_api_error(s)),
+            Some(s.code),
+        ),
+        watcher::Error::InitialListFailed(e)
+        | watcher::Error::WatchStartFailed(e)
+        | watcher::Error::WatchFailed(e) => (
+            ErrorClass::Transient,
+            format!("the API server could not be reached to watch {plural}: {e}"),
+            None,
+        ),
+        watcher::Error::NoResourceVersion => (
+            ErrorClass::Transient,
+            format!("the API server sent a list of {plural} without a resourceVersion"),
+            None,
+        ),
+    };
+    let initial_list = matches!(error, watcher::Error::InitialListFailed(_));
+    let mut inner = shared.lock();
+    let status = inner.list(source);
+    // Without Crossplane the XRD collection does not exist: nothing to wait for.
+    let absent = source == Source::Xrd && initial_list && code == Some(404);
+    if absent && !status.absent {
+        tracing::info!(resource = plural, "not served by the API server: no XRDs");
+    }
+    status.absent = absent;
+    let expired = code == Some(410);
+    if expired {
+        tracing::info!(resource = plural, error = %message, "watch expired: relisting");
+    } else if !absent {
+        tracing::warn!(resource = plural, error = %message, "watch failed: cached schemas are kept");
+    }
+    status.last_error = Some(EntryError::now(class, message));
+    if !expired && !absent {
+        inner.refuse_waiting(shared.options.fail_on_data_errors);
+    }
+    let keys: Vec<_> = if absent {
+        inner.entries.keys().cloned().collect()
+    } else {
+        Vec::new()
+    };
+    shared.reconcile(&mut inner, keys);
+}

@@ -1,0 +1,80 @@
+//! Where the server's schemas come from: files (`--crds`) or the cluster. Both answer
+//! lookups for a request (a cluster source waits for the API server no later than the
+//! request allows), readiness, and what the operations port shows about them.
+
+use std::time::Instant;
+
+use serde_json::Value;
+
+use super::operations::Readiness;
+use crate::checks::schema_aware::lookup::SchemaSource;
+use crate::cluster::{ClusterSchemas, UntilDeadline};
+use crate::schema::Catalog;
+
+/// A schema source as the server uses it.
+pub trait ServedSchemas: Send + Sync {
+    /// The source for one request; waiting for the API server stops at `until`.
+    fn for_request(&self, until: Instant) -> Box<dyn SchemaSource + '_>;
+    /// Whether reviews can be validated, and what the source holds or waits for.
+    fn readiness(&self) -> Readiness;
+    /// Kinds (files) or definitions (cluster) known, for the metrics.
+    fn kinds(&self) -> usize;
+    /// Cache entries per state label, for the metrics (empty for files).
+    fn entries_by_state(&self) -> Vec<(&'static str, i64)> {
+        Vec::new()
+    }
+    /// `/debug/schemas`, if the source has a cache to show.
+    fn debug(&self) -> Option<Value> {
+        None
+    }
+}
+
+/// Schemas from `--crds` files, loaded once.
+pub struct FileSchemas {
+    /// The catalog.
+    pub catalog: Catalog,
+    /// What it holds (`12 kinds from --crds files`).
+    pub description: String,
+}
+
+impl ServedSchemas for FileSchemas {
+    fn for_request(&self, _until: Instant) -> Box<dyn SchemaSource + '_> {
+        Box::new(&self.catalog)
+    }
+
+    fn readiness(&self) -> Readiness {
+        Readiness::ready(self.description.clone())
+    }
+
+    fn kinds(&self) -> usize {
+        self.catalog.len()
+    }
+}
+
+impl ServedSchemas for ClusterSchemas {
+    fn for_request(&self, until: Instant) -> Box<dyn SchemaSource + '_> {
+        Box::new(UntilDeadline {
+            schemas: self,
+            until,
+        })
+    }
+
+    fn readiness(&self) -> Readiness {
+        match self.readiness() {
+            (true, detail) => Readiness::ready(detail),
+            (false, detail) => Readiness::not_ready(detail),
+        }
+    }
+
+    fn kinds(&self) -> usize {
+        self.definitions()
+    }
+
+    fn entries_by_state(&self) -> Vec<(&'static str, i64)> {
+        ClusterSchemas::entries_by_state(self)
+    }
+
+    fn debug(&self) -> Option<Value> {
+        serde_json::to_value(self.snapshot()).ok()
+    }
+}
