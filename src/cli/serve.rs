@@ -309,16 +309,13 @@ async fn cluster_schemas(
             error: call.error,
         });
     });
-    let (client, url) = connect::client(args.kubeconfig.as_deref(), observer).await?;
-    tracing::info!(server = %url, "watching CRDs and XRDs");
-    Ok(ClusterSchemas::start(
-        client,
-        url,
-        ClusterOptions {
-            fail_on_data_errors: args.fail_on_data_errors,
-            page_size: args.list_page_size.max(1),
-            request_timeout: args.api_timeout,
-            ..ClusterOptions::default()
-        },
-    ))
+    let options = ClusterOptions {
+        fail_on_data_errors: args.fail_on_data_errors,
+        page_size: args.list_page_size.max(1),
+        request_timeout: args.api_timeout,
+        ..ClusterOptions::default()
+    };
+    let schemas = ClusterSchemas::connect(args.kubeconfig.as_deref(), options, observer).await?;
+    tracing::info!(server = %schemas.server(), "watching CRDs and XRDs");
+    Ok(schemas)
 }

@@ -89,8 +89,11 @@ pub enum ErrorClass {
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EntryError {
-    /// What happened, naming the definition.
+    /// What happened, naming the definition, short enough for an admission warning.
     pub message: String,
+    /// The API server's or the client's own words, when there are more.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
     /// Transient or data.
     pub class: ErrorClass,
     /// When (RFC 3339).
@@ -102,9 +105,16 @@ impl EntryError {
     pub fn now(class: ErrorClass, message: impl Into<String>) -> Self {
         EntryError {
             message: message.into(),
+            detail: None,
             class,
             at: rfc3339(SystemTime::now()),
         }
+    }
+
+    /// With the API server's or the client's own words.
+    pub fn with_detail(mut self, detail: Option<String>) -> Self {
+        self.detail = detail;
+        self
     }
 }
 
@@ -163,44 +173,46 @@ impl Entry {
 
     /// The definition exists but cannot be used (a data error).
     pub fn nacked(&mut self, message: String, fail_on_data_errors: bool) {
-        self.data_error(State::Nacked, message, fail_on_data_errors);
+        let error = EntryError::now(ErrorClass::Data, message);
+        self.data_error(State::Nacked, error, fail_on_data_errors);
     }
 
     /// No definition for the kind: deleted (a data error when a schema was cached) or never
     /// there.
     pub fn does_not_exist(&mut self, message: String, fail_on_data_errors: bool) {
-        self.data_error(State::DoesNotExist, message, fail_on_data_errors);
+        let error = EntryError::now(ErrorClass::Data, message);
+        self.data_error(State::DoesNotExist, error, fail_on_data_errors);
     }
 
     /// The API server answered an error. Data errors (401, 403, 404) set RECEIVED_ERROR and
     /// drop the schema only with `fail_on_data_errors`; other answers (5xx, 429) are
     /// transient: they set RECEIVED_ERROR only when nothing is cached, else they are ambient.
-    pub fn answered_error(&mut self, class: ErrorClass, message: String, fail: bool) {
-        match class {
-            ErrorClass::Data => self.data_error(State::ReceivedError, message, fail),
+    pub fn answered_error(&mut self, error: EntryError, fail: bool) {
+        match error.class {
+            ErrorClass::Data => self.data_error(State::ReceivedError, error, fail),
             ErrorClass::Transient => {
                 if self.cached.is_none() {
                     self.state = State::ReceivedError;
                 }
-                self.error = Some(EntryError::now(ErrorClass::Transient, message));
+                self.error = Some(error);
             }
         }
     }
 
     /// No answer (unreachable, or too slow): TIMEOUT when nothing is cached, else ambient.
-    pub fn no_answer(&mut self, message: String) {
+    pub fn no_answer(&mut self, error: EntryError) {
         if self.cached.is_none() {
             self.state = State::Timeout;
         }
-        self.error = Some(EntryError::now(ErrorClass::Transient, message));
+        self.error = Some(error);
     }
 
-    fn data_error(&mut self, state: State, message: String, fail_on_data_errors: bool) {
+    fn data_error(&mut self, state: State, error: EntryError, fail_on_data_errors: bool) {
         if fail_on_data_errors {
             self.cached = None;
         }
         self.state = state;
-        self.error = Some(EntryError::now(ErrorClass::Data, message));
+        self.error = Some(error);
     }
 
     /// The metric label of the entry.
@@ -234,6 +246,10 @@ mod tests {
         }
     }
 
+    fn transient(message: &str) -> EntryError {
+        EntryError::now(ErrorClass::Transient, message)
+    }
+
     fn acked() -> Entry {
         let mut e = Entry::requested();
         e.received(definition(), Arc::new(Catalog::new()));
@@ -243,10 +259,10 @@ mod tests {
     #[test]
     fn transient_errors_never_drop_a_cached_schema() {
         let mut e = acked();
-        e.no_answer("unreachable".into());
+        e.no_answer(transient("unreachable"));
         assert_eq!((e.state, e.metric_label()), (State::Acked, "acked"));
         assert!(e.cached.is_some());
-        e.answered_error(ErrorClass::Transient, "503".into(), true);
+        e.answered_error(transient("503"), true);
         assert_eq!(e.metric_label(), "acked");
         assert_eq!(
             e.error.as_ref().map(|x| x.class),
@@ -254,10 +270,10 @@ mod tests {
         );
 
         let mut fresh = Entry::requested();
-        fresh.no_answer("unreachable".into());
+        fresh.no_answer(transient("unreachable"));
         assert_eq!(fresh.metric_label(), "timeout");
         let mut fresh = Entry::requested();
-        fresh.answered_error(ErrorClass::Transient, "503".into(), false);
+        fresh.answered_error(transient("503"), false);
         assert_eq!(fresh.metric_label(), "received_error");
     }
 
@@ -273,9 +289,9 @@ mod tests {
         e.nacked("not structural".into(), false);
         assert_eq!(e.metric_label(), "nacked_but_cached");
         let mut e = acked();
-        e.answered_error(ErrorClass::Data, "403".into(), false);
+        e.answered_error(EntryError::now(ErrorClass::Data, "403"), false);
         assert_eq!(e.metric_label(), "received_error_but_cached");
-        e.answered_error(ErrorClass::Data, "403".into(), true);
+        e.answered_error(EntryError::now(ErrorClass::Data, "403"), true);
         assert_eq!(e.metric_label(), "received_error");
         e.received(definition(), Arc::new(Catalog::new()));
         assert_eq!((e.metric_label(), e.error.is_none()), ("acked", true));

@@ -10,10 +10,10 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use super::definitions::Summary;
-use super::entries::ErrorClass;
+use super::entries::{EntryError, ErrorClass};
 use super::index::Key;
 use super::{Shared, describe_api_error, error_class};
-use crate::schema::Catalog;
+use crate::schema::{Catalog, SchemaError};
 
 /// Fetches every definition sent on `jobs`, each in its own task.
 pub(crate) async fn run(
@@ -30,8 +30,8 @@ pub(crate) async fn run(
 enum Outcome {
     Parsed(Box<Catalog>, String),
     Unusable(String),
-    Answered(ErrorClass, String),
-    NoAnswer(String),
+    Answered(EntryError),
+    NoAnswer(EntryError),
 }
 
 async fn fetch(shared: Arc<Shared>, client: kube::Client, key: Key, definition: Summary) {
@@ -62,14 +62,14 @@ async fn fetch(shared: Arc<Shared>, client: kube::Client, key: Key, definition: 
             entry.nacked(message, fail);
             true
         }
-        Outcome::Answered(class, message) => {
-            tracing::warn!(group = %key.0, kind = %key.1, error = %message, "schema not received");
-            entry.answered_error(class, message, fail);
+        Outcome::Answered(error) => {
+            tracing::warn!(group = %key.0, kind = %key.1, error = %error.message, detail = error.detail.as_deref().unwrap_or_default(), "schema not received");
+            entry.answered_error(error, fail);
             true
         }
-        Outcome::NoAnswer(message) => {
-            tracing::warn!(group = %key.0, kind = %key.1, error = %message, "schema not received");
-            entry.no_answer(message);
+        Outcome::NoAnswer(error) => {
+            tracing::warn!(group = %key.0, kind = %key.1, error = %error.message, detail = error.detail.as_deref().unwrap_or_default(), "schema not received");
+            entry.no_answer(error);
             true
         }
     };
@@ -94,30 +94,42 @@ fn backoff(failures: u32) -> Duration {
 }
 
 async fn get(client: &kube::Client, d: &Summary, timeout: Duration) -> Result<Value, Outcome> {
+    let transient = |message: String, detail: Option<String>| {
+        Outcome::NoAnswer(EntryError::now(ErrorClass::Transient, message).with_detail(detail))
+    };
     let request = kube::core::Request::new(d.source.path())
         .get(&d.name, &kube::api::GetParams::default())
         .map_err(|e| {
-            Outcome::NoAnswer(format!("cannot build the request for {}: {e}", d.label()))
+            transient(
+                format!("cannot build the request for {}", d.label()),
+                Some(e.to_string()),
+            )
         })?;
     match tokio::time::timeout(timeout, client.request::<Value>(request)).await {
-        Err(_) => Err(Outcome::NoAnswer(format!(
-            "the API server did not send {} within {} s",
-            d.label(),
-            timeout.as_secs_f64()
-        ))),
+        Err(_) => Err(transient(
+            format!(
+                "the API server did not send {} within {} s",
+                d.label(),
+                timeout.as_secs_f64()
+            ),
+            None,
+        )),
         Ok(Ok(value)) => Ok(value),
         Ok(Err(kube::Error::Api(status))) => Err(Outcome::Answered(
-            error_class(status.code),
-            format!(
-                "the API server answered {} to getting {}",
-                describe_api_error(&status),
-                d.label()
-            ),
+            EntryError::now(
+                error_class(status.code),
+                format!(
+                    "the API server answered {} to getting {}",
+                    describe_api_error(&status),
+                    d.label()
+                ),
+            )
+            .with_detail(Some(status.message.clone())),
         )),
-        Ok(Err(e)) => Err(Outcome::NoAnswer(format!(
-            "the API server could not be reached to get {}: {e}",
-            d.label()
-        ))),
+        Ok(Err(e)) => Err(transient(
+            format!("the API server could not be reached to get {}", d.label()),
+            Some(e.to_string()),
+        )),
     }
 }
 
@@ -129,6 +141,10 @@ fn parse(value: &Value, key: &Key, d: &Summary) -> Outcome {
         .to_string();
     let mut catalog = Catalog::new();
     if let Err(e) = catalog.add_document(value, &d.label()) {
+        let e = match e {
+            SchemaError::Document { error, .. } => *error,
+            other => other,
+        };
         return Outcome::Unusable(format!("{} cannot be used: {e}", d.label()));
     }
     let (group, kind) = key;

@@ -21,7 +21,8 @@ pub mod index;
 pub mod watch;
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::path::Path;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -178,26 +179,20 @@ impl Inner {
         };
         for entry in self.entries.values_mut() {
             if entry.cached.is_none() {
-                entry.answered_error(ErrorClass::Data, error.message.clone(), fail_on_data_errors);
+                entry.answered_error(error.clone(), fail_on_data_errors);
             }
         }
     }
 
     /// Why the kinds without a schema cannot be resolved before the first list.
     fn not_listed_reason(&self) -> String {
-        let crds = self.lists.get(&Source::Crd);
-        let error = crds
-            .and_then(|l| l.last_error.as_ref())
-            .or_else(|| {
-                self.lists
-                    .get(&Source::Xrd)
-                    .and_then(|l| l.last_error.as_ref())
-            })
-            .map(|e| format!(" (last error: {})", e.message))
+        let error = [Source::Crd, Source::Xrd]
+            .iter()
+            .filter_map(|s| self.lists.get(s)?.last_error.as_ref())
+            .next()
+            .map(|e| format!(": {}", e.message))
             .unwrap_or_default();
-        format!(
-            "the webhook has not received the list of CRDs and XRDs from the API server yet{error}"
-        )
+        format!("the webhook has not listed CRDs and XRDs from the API server yet{error}")
     }
 }
 
@@ -214,6 +209,22 @@ impl Shared {
         // A panic while holding the lock leaves consistent data (every update is a few
         // assignments), so a poisoned lock is still used.
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A list or watch of `resource` succeeded: its transient watch error is over.
+    fn contact_restored(&self, resource: &str) {
+        let mut inner = self.lock();
+        for (source, status) in inner.lists.iter_mut() {
+            if source.plural() == resource
+                && status
+                    .last_error
+                    .as_ref()
+                    .is_some_and(|e| e.class == ErrorClass::Transient)
+            {
+                status.last_error = None;
+                tracing::info!(resource, "API server reachable again");
+            }
+        }
     }
 
     /// Reconciles `keys` and starts the fetches they need; wakes waiting requests.
@@ -245,6 +256,32 @@ impl Drop for ClusterSchemas {
 }
 
 impl ClusterSchemas {
+    /// Connects to the cluster (`kubeconfig`, else as [`connect::client`] finds it) and
+    /// starts watching CRDs and XRDs on the current tokio runtime. Every call to the API
+    /// server is reported to `observer`; a successful list or watch also clears the watch
+    /// error of its collection (a watch resumed after an outage sends no event to say so).
+    pub async fn connect(
+        kubeconfig: Option<&Path>,
+        options: ClusterOptions,
+        observer: calls::CallObserver,
+    ) -> Result<Self, connect::ConnectError> {
+        let cell: Arc<OnceLock<Weak<Shared>>> = Arc::default();
+        let health = cell.clone();
+        let observed: calls::CallObserver = Arc::new(move |call: calls::ApiCall| {
+            if call.error.is_none()
+                && matches!(call.verb, "list" | "watch")
+                && let Some(shared) = health.get().and_then(Weak::upgrade)
+            {
+                shared.contact_restored(call.resource);
+            }
+            observer(call);
+        });
+        let (client, server) = connect::client(kubeconfig, observed).await?;
+        let schemas = Self::start(client, server, options);
+        let _ = cell.set(Arc::downgrade(&schemas.shared));
+        Ok(schemas)
+    }
+
     /// Starts watching CRDs and XRDs through `client` (on the current tokio runtime);
     /// `server` is the API server's URL, for messages.
     pub fn start(client: kube::Client, server: String, options: ClusterOptions) -> Self {
@@ -437,7 +474,7 @@ impl ClusterSchemas {
                     ),
                     (None, None) => "no answer in time".to_string(),
                 };
-                entry.no_answer(reason.clone());
+                entry.no_answer(EntryError::now(ErrorClass::Transient, reason.clone()));
                 return Err(unavailable(reason));
             }
             inner = self
@@ -536,12 +573,12 @@ pub fn error_class(code: u16) -> ErrorClass {
     }
 }
 
-/// An API server's error answer in words: `403 Forbidden: <message>`.
+/// An API server's error answer in short words: `403 Forbidden` (its message is kept as
+/// the error's detail).
 pub fn describe_api_error(status: &kube::core::Status) -> String {
-    let reason = if status.reason.is_empty() {
-        String::new()
+    if status.reason.is_empty() {
+        status.code.to_string()
     } else {
-        format!(" {}", status.reason)
-    };
-    format!("{}{reason}: {}", status.code, status.message)
+        format!("{} {}", status.code, status.reason)
+    }
 }

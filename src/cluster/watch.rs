@@ -102,32 +102,43 @@ where
 /// the index stays as last listed until the watch recovers and relists.
 fn failed(shared: &Shared, source: Source, error: &watcher::Error) {
     let plural = source.plural();
-    let (class, message, code) = match error {
+    let what = format!("{}s", source.label());
+    let (class, message, detail, code) = match error {
         watcher::Error::InitialListFailed(kube::Error::Api(s))
         | watcher::Error::WatchStartFailed(kube::Error::Api(s))
-        | watcher::Error::WatchFailed(kube::Error::Api(s)) => (
-            error_class(s.code),
-            format!(
-                "the API server answered {} to watching {plural}",
-                describe_api_error(s)
-            ),
-            Some(s.code),
-        ),
+        | watcher::Error::WatchFailed(kube::Error::Api(s)) => {
+            let class = error_class(s.code);
+            let message = if matches!(s.code, 401 | 403) {
+                format!(
+                    "the API server refused to list {what}: {} (RBAC must allow get, list, watch)",
+                    describe_api_error(s)
+                )
+            } else {
+                format!(
+                    "the API server answered {} to listing {what}",
+                    describe_api_error(s)
+                )
+            };
+            (class, message, Some(s.message.clone()), Some(s.code))
+        }
         watcher::Error::WatchError(s) => (
             ErrorClass::Transient,
-            format!("the watch on {plural} ended: {}", describe_api_error(s)),
+            format!("the watch on {what} ended with {}", describe_api_error(s)),
+            Some(s.message.clone()),
             Some(s.code),
         ),
         watcher::Error::InitialListFailed(e)
         | watcher::Error::WatchStartFailed(e)
         | watcher::Error::WatchFailed(e) => (
             ErrorClass::Transient,
-            format!("the API server could not be reached to watch {plural}: {e}"),
+            "the API server is unreachable".to_string(),
+            Some(e.to_string()),
             None,
         ),
         watcher::Error::NoResourceVersion => (
             ErrorClass::Transient,
-            format!("the API server sent a list of {plural} without a resourceVersion"),
+            format!("the API server sent a list of {what} without a resourceVersion"),
+            None,
             None,
         ),
     };
@@ -144,9 +155,9 @@ fn failed(shared: &Shared, source: Source, error: &watcher::Error) {
     if expired {
         tracing::info!(resource = plural, error = %message, "watch expired: relisting");
     } else if !absent {
-        tracing::warn!(resource = plural, error = %message, "watch failed: cached schemas are kept");
+        tracing::warn!(resource = plural, error = %message, detail = detail.as_deref().unwrap_or_default(), "watch failed: cached schemas are kept");
     }
-    status.last_error = Some(EntryError::now(class, message));
+    status.last_error = Some(EntryError::now(class, message).with_detail(detail));
     if !expired && !absent {
         inner.refuse_waiting(shared.options.fail_on_data_errors);
     }

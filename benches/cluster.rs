@@ -1,0 +1,313 @@
+//! Scale benchmark of the cluster schema source: the real `composition-webhook serve` binary
+//! (the bench-profile build) against an in-process API server (`tests/kubeapi`, HTTPS,
+//! driven by the real kube client) serving 1,000 CRDs of real provider size and the corpus'
+//! XRDs.
+//!
+//! The CRDs: every distinct CRD of `../shared/corpus/crds` (by name), then copies of them
+//! under generated API groups (`b<n>.<group>`, named `<plural>.b<n>.<group>`) up to 1,000;
+//! the XRDs: every distinct XRD of `../shared/corpus/xrds`. For each run a fresh webhook is
+//! started and measured:
+//!
+//! - time from start to `/readyz` 200 (CRDs and XRDs listed);
+//! - resident memory (VmRSS) once ready, and after validating every corpus Composition;
+//! - validation latency with a warm cache: every corpus Composition reviewed again over one
+//!   keep-alive HTTPS connection (client-side time per review, p50 and p99), and the API
+//!   server's `GET`s during that pass, which must be 0 (no request-path call once cached).
+//!
+//! Medians across runs are printed with their min and max. Settings: `CLUSTER_BENCH_RUNS`
+//! (default 5), `CLUSTER_BENCH_CRDS` (default 1000).
+//!
+//! Run with `cargo bench --bench cluster`.
+
+#[path = "../tests/kubeapi/mod.rs"]
+mod kubeapi;
+#[path = "../tests/webhook/mod.rs"]
+mod webhook;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use kubeapi::{FakeApiServer, Resource, Verb};
+use serde_json::{Value, json};
+use webhook::{ScratchDir, Server, composition_review, project_dir};
+
+fn setting(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Every YAML document under `dir` (recursively) whose kind is `kind`, by `metadata.name`
+/// (the first in path order wins).
+fn definitions(dir: &Path, kind: &str) -> BTreeMap<String, Value> {
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(read) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in read.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "yaml" || x == "yml") {
+                files.push(p);
+            }
+        }
+    }
+    files.sort();
+    let mut out = BTreeMap::new();
+    for f in files {
+        let Ok(docs) = composition_webhook::document::load_path(&f) else {
+            continue;
+        };
+        for d in docs {
+            if d.value["kind"] == kind
+                && let Some(name) = d.value["metadata"]["name"].as_str()
+            {
+                out.entry(name.to_string()).or_insert(d.value);
+            }
+        }
+    }
+    out
+}
+
+/// `crd` under the API group `b<n>.<group>`.
+fn renamed(crd: &Value, n: usize) -> Value {
+    let mut c = crd.clone();
+    let group = format!("b{n}.{}", crd["spec"]["group"].as_str().unwrap_or_default());
+    let plural = crd["spec"]["names"]["plural"].as_str().unwrap_or_default();
+    c["metadata"] = json!({"name": format!("{plural}.{group}")});
+    c["spec"]["group"] = json!(group);
+    c
+}
+
+fn compositions(corpus: &Path) -> Vec<(String, Value)> {
+    let manifest: Value = serde_json::from_slice(
+        &std::fs::read(corpus.join("manifest.json")).expect("corpus manifest.json"),
+    )
+    .expect("manifest JSON");
+    let mut out = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
+    for entry in manifest["compositions"].as_array().into_iter().flatten() {
+        let Some(file) = entry["file"].as_str() else {
+            continue;
+        };
+        if !seen.insert(file.to_string()) {
+            continue;
+        }
+        let Ok(docs) = composition_webhook::document::load_path(&corpus.join(file)) else {
+            continue;
+        };
+        for d in docs {
+            if d.value["kind"] == "Composition" {
+                out.push((file.to_string(), d.value));
+            }
+        }
+    }
+    out
+}
+
+fn kib(n: u64) -> String {
+    format!("{:.1} MiB", n as f64 / 1024.0)
+}
+
+struct Run {
+    ready: Duration,
+    rss_ready: u64,
+    rss_validated: u64,
+    peak: u64,
+    p50: Duration,
+    p99: Duration,
+    warm_gets: usize,
+    states: String,
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+async fn ready(server: &Server) -> bool {
+    server.ops_get("/readyz").await.0 == 200
+}
+
+/// Reviews every Composition once over one keep-alive connection; the time of each.
+async fn review_all(server: &Server, comps: &[(String, Value)]) -> Vec<Duration> {
+    let tls = server.client().connect().await.expect("connect");
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
+            .await
+            .expect("handshake");
+    tokio::spawn(conn);
+    let mut times = Vec::with_capacity(comps.len());
+    for (i, (file, object)) in comps.iter().enumerate() {
+        let body = composition_review(
+            "v1",
+            &format!("00000000-0000-4000-8000-{i:012}"),
+            "CREATE",
+            object.clone(),
+        );
+        let req = hyper::Request::post("/validate?timeout=10s")
+            .header("host", "localhost")
+            .header("content-type", "application/json")
+            .body(Full::new(Bytes::from(
+                serde_json::to_vec(&body).expect("json"),
+            )))
+            .expect("request");
+        let started = Instant::now();
+        let resp = sender.send_request(req).await.expect("response");
+        let status = resp.status();
+        let bytes = resp.into_body().collect().await.expect("body").to_bytes();
+        times.push(started.elapsed());
+        assert_eq!(status, 200, "{file}");
+        let v: Value = serde_json::from_slice(&bytes).expect("review JSON");
+        assert!(v["response"]["allowed"].is_boolean(), "{file}: {v}");
+    }
+    times
+}
+
+async fn one_run(api: &FakeApiServer, kubeconfig: &Path, comps: &[(String, Value)]) -> Run {
+    let started = Instant::now();
+    let server = tokio::task::block_in_place(|| {
+        Server::start(
+            &[],
+            &[
+                "--kubeconfig",
+                kubeconfig.to_str().expect("path"),
+                "--log-level",
+                "warn",
+            ],
+        )
+    });
+    while !ready(&server).await {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "not ready in 60 s"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let ready_after = started.elapsed();
+    let rss_ready = server.rss_kib();
+    review_all(&server, comps).await;
+    let rss_validated = server.rss_kib();
+    let gets = api.count(Verb::Get, Resource::Crds) + api.count(Verb::Get, Resource::Xrds);
+    let mut times = review_all(&server, comps).await;
+    let warm_gets =
+        api.count(Verb::Get, Resource::Crds) + api.count(Verb::Get, Resource::Xrds) - gets;
+    times.sort();
+    let (_, metrics) = server.ops_get("/metrics").await;
+    let states = metrics
+        .lines()
+        .filter(|l| {
+            l.starts_with("composition_webhook_schema_cache_entries{") && !l.ends_with(" 0")
+        })
+        .map(|l| l.trim_start_matches("composition_webhook_schema_cache_entries"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    Run {
+        ready: ready_after,
+        rss_ready,
+        rss_validated,
+        peak: server.peak_rss_kib(),
+        p50: percentile(&times, 0.5),
+        p99: percentile(&times, 0.99),
+        warm_gets,
+        states,
+    }
+}
+
+fn median<T: Ord + Copy>(mut v: Vec<T>) -> (T, T, T) {
+    v.sort();
+    (v[v.len() / 2], v[0], v[v.len() - 1])
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; nothing else is read from the arguments.
+    let runs = setting("CLUSTER_BENCH_RUNS", 5).max(1);
+    let total = setting("CLUSTER_BENCH_CRDS", 1000);
+    let corpus: PathBuf = project_dir().join("../shared/corpus");
+    if !corpus.join("manifest.json").exists() {
+        eprintln!("note: {} not found; nothing to measure", corpus.display());
+        return;
+    }
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let crds = definitions(&corpus.join("crds"), "CustomResourceDefinition");
+    let xrds = definitions(&corpus.join("xrds"), "CompositeResourceDefinition");
+    let originals: Vec<Value> = crds.into_values().collect();
+    let mut all = originals.clone();
+    let mut n = 0;
+    while all.len() < total {
+        all.push(renamed(
+            &originals[n % originals.len()],
+            n / originals.len(),
+        ));
+        n += 1;
+    }
+    all.truncate(total.max(originals.len()));
+    let crd_bytes: usize = all
+        .iter()
+        .map(|c| serde_json::to_vec(c).map_or(0, |v| v.len()))
+        .sum();
+    let comps = compositions(&corpus);
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let api = FakeApiServer::start().await;
+        let crd_count = all.len();
+        api.apply_all(Resource::Crds, all);
+        let xrd_count = xrds.len();
+        api.apply_all(Resource::Xrds, xrds.into_values().collect());
+        let dir = ScratchDir::new("cluster-bench");
+        let kubeconfig = dir.path("kubeconfig");
+        api.write_kubeconfig(&kubeconfig);
+        println!(
+            "API server: {crd_count} CRDs ({} of them the corpus' own, {:.1} MiB of JSON), {xrd_count} XRDs; {} corpus Compositions; {runs} runs",
+            originals.len(),
+            crd_bytes as f64 / 1_048_576.0,
+            comps.len()
+        );
+        let mut results = Vec::new();
+        for r in 0..runs {
+            let run = one_run(&api, &kubeconfig, &comps).await;
+            println!(
+                "run {}: ready {:.0} ms, RSS {} ready, {} after validating, peak {}; warm review p50 {:.2} ms p99 {:.2} ms; GETs during the warm pass: {}; entries: {}",
+                r + 1,
+                run.ready.as_secs_f64() * 1000.0,
+                kib(run.rss_ready),
+                kib(run.rss_validated),
+                kib(run.peak),
+                run.p50.as_secs_f64() * 1000.0,
+                run.p99.as_secs_f64() * 1000.0,
+                run.warm_gets,
+                run.states,
+            );
+            results.push(run);
+        }
+        let ms = |d: Duration| format!("{:.0} ms", d.as_secs_f64() * 1000.0);
+        let ms2 = |d: Duration| format!("{:.2} ms", d.as_secs_f64() * 1000.0);
+        let (a, lo, hi) = median(results.iter().map(|r| r.ready).collect());
+        println!("time to ready:                 median {} (min {}, max {})", ms(a), ms(lo), ms(hi));
+        let (a, lo, hi) = median(results.iter().map(|r| r.rss_ready).collect());
+        println!("RSS after sync:                median {} (min {}, max {})", kib(a), kib(lo), kib(hi));
+        let (a, lo, hi) = median(results.iter().map(|r| r.rss_validated).collect());
+        println!("RSS after every Composition:   median {} (min {}, max {})", kib(a), kib(lo), kib(hi));
+        let (a, lo, hi) = median(results.iter().map(|r| r.peak).collect());
+        println!("peak RSS:                      median {} (min {}, max {})", kib(a), kib(lo), kib(hi));
+        let (a, lo, hi) = median(results.iter().map(|r| r.p50).collect());
+        println!("warm review p50:               median {} (min {}, max {})", ms2(a), ms2(lo), ms2(hi));
+        let (a, lo, hi) = median(results.iter().map(|r| r.p99).collect());
+        println!("warm review p99:               median {} (min {}, max {})", ms2(a), ms2(lo), ms2(hi));
+        let gets: usize = results.iter().map(|r| r.warm_gets).sum();
+        println!("API server GETs during warm passes: {gets}");
+        assert_eq!(gets, 0, "a cached kind was fetched again on the request path");
+    });
+}

@@ -1,0 +1,614 @@
+//! The fake kube-apiserver of `tests/kubeapi`, driven by the real kube client and
+//! kube-runtime's watcher: paginated lists, gets, watches (changes, bookmarks, compaction and
+//! relist), injected Status errors, the server going down and coming back, the kubeconfig it
+//! writes, and HTTP/2.
+
+mod kubeapi;
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures::StreamExt;
+use http_body_util::{BodyExt, Empty};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, WatchParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::core::WatchEvent;
+use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
+use kubeapi::{FakeApiServer, Resource, Verb, crd};
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, ServerName};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+/// How long to wait for an event that must come.
+const WAIT: Duration = Duration::from_secs(5);
+
+/// kube initialises rustls, which needs a process-wide crypto provider.
+fn init() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+fn schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {"spec": {"type": "object", "properties": {"size": {"type": "integer"}}}}
+    })
+}
+
+fn thing(i: usize) -> Value {
+    crd(
+        "example.org",
+        &format!("Thing{i}"),
+        &format!("thing{i}s"),
+        &[("v1", true, true, schema())],
+    )
+}
+
+fn name(i: usize) -> String {
+    format!("thing{i}s.example.org")
+}
+
+async fn server_with(n: usize) -> FakeApiServer {
+    let server = FakeApiServer::start().await;
+    server.apply_all(Resource::Crds, (0..n).map(thing).collect());
+    server
+}
+
+fn crds(client: Client) -> Api<CustomResourceDefinition> {
+    Api::all(client)
+}
+
+fn xrds(client: Client) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk(
+        "apiextensions.crossplane.io",
+        "v1",
+        "CompositeResourceDefinition",
+    );
+    Api::all_with(
+        client,
+        &ApiResource::from_gvk_with_plural(&gvk, "compositeresourcedefinitions"),
+    )
+}
+
+type CrdEvent = Result<watcher::Event<CustomResourceDefinition>, watcher::Error>;
+
+/// A watcher event in short: `Init`, `InitApply(NAME)`, `InitDone`, `Apply(NAME)`,
+/// `Delete(NAME)`, `WatchError(CODE)` or `Error`.
+fn describe(event: CrdEvent) -> String {
+    match event {
+        Ok(watcher::Event::Init) => "Init".into(),
+        Ok(watcher::Event::InitApply(o)) => format!("InitApply({})", o.name_any()),
+        Ok(watcher::Event::InitDone) => "InitDone".into(),
+        Ok(watcher::Event::Apply(o)) => format!("Apply({})", o.name_any()),
+        Ok(watcher::Event::Delete(o)) => format!("Delete({})", o.name_any()),
+        Err(watcher::Error::WatchError(status)) => format!("WatchError({})", status.code),
+        Err(_) => "Error".into(),
+    }
+}
+
+/// Runs kube-runtime's watcher (page size 2) in a task of its own, since it makes its watch
+/// request only while polled, and forwards its events in short.
+fn spawn_watcher(api: Api<CustomResourceDefinition>) -> mpsc::UnboundedReceiver<String> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let mut stream = watcher(api, watcher::Config::default().page_size(2)).boxed();
+        while let Some(event) = stream.next().await {
+            let failed = event.is_err();
+            if tx.send(describe(event)).is_err() {
+                break;
+            }
+            if failed {
+                // A backoff, so that a server that is down is not hammered.
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    });
+    rx
+}
+
+async fn next(rx: &mut mpsc::UnboundedReceiver<String>) -> String {
+    tokio::time::timeout(WAIT, rx.recv())
+        .await
+        .expect("a watcher event in time")
+        .expect("the watcher is running")
+}
+
+async fn take(rx: &mut mpsc::UnboundedReceiver<String>, n: usize) -> Vec<String> {
+    let mut events = Vec::new();
+    for _ in 0..n {
+        events.push(next(rx).await);
+    }
+    events
+}
+
+/// Asserts that no event comes within `quiet`.
+async fn nothing_within(rx: &mut mpsc::UnboundedReceiver<String>, quiet: Duration) {
+    if let Ok(event) = tokio::time::timeout(quiet, rx.recv()).await {
+        panic!("unexpected watcher event: {event:?}");
+    }
+}
+
+fn initial(names: &[usize]) -> Vec<String> {
+    let mut events = vec!["Init".to_string()];
+    events.extend(names.iter().map(|i| format!("InitApply({})", name(*i))));
+    events.push("InitDone".into());
+    events
+}
+
+fn api_status(err: kube::Error) -> Box<kube::core::Status> {
+    match err {
+        kube::Error::Api(status) => status,
+        other => panic!("expected an API error, got {other:?}"),
+    }
+}
+
+fn assert_token_on_every_request(server: &FakeApiServer) {
+    let requests = server.requests();
+    assert!(!requests.is_empty());
+    for r in requests {
+        assert_eq!(
+            r.authorization.as_deref(),
+            Some("Bearer fake-apiserver-token"),
+            "{r:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn lists_in_pages_and_gets_by_name() {
+    init();
+    let server = server_with(5).await;
+    let api = crds(server.client().await);
+
+    let mut names = Vec::new();
+    let mut versions = Vec::new();
+    let mut remaining = Vec::new();
+    let mut params = ListParams::default().limit(2);
+    loop {
+        let page = api.list(&params).await.expect("a page");
+        names.extend(page.items.iter().map(ResourceExt::name_any));
+        versions.push(page.metadata.resource_version.clone());
+        remaining.push(page.metadata.remaining_item_count);
+        match page.metadata.continue_ {
+            Some(token) if !token.is_empty() => params = params.continue_token(&token),
+            _ => break,
+        }
+    }
+    assert_eq!(names, (0..5).map(name).collect::<Vec<_>>());
+    assert_eq!(versions, vec![Some("5".to_string()); 3]);
+    assert_eq!(remaining, vec![Some(3), Some(1), None]);
+    let lists: Vec<_> = server
+        .requests()
+        .into_iter()
+        .filter(|r| r.verb == Verb::List)
+        .collect();
+    assert_eq!(lists.len(), 3);
+    // kube builds its query strings with a leading `&`; the fake records them raw.
+    assert_eq!(lists[0].query, "&limit=2");
+    for page in &lists[1..] {
+        assert!(
+            page.query.starts_with("&limit=2&continue="),
+            "{}",
+            page.query
+        );
+    }
+    println!("a continued list query: {}", lists[1].query);
+
+    let object = api.get(&name(3)).await.expect("get");
+    assert_eq!(object.spec.names.kind, "Thing3");
+    assert_eq!(object.metadata.resource_version.as_deref(), Some("4"));
+    assert_eq!(object.metadata.generation, Some(1));
+    assert!(object.metadata.uid.is_some());
+    assert!(object.metadata.creation_timestamp.is_some());
+
+    let status = api_status(api.get("nope.example.org").await.expect_err("a 404"));
+    assert_eq!(status.code, 404);
+    assert_eq!(status.reason, "NotFound");
+    assert_eq!(
+        status.message,
+        r#"customresourcedefinitions.apiextensions.k8s.io "nope.example.org" not found"#
+    );
+    let gets: Vec<_> = server
+        .requests()
+        .into_iter()
+        .filter(|r| r.verb == Verb::Get)
+        .map(|r| (r.name, r.status))
+        .collect();
+    assert_eq!(
+        gets,
+        vec![
+            (Some(name(3)), 200),
+            (Some("nope.example.org".to_string()), 404)
+        ]
+    );
+    assert_token_on_every_request(&server);
+}
+
+#[tokio::test]
+async fn serves_xrds_as_custom_resources() {
+    init();
+    let server = FakeApiServer::start().await;
+    let xrd = json!({
+        "apiVersion": "apiextensions.crossplane.io/v1",
+        "kind": "CompositeResourceDefinition",
+        "metadata": {"name": "xthings.example.org", "labels": {"team": "a"}},
+        "spec": {"group": "example.org", "names": {"kind": "XThing", "plural": "xthings"}}
+    });
+    server.apply(Resource::Xrds, xrd.clone());
+    let mut other = xrd;
+    other["metadata"] = json!({"name": "xothers.example.org"});
+    server.apply(Resource::Xrds, other);
+    let api = xrds(server.client().await);
+
+    let list = api.list(&ListParams::default()).await.expect("list");
+    let names: Vec<_> = list.items.iter().map(ResourceExt::name_any).collect();
+    assert_eq!(names, ["xothers.example.org", "xthings.example.org"]);
+    // Custom resources' list items carry their type, unlike built-in types'.
+    let types = list.items[0].types.as_ref().expect("apiVersion and kind");
+    assert_eq!(types.kind, "CompositeResourceDefinition");
+
+    let selected = api
+        .list(&ListParams::default().labels("team=a"))
+        .await
+        .expect("list by label");
+    assert_eq!(selected.items.len(), 1);
+    assert_eq!(selected.items[0].name_any(), "xthings.example.org");
+
+    let got = api.get("xthings.example.org").await.expect("get");
+    assert_eq!(got.data["spec"]["names"]["kind"], "XThing");
+    assert_eq!(server.count(Verb::List, Resource::Xrds), 2);
+    assert_eq!(server.count(Verb::Get, Resource::Xrds), 1);
+    assert_eq!(server.count(Verb::List, Resource::Crds), 0);
+}
+
+#[tokio::test]
+async fn a_watcher_sees_changes_and_survives_bookmarks() {
+    init();
+    let server = server_with(3).await;
+    let mut events = spawn_watcher(crds(server.client().await));
+    assert_eq!(take(&mut events, 5).await, initial(&[0, 1, 2]));
+    server.wait_for_watch(Resource::Crds, WAIT).await;
+
+    server.apply(Resource::Crds, thing(3));
+    assert_eq!(next(&mut events).await, format!("Apply({})", name(3)));
+    let mut changed = thing(0);
+    changed["spec"]["versions"][0]["served"] = json!(false);
+    server.apply(Resource::Crds, changed);
+    assert_eq!(next(&mut events).await, format!("Apply({})", name(0)));
+    let stored = server.object(Resource::Crds, &name(0)).expect("stored");
+    assert_eq!(stored["metadata"]["generation"], 2);
+    assert!(server.delete(Resource::Crds, &name(1)));
+    assert!(!server.delete(Resource::Crds, &name(1)));
+    assert_eq!(next(&mut events).await, format!("Delete({})", name(1)));
+
+    server.bookmark();
+    nothing_within(&mut events, Duration::from_millis(200)).await;
+    server.apply(Resource::Crds, thing(4));
+    assert_eq!(next(&mut events).await, format!("Apply({})", name(4)));
+    assert_eq!(server.count(Verb::Watch, Resource::Crds), 1);
+    assert_eq!(server.count(Verb::List, Resource::Crds), 2);
+    assert_eq!(server.open_watches(Resource::Crds), 1);
+
+    let requests = server.requests();
+    let list = requests
+        .iter()
+        .find(|r| r.verb == Verb::List)
+        .expect("a list");
+    let watch = requests
+        .iter()
+        .find(|r| r.verb == Verb::Watch)
+        .expect("a watch");
+    println!("the watcher's list query: {}", list.query);
+    println!("the watcher's watch query: {}", watch.query);
+    assert_eq!(list.query, "&limit=2");
+    assert_eq!(
+        watch.query,
+        "&watch=true&timeoutSeconds=290&allowWatchBookmarks=true&resourceVersion=3"
+    );
+    assert_token_on_every_request(&server);
+}
+
+#[tokio::test]
+async fn a_streaming_list_watcher_gets_initial_events_then_changes() {
+    init();
+    let server = server_with(2).await;
+    let config = watcher::Config::default().streaming_lists();
+    let mut stream = watcher(crds(server.client().await), config).boxed();
+    let mut next_event = async || {
+        let event = tokio::time::timeout(WAIT, stream.next())
+            .await
+            .expect("a watcher event in time")
+            .expect("the watcher is running");
+        describe(event)
+    };
+    let mut events = Vec::new();
+    for _ in 0..4 {
+        events.push(next_event().await);
+    }
+    assert_eq!(events, initial(&[0, 1]));
+    server.apply(Resource::Crds, thing(2));
+    assert_eq!(next_event().await, format!("Apply({})", name(2)));
+    assert_eq!(server.count(Verb::List, Resource::Crds), 0);
+    let watch = server.requests().pop().expect("the watch");
+    println!("a streaming-list watch query: {}", watch.query);
+    assert!(
+        watch.query.contains("sendInitialEvents=true"),
+        "{}",
+        watch.query
+    );
+}
+
+#[tokio::test]
+async fn compaction_makes_the_watcher_relist() {
+    init();
+    let server = server_with(3).await;
+    let api = crds(server.client().await);
+    let first_page = api
+        .list(&ListParams::default().limit(2))
+        .await
+        .expect("a first page");
+    let token = first_page.metadata.continue_.expect("a continue token");
+    let mut events = spawn_watcher(api.clone());
+    assert_eq!(take(&mut events, 5).await, initial(&[0, 1, 2]));
+    server.wait_for_watch(Resource::Crds, WAIT).await;
+    let fresh_lists = |server: &FakeApiServer| {
+        server
+            .requests()
+            .iter()
+            .filter(|r| r.verb == Verb::List && !r.query.contains("continue="))
+            .count()
+    };
+    assert_eq!(fresh_lists(&server), 2);
+
+    server.apply(Resource::Crds, thing(3));
+    assert_eq!(next(&mut events).await, format!("Apply({})", name(3)));
+    server.expire_watches();
+    let mut expected = vec!["WatchError(410)".to_string()];
+    expected.extend(initial(&[0, 1, 2, 3]));
+    assert_eq!(take(&mut events, 7).await, expected);
+    assert_eq!(fresh_lists(&server), 3);
+    server.wait_for_watch(Resource::Crds, WAIT).await;
+    assert!(server.delete(Resource::Crds, &name(2)));
+    assert_eq!(next(&mut events).await, format!("Delete({})", name(2)));
+
+    // A watch from before the compaction: HTTP 200, then the ERROR event.
+    let mut stream = api
+        .watch(&WatchParams::default(), "1")
+        .await
+        .expect("a watch")
+        .boxed();
+    match stream.next().await {
+        Some(Ok(WatchEvent::Error(status))) => {
+            assert_eq!(status.code, 410);
+            assert_eq!(status.reason, "Expired");
+            assert_eq!(status.message, "too old resource version: 1 (5)");
+        }
+        other => panic!("expected the 410 ERROR event, got {other:?}"),
+    }
+    assert!(stream.next().await.is_none(), "the stream ends");
+
+    // A continue token from before the compaction: HTTP 410.
+    let status = api_status(
+        api.list(&ListParams::default().limit(2).continue_token(&token))
+            .await
+            .expect_err("an expired continue token"),
+    );
+    assert_eq!(status.code, 410);
+    assert_eq!(status.reason, "Expired");
+}
+
+#[tokio::test]
+async fn injected_errors_read_as_kube_apiserver_words_them() {
+    init();
+    let server = server_with(2).await;
+    let api = crds(server.client().await);
+
+    server.fail(Resource::Crds, Verb::List, Some(403));
+    let status = api_status(
+        api.list(&ListParams::default())
+            .await
+            .expect_err("forbidden"),
+    );
+    assert_eq!(status.code, 403);
+    assert_eq!(status.reason, "Forbidden");
+    assert_eq!(
+        status.message,
+        r#"customresourcedefinitions.apiextensions.k8s.io is forbidden: User "system:serviceaccount:crossplane-system:composition-webhook" cannot list resource "customresourcedefinitions" in API group "apiextensions.k8s.io" at the cluster scope"#
+    );
+    // Only that verb on that resource fails.
+    api.get(&name(0)).await.expect("get still works");
+    xrds(server.client().await)
+        .list(&ListParams::default())
+        .await
+        .expect("XRDs still list");
+
+    // kube's client retries 429, 503 and 504 by itself, after the Retry-After the fake
+    // sends with a 429 (1 s, as kube-apiserver's priority and fairness does).
+    server.fail(Resource::Crds, Verb::List, Some(429));
+    let started = Instant::now();
+    let retried = tokio::spawn({
+        let api = api.clone();
+        async move { api.list(&ListParams::default()).await }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    server.fail(Resource::Crds, Verb::List, None);
+    let list = retried.await.expect("the list task").expect("retried");
+    assert_eq!(list.items.len(), 2);
+    assert!(started.elapsed() >= Duration::from_secs(1));
+    server.fail(Resource::Crds, Verb::List, Some(500));
+    let status = api_status(api.list(&ListParams::default()).await.expect_err("500"));
+    assert_eq!(
+        (status.code, status.reason.as_str()),
+        (500, "InternalError")
+    );
+    server.fail(Resource::Crds, Verb::Get, Some(403));
+    let status = api_status(api.get(&name(0)).await.expect_err("403 on get"));
+    assert_eq!(
+        status.message,
+        r#"customresourcedefinitions.apiextensions.k8s.io "thing0s.example.org" is forbidden: User "system:serviceaccount:crossplane-system:composition-webhook" cannot get resource "customresourcedefinitions" in API group "apiextensions.k8s.io" at the cluster scope"#
+    );
+
+    server.fail(Resource::Crds, Verb::List, None);
+    server.fail(Resource::Crds, Verb::Get, None);
+    let list = api.list(&ListParams::default()).await.expect("cleared");
+    assert_eq!(list.items.len(), 2);
+    let statuses: Vec<u16> = server
+        .requests()
+        .iter()
+        .filter(|r| r.resource == Resource::Crds && r.verb == Verb::List)
+        .map(|r| r.status)
+        .collect();
+    assert_eq!(statuses, [403, 429, 200, 500, 200]);
+
+    // A delay holds the answer back.
+    server.delay(Verb::List, Some(Duration::from_millis(300)));
+    let started = Instant::now();
+    api.list(&ListParams::default()).await.expect("slow list");
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    server.delay(Verb::List, None);
+}
+
+#[tokio::test]
+async fn going_down_cuts_connections_and_coming_back_resumes_watches() {
+    init();
+    let server = server_with(2).await;
+    let api = crds(server.client().await);
+    api.list(&ListParams::default()).await.expect("up");
+    let mut events = spawn_watcher(api.clone());
+    assert_eq!(take(&mut events, 4).await, initial(&[0, 1]));
+    server.wait_for_watch(Resource::Crds, WAIT).await;
+
+    server.set_down(true);
+    assert_eq!(server.open_watches(Resource::Crds), 0);
+    let err = api.list(&ListParams::default()).await.expect_err("down");
+    assert!(
+        !matches!(err, kube::Error::Api(_)),
+        "a transport error, not an answer: {err:?}"
+    );
+    // The cut watch is retried and fails while down.
+    assert_eq!(next(&mut events).await, "Error");
+    server.apply(Resource::Crds, thing(2));
+
+    server.set_down(false);
+    api.list(&ListParams::default()).await.expect("up again");
+    // The watcher resumes from its last resourceVersion: the change made while down is
+    // replayed from history, without a relist.
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let event = next(&mut events).await;
+        if event == "Error" && Instant::now() < deadline {
+            continue;
+        }
+        assert_eq!(event, format!("Apply({})", name(2)));
+        break;
+    }
+    assert_eq!(server.count(Verb::List, Resource::Crds), 3);
+}
+
+#[tokio::test]
+async fn the_kubeconfig_carries_the_ca_and_the_token() {
+    init();
+    let server = server_with(1).await;
+    let dir = std::env::temp_dir().join(format!("fake-apiserver-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a scratch directory");
+    let path = dir.join("kubeconfig");
+    server.write_kubeconfig(&path);
+
+    let kubeconfig = Kubeconfig::read_from(&path).expect("read the kubeconfig");
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .expect("a config");
+    assert_eq!(config.cluster_url.to_string(), format!("{}/", server.url()));
+    let client = Client::try_from(config).expect("a client");
+    let list = crds(client)
+        .list(&ListParams::default())
+        .await
+        .expect("list");
+    assert_eq!(list.items.len(), 1);
+    assert_token_on_every_request(&server);
+
+    let wrong =
+        Kubeconfig::from_yaml(&server.kubeconfig_yaml_with_token("wrong")).expect("a kubeconfig");
+    let config = kube::Config::from_custom_kubeconfig(wrong, &KubeConfigOptions::default())
+        .await
+        .expect("a config");
+    let client = Client::try_from(config).expect("a client");
+    let status = api_status(
+        crds(client)
+            .list(&ListParams::default())
+            .await
+            .expect_err("401"),
+    );
+    assert_eq!((status.code, status.reason.as_str()), (401, "Unauthorized"));
+    let last = server.requests().pop().expect("recorded");
+    assert_eq!(last.authorization.as_deref(), Some("Bearer wrong"));
+    assert_eq!(last.status, 401);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn a_watch_ends_after_its_timeout() {
+    init();
+    let server = server_with(1).await;
+    let api = crds(server.client().await);
+    let rv = server.resource_version();
+    let started = Instant::now();
+    let mut stream = api
+        .watch(&WatchParams::default().timeout(1), &rv)
+        .await
+        .expect("a watch")
+        .boxed();
+    server.apply(Resource::Crds, thing(1));
+    match stream.next().await {
+        Some(Ok(WatchEvent::Added(o))) => assert_eq!(o.name_any(), name(1)),
+        other => panic!("expected ADDED, got {other:?}"),
+    }
+    assert!(stream.next().await.is_none(), "the stream ends cleanly");
+    assert!(started.elapsed() >= Duration::from_secs(1));
+}
+
+#[tokio::test]
+async fn serves_http2() {
+    init();
+    let server = server_with(2).await;
+    let mut roots = rustls::RootCertStore::empty();
+    let ca = CertificateDer::from_pem_slice(server.ca_pem().as_bytes()).expect("the CA");
+    roots.add(ca).expect("add the CA");
+    let mut config = rustls::ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    let tcp = tokio::net::TcpStream::connect(server.addr())
+        .await
+        .expect("connect");
+    let tls = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
+        .connect(ServerName::try_from("localhost").expect("a name"), tcp)
+        .await
+        .expect("a TLS handshake");
+    assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+    let (mut sender, connection) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
+            .await
+            .expect("an HTTP/2 handshake");
+    tokio::spawn(connection);
+    let request = hyper::Request::get(format!("{}{}", server.url(), Resource::Crds.path()))
+        .header("authorization", format!("Bearer {}", FakeApiServer::TOKEN))
+        .body(Empty::<Bytes>::new())
+        .expect("a request");
+    let response = sender.send_request(request).await.expect("a response");
+    assert_eq!(response.status(), 200);
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .expect("the body")
+        .to_bytes();
+    let list: Value = serde_json::from_slice(&body).expect("JSON");
+    assert_eq!(list["kind"], "CustomResourceDefinitionList");
+    assert_eq!(list["items"].as_array().map(Vec::len), Some(2));
+    // Built-in types' list items come without apiVersion and kind.
+    assert!(list["items"][0].get("kind").is_none());
+}

@@ -1,0 +1,1748 @@
+//! An in-process fake Kubernetes API server for tests and benches: HTTPS (HTTP/1.1 and
+//! HTTP/2) on a loopback port, serving `customresourcedefinitions` (apiextensions.k8s.io/v1)
+//! and `compositeresourcedefinitions` (apiextensions.crossplane.io/v1) with list (pagination,
+//! selectors), get and watch (history replay, bookmarks, timeouts, 410 Expired) close enough
+//! to kube-apiserver that kube's client and kube-runtime's watcher cannot tell the difference.
+//! Tests change objects with [`FakeApiServer::apply`] / [`FakeApiServer::delete`] and inject
+//! faults: the server going down, Status errors by verb and resource, delays, and compaction.
+//!
+//! Include it with `mod kubeapi;` (tests) or `#[path = "../tests/kubeapi/mod.rs"] mod kubeapi;`
+//! (benches).
+#![allow(dead_code)]
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::convert::Infallible;
+use std::future::Future;
+use std::hash::BuildHasher;
+use std::net::SocketAddr;
+use std::ops::Bound;
+use std::path::Path;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use bytes::Bytes;
+use hyper::body::{Frame, Incoming, SizeHint};
+use hyper::header::{AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, HeaderValue, RETRY_AFTER};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use hyper_util::server::conn::auto;
+use rcgen::{
+    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
+    KeyPair, KeyUsagePurpose,
+};
+use rustls_pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
+use serde_json::{Map, Value, json};
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+use tokio::task::{AbortHandle, JoinSet};
+use tokio::time::Sleep;
+use tokio_rustls::TlsAcceptor;
+
+/// The resources the fake serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Resource {
+    /// `customresourcedefinitions.apiextensions.k8s.io`, a built-in type.
+    Crds,
+    /// `compositeresourcedefinitions.apiextensions.crossplane.io`, a custom resource.
+    Xrds,
+}
+
+impl Resource {
+    /// Both resources.
+    pub const ALL: [Resource; 2] = [Resource::Crds, Resource::Xrds];
+
+    /// The API group.
+    pub fn group(self) -> &'static str {
+        match self {
+            Resource::Crds => "apiextensions.k8s.io",
+            Resource::Xrds => "apiextensions.crossplane.io",
+        }
+    }
+
+    /// The version served.
+    pub fn version(self) -> &'static str {
+        "v1"
+    }
+
+    /// `group/version`.
+    pub fn api_version(self) -> &'static str {
+        match self {
+            Resource::Crds => "apiextensions.k8s.io/v1",
+            Resource::Xrds => "apiextensions.crossplane.io/v1",
+        }
+    }
+
+    /// The plural resource name in URLs.
+    pub fn plural(self) -> &'static str {
+        match self {
+            Resource::Crds => "customresourcedefinitions",
+            Resource::Xrds => "compositeresourcedefinitions",
+        }
+    }
+
+    /// The object kind.
+    pub fn kind(self) -> &'static str {
+        match self {
+            Resource::Crds => "CustomResourceDefinition",
+            Resource::Xrds => "CompositeResourceDefinition",
+        }
+    }
+
+    /// The list kind.
+    pub fn list_kind(self) -> &'static str {
+        match self {
+            Resource::Crds => "CustomResourceDefinitionList",
+            Resource::Xrds => "CompositeResourceDefinitionList",
+        }
+    }
+
+    /// The collection's path, `/apis/{group}/{version}/{plural}`.
+    pub fn path(self) -> String {
+        format!("/apis/{}/{}", self.api_version(), self.plural())
+    }
+
+    fn index(self) -> usize {
+        match self {
+            Resource::Crds => 0,
+            Resource::Xrds => 1,
+        }
+    }
+
+    /// Whether list items carry `apiVersion` and `kind`. kube-apiserver encodes lists of
+    /// built-in types (CRDs) with bare items, and lists of custom resources (XRDs, served as
+    /// unstructured objects) with both fields on every item.
+    fn typed_list_items(self) -> bool {
+        matches!(self, Resource::Xrds)
+    }
+
+    /// `{"apiVersion":"…","kind":"…",` — put in front of a stored object (without its `{`).
+    fn object_prefix(self) -> &'static [u8] {
+        match self {
+            Resource::Crds => {
+                br#"{"kind":"CustomResourceDefinition","apiVersion":"apiextensions.k8s.io/v1","#
+            }
+            Resource::Xrds => {
+                br#"{"apiVersion":"apiextensions.crossplane.io/v1","kind":"CompositeResourceDefinition","#
+            }
+        }
+    }
+
+    /// `plural.group`, as Status messages name the resource.
+    fn qualified(self) -> String {
+        format!("{}.{}", self.plural(), self.group())
+    }
+
+    fn from_path(group: &str, version: &str, plural: &str) -> Option<Resource> {
+        Resource::ALL
+            .into_iter()
+            .find(|r| r.group() == group && r.version() == version && r.plural() == plural)
+    }
+}
+
+/// The read verbs the fake serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Verb {
+    /// `GET` on the collection.
+    List,
+    /// `GET` on the collection (or an object) with `watch=true`.
+    Watch,
+    /// `GET` on one object.
+    Get,
+}
+
+impl Verb {
+    /// The verb as RBAC names it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verb::List => "list",
+            Verb::Watch => "watch",
+            Verb::Get => "get",
+        }
+    }
+}
+
+/// One request the fake answered.
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    /// What was asked.
+    pub verb: Verb,
+    /// Of which resource.
+    pub resource: Resource,
+    /// The object's name, for a get (or a watch of one object by path).
+    pub name: Option<String>,
+    /// The raw query string, as sent (still percent-encoded).
+    pub query: String,
+    /// The `Authorization` header, if any.
+    pub authorization: Option<String>,
+    /// The HTTP status answered (200 for a watch, whose errors come as events).
+    pub status: u16,
+}
+
+/// The user kube-apiserver names in a 403's message: the webhook's service account.
+pub const FORBIDDEN_USER: &str = "system:serviceaccount:crossplane-system:composition-webhook";
+
+/// A fake kube-apiserver on `127.0.0.1`. Dropping it stops it: its accept loop and every
+/// connection task are aborted.
+pub struct FakeApiServer {
+    addr: SocketAddr,
+    ca_pem: String,
+    shared: Arc<Shared>,
+    accept: AbortHandle,
+}
+
+impl FakeApiServer {
+    /// The bearer token every request must carry.
+    pub const TOKEN: &'static str = "fake-apiserver-token";
+
+    /// Starts on `127.0.0.1` on a port the system picks, serving HTTPS with a serving
+    /// certificate (SAN IP 127.0.0.1 and DNS localhost) issued by a CA made for this server,
+    /// offering HTTP/2 and HTTP/1.1 by ALPN. Installs rustls' ring provider as the process
+    /// default if none is, since kube's client needs one.
+    pub async fn start() -> FakeApiServer {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let (ca_pem, tls) = tls_config();
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind a loopback port");
+        let addr = listener.local_addr().expect("the listener's address");
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State::default()),
+            tasks: Mutex::new(Tasks {
+                down: false,
+                set: JoinSet::new(),
+            }),
+        });
+        let accept = tokio::spawn(accept_loop(
+            listener,
+            TlsAcceptor::from(tls),
+            shared.clone(),
+        ));
+        FakeApiServer {
+            addr,
+            ca_pem,
+            shared,
+            accept: accept.abort_handle(),
+        }
+    }
+
+    /// `https://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("https://{}", self.addr)
+    }
+
+    /// The listening address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The CA certificate (PEM) that issued the serving certificate.
+    pub fn ca_pem(&self) -> String {
+        self.ca_pem.clone()
+    }
+
+    /// A kubeconfig for this server: the CA as `certificate-authority-data`, the bearer
+    /// token, one context, set as current.
+    pub fn kubeconfig_yaml(&self) -> String {
+        self.kubeconfig_yaml_with_token(Self::TOKEN)
+    }
+
+    /// [`FakeApiServer::kubeconfig_yaml`] with another token (to provoke a 401).
+    pub fn kubeconfig_yaml_with_token(&self, token: &str) -> String {
+        format!(
+            "apiVersion: v1\n\
+             kind: Config\n\
+             clusters:\n\
+             - name: fake\n  cluster:\n    server: {url}\n    certificate-authority-data: {ca}\n\
+             users:\n\
+             - name: fake\n  user:\n    token: {token}\n\
+             contexts:\n\
+             - name: fake\n  context:\n    cluster: fake\n    user: fake\n\
+             current-context: fake\n",
+            url = self.url(),
+            ca = STANDARD.encode(self.ca_pem.as_bytes()),
+        )
+    }
+
+    /// Writes [`FakeApiServer::kubeconfig_yaml`] to `path`.
+    pub fn write_kubeconfig(&self, path: &Path) {
+        std::fs::write(path, self.kubeconfig_yaml()).expect("write the kubeconfig");
+    }
+
+    /// The kube config [`FakeApiServer::kubeconfig_yaml`] makes, to adjust before building a
+    /// client: kube's client retries 429, 503 and 504 answers by itself (up to 15 times,
+    /// backing off from 5 ms and honouring Retry-After) unless `default_retry` is false.
+    pub async fn config(&self) -> kube::Config {
+        let kubeconfig =
+            kube::config::Kubeconfig::from_yaml(&self.kubeconfig_yaml()).expect("a kubeconfig");
+        kube::Config::from_custom_kubeconfig(
+            kubeconfig,
+            &kube::config::KubeConfigOptions::default(),
+        )
+        .await
+        .expect("a kube config from the kubeconfig")
+    }
+
+    /// A kube client for this server, configured as from the kubeconfig.
+    pub async fn client(&self) -> kube::Client {
+        kube::Client::try_from(self.config().await).expect("a kube client")
+    }
+
+    /// Creates or replaces the object named by `metadata.name`: a new resourceVersion; on
+    /// create a uid, creationTimestamp and generation 1; on replace the uid and
+    /// creationTimestamp stay and the generation goes up when `spec` changed. Open watches
+    /// get ADDED or MODIFIED. Returns the new resourceVersion.
+    pub fn apply(&self, resource: Resource, object: Value) -> String {
+        let mut state = lock(&self.shared.state);
+        state.put(resource, object).to_string()
+    }
+
+    /// [`FakeApiServer::apply`] for many objects under one lock (for benches of 1,000 CRDs).
+    pub fn apply_all(&self, resource: Resource, objects: Vec<Value>) {
+        let mut state = lock(&self.shared.state);
+        for object in objects {
+            state.put(resource, object);
+        }
+    }
+
+    /// Deletes `name`; open watches get DELETED with its last state at a new
+    /// resourceVersion. Returns whether it existed.
+    pub fn delete(&self, resource: Resource, name: &str) -> bool {
+        lock(&self.shared.state).delete(resource, name)
+    }
+
+    /// The stored object, as a get would answer it.
+    pub fn object(&self, resource: Resource, name: &str) -> Option<Value> {
+        let state = lock(&self.shared.state);
+        let stored = state.stores[resource.index()].objects.get(name)?;
+        serde_json::from_slice(&concat(&full_object(resource, &stored.bare))).ok()
+    }
+
+    /// The current resourceVersion (the global counter).
+    pub fn resource_version(&self) -> String {
+        lock(&self.shared.state).rv.to_string()
+    }
+
+    /// Down: connections accepted from now on are closed at once without an answer, and
+    /// every open connection (watch streams too) is cut. `false` serves again, on the same
+    /// port.
+    pub fn set_down(&self, down: bool) {
+        {
+            let mut tasks = lock(&self.shared.tasks);
+            tasks.down = down;
+            if down {
+                tasks.set.abort_all();
+            }
+        }
+        if down {
+            // Their connections are gone; forget them so they count as closed at once.
+            lock(&self.shared.state).watchers.clear();
+        }
+    }
+
+    /// Answers every request of `verb` on `resource` with a kube-apiserver Status error of
+    /// HTTP `code` (403, 404, 429, 500, 503, …); `None` clears it.
+    pub fn fail(&self, resource: Resource, verb: Verb, code: Option<u16>) {
+        let mut state = lock(&self.shared.state);
+        match code {
+            Some(code) => state.faults.insert((resource, verb), code),
+            None => state.faults.remove(&(resource, verb)),
+        };
+    }
+
+    /// Waits `delay` before answering requests of `verb` (any resource; for a watch, before
+    /// the response headers); `None` clears it.
+    pub fn delay(&self, verb: Verb, delay: Option<Duration>) {
+        let mut state = lock(&self.shared.state);
+        match delay {
+            Some(d) => state.delays.insert(verb, d),
+            None => state.delays.remove(&verb),
+        };
+    }
+
+    /// Sends a BOOKMARK at the current resourceVersion to every open watch that asked for
+    /// bookmarks.
+    pub fn bookmark(&self) {
+        lock(&self.shared.state).bookmark();
+    }
+
+    /// Compacts history as kube-apiserver's compactor does (which itself bumps the
+    /// resourceVersion): every open watch gets an ERROR event with a 410 Expired Status and
+    /// ends; watches from an older resourceVersion get the same ERROR event, and list
+    /// `continue` tokens from before now an HTTP 410 Expired.
+    pub fn expire_watches(&self) {
+        lock(&self.shared.state).compact();
+    }
+
+    /// Every request answered so far (after authentication, delays and injected faults), in
+    /// order. Requests for paths that name neither resource (answered 404) and methods
+    /// other than GET (answered 405) are not recorded.
+    pub fn requests(&self) -> Vec<Recorded> {
+        lock(&self.shared.state).requests.clone()
+    }
+
+    /// How many requests of `verb` on `resource` were answered.
+    pub fn count(&self, verb: Verb, resource: Resource) -> usize {
+        lock(&self.shared.state)
+            .requests
+            .iter()
+            .filter(|r| r.verb == verb && r.resource == resource)
+            .count()
+    }
+
+    /// Forgets the recorded requests.
+    pub fn clear_requests(&self) {
+        lock(&self.shared.state).requests.clear();
+    }
+
+    /// Waits until a watch on `resource` is open; panics after `timeout`.
+    pub async fn wait_for_watch(&self, resource: Resource, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        while self.open_watches(resource) == 0 {
+            assert!(
+                Instant::now() < deadline,
+                "no watch on {} opened within {timeout:?}",
+                resource.plural()
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// How many watches on `resource` are open (their client has not gone away).
+    pub fn open_watches(&self, resource: Resource) -> usize {
+        lock(&self.shared.state)
+            .watchers
+            .iter()
+            .filter(|w| w.resource == resource && !w.tx.is_closed())
+            .count()
+    }
+}
+
+impl Drop for FakeApiServer {
+    fn drop(&mut self) {
+        self.accept.abort();
+        let mut tasks = lock(&self.shared.tasks);
+        tasks.down = true;
+        tasks.set.abort_all();
+    }
+}
+
+/// A CRD (apiextensions.k8s.io/v1, cluster-scoped, named `plural.group`) for `group`/`kind`
+/// with `versions`, each (name, served, storage, openAPIV3Schema), and the status of an
+/// established CRD.
+pub fn crd(group: &str, kind: &str, plural: &str, versions: &[(&str, bool, bool, Value)]) -> Value {
+    let names = json!({
+        "plural": plural,
+        "singular": kind.to_lowercase(),
+        "kind": kind,
+        "listKind": format!("{kind}List"),
+    });
+    let stored: Vec<&str> = versions
+        .iter()
+        .filter(|(_, _, storage, _)| *storage)
+        .map(|(name, ..)| *name)
+        .collect();
+    let versions: Vec<Value> = versions
+        .iter()
+        .map(|(name, served, storage, schema)| {
+            json!({
+                "name": name,
+                "served": served,
+                "storage": storage,
+                "schema": {"openAPIV3Schema": schema},
+            })
+        })
+        .collect();
+    let condition = |kind: &str, reason: &str, message: &str| {
+        json!({
+            "type": kind,
+            "status": "True",
+            "lastTransitionTime": rfc3339(SystemTime::now()),
+            "reason": reason,
+            "message": message,
+        })
+    };
+    json!({
+        "apiVersion": Resource::Crds.api_version(),
+        "kind": Resource::Crds.kind(),
+        "metadata": {"name": format!("{plural}.{group}")},
+        "spec": {
+            "group": group,
+            "names": names,
+            "scope": "Cluster",
+            "versions": versions,
+            "conversion": {"strategy": "None"},
+        },
+        "status": {
+            "conditions": [
+                condition("NamesAccepted", "NoConflicts", "no conflicts found"),
+                condition("Established", "InitialNamesAccepted", "the initial names have been accepted"),
+            ],
+            "acceptedNames": names,
+            "storedVersions": stored,
+        },
+    })
+}
+
+// ---------------------------------------------------------------------------------------
+// State
+
+struct Shared {
+    state: Mutex<State>,
+    tasks: Mutex<Tasks>,
+}
+
+/// Connection tasks (and HTTP/2 stream tasks), kept so that going down can abort them all.
+struct Tasks {
+    down: bool,
+    set: JoinSet<()>,
+}
+
+/// Locks `m`, carrying on after a panic elsewhere: a test that panicked already failed.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[derive(Default)]
+struct State {
+    /// The global resourceVersion, as etcd's revision: bumped by every change.
+    rv: u64,
+    /// Events at or before this resourceVersion are gone.
+    compacted: u64,
+    stores: [Store; 2],
+    watchers: Vec<Watcher>,
+    faults: HashMap<(Resource, Verb), u16>,
+    delays: HashMap<Verb, Duration>,
+    requests: Vec<Recorded>,
+}
+
+#[derive(Default)]
+struct Store {
+    objects: BTreeMap<String, Stored>,
+    history: Vec<Arc<Event>>,
+}
+
+/// An object as stored: serialized once, without `apiVersion` and `kind` (added when served).
+struct Stored {
+    bare: Bytes,
+    uid: String,
+    created: String,
+    generation: u64,
+    labels: BTreeMap<String, String>,
+}
+
+impl Stored {
+    /// The stored spec, parsed again: only a replace needs it, so creating many objects
+    /// costs one serialization each.
+    fn spec(&self) -> Option<Value> {
+        let mut object: Value = serde_json::from_slice(&self.bare).ok()?;
+        object.get_mut("spec").map(Value::take)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum EventKind {
+    Added,
+    Modified,
+    Deleted,
+}
+
+/// One change, kept for watches that start from an older resourceVersion.
+struct Event {
+    rv: u64,
+    kind: EventKind,
+    name: String,
+    labels: BTreeMap<String, String>,
+    /// The labels before a modification, to tell a selector's watch that the object entered
+    /// or left it (as ADDED or DELETED), as kube-apiserver's watch cache does.
+    labels_before: Option<BTreeMap<String, String>>,
+    /// The object as sent, with `apiVersion` and `kind`: chunks sharing the stored bytes.
+    object: [Bytes; 2],
+}
+
+struct Watcher {
+    resource: Resource,
+    filter: Filter,
+    bookmarks: bool,
+    last_rv: u64,
+    tx: mpsc::UnboundedSender<Bytes>,
+}
+
+impl Watcher {
+    /// Sends `event` if it concerns this watch; false once the client has gone.
+    fn send(&mut self, event: &Event) -> bool {
+        self.last_rv = event.rv;
+        match self.filter.event_type(event) {
+            Some(kind) => send_event(&self.tx, kind, &event.object),
+            None => !self.tx.is_closed(),
+        }
+    }
+}
+
+/// Sends `{"type":KIND,"object":OBJECT}\n` as frames, so that the object's bytes (in
+/// `object`'s chunks) are shared, not copied.
+fn send_event(tx: &mpsc::UnboundedSender<Bytes>, kind: &str, object: &[Bytes]) -> bool {
+    let start = match kind {
+        "ADDED" => Bytes::from_static(br#"{"type":"ADDED","object":"#),
+        "MODIFIED" => Bytes::from_static(br#"{"type":"MODIFIED","object":"#),
+        "DELETED" => Bytes::from_static(br#"{"type":"DELETED","object":"#),
+        "BOOKMARK" => Bytes::from_static(br#"{"type":"BOOKMARK","object":"#),
+        "ERROR" => Bytes::from_static(br#"{"type":"ERROR","object":"#),
+        other => Bytes::from(format!(r#"{{"type":"{other}","object":"#)),
+    };
+    tx.send(start).is_ok()
+        && object
+            .iter()
+            .filter(|chunk| !chunk.is_empty())
+            .all(|chunk| tx.send(chunk.clone()).is_ok())
+        && tx.send(Bytes::from_static(b"}\n")).is_ok()
+}
+
+/// `bare` (a stored object) with `apiVersion` and `kind`, as chunks.
+fn full_object(resource: Resource, bare: &Bytes) -> [Bytes; 2] {
+    if bare.len() <= 2 {
+        // `{}`: nothing follows the prefix's comma. Never stored (objects have metadata).
+        let prefix = resource.object_prefix();
+        let mut v = prefix[..prefix.len() - 1].to_vec();
+        v.push(b'}');
+        return [Bytes::from(v), Bytes::new()];
+    }
+    [
+        Bytes::from_static(resource.object_prefix()),
+        bare.slice(1..),
+    ]
+}
+
+fn concat(chunks: &[Bytes]) -> Bytes {
+    let mut v = Vec::with_capacity(chunks.iter().map(Bytes::len).sum());
+    for c in chunks {
+        v.extend_from_slice(c);
+    }
+    Bytes::from(v)
+}
+
+impl State {
+    fn put(&mut self, resource: Resource, object: Value) -> u64 {
+        let Value::Object(mut object) = object else {
+            panic!("apply: the object must be a JSON object");
+        };
+        let mut metadata = match object.remove("metadata") {
+            Some(Value::Object(m)) => m,
+            _ => panic!("apply: the object needs metadata"),
+        };
+        let Some(name) = metadata
+            .get("name")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+        else {
+            panic!("apply: the object needs metadata.name");
+        };
+        object.remove("apiVersion");
+        object.remove("kind");
+        self.rv += 1;
+        let rv = self.rv;
+        let labels = labels_of(&metadata);
+        let store = &mut self.stores[resource.index()];
+        let (uid, created, generation, kind, labels_before) = match store.objects.get(&name) {
+            Some(old) => (
+                old.uid.clone(),
+                old.created.clone(),
+                old.generation + u64::from(old.spec().as_ref() != object.get("spec")),
+                EventKind::Modified,
+                Some(old.labels.clone()),
+            ),
+            None => (
+                new_uid(&name, rv),
+                rfc3339(SystemTime::now()),
+                1,
+                EventKind::Added,
+                None,
+            ),
+        };
+        // kube-apiserver's order: the server-set fields after the name, then the rest.
+        let mut meta = Map::new();
+        meta.insert("name".into(), Value::String(name.clone()));
+        meta.insert("uid".into(), Value::String(uid.clone()));
+        meta.insert("resourceVersion".into(), Value::String(rv.to_string()));
+        meta.insert("generation".into(), Value::from(generation));
+        meta.insert("creationTimestamp".into(), Value::String(created.clone()));
+        for key in [
+            "name",
+            "uid",
+            "resourceVersion",
+            "generation",
+            "creationTimestamp",
+        ] {
+            metadata.remove(key);
+        }
+        meta.extend(metadata);
+        let mut bare = Map::new();
+        bare.insert("metadata".into(), Value::Object(meta));
+        bare.extend(object);
+        let bare = Bytes::from(
+            serde_json::to_vec(&Value::Object(bare)).expect("a JSON value always serializes"),
+        );
+        let event = Event {
+            rv,
+            kind,
+            name: name.clone(),
+            labels: labels.clone(),
+            labels_before,
+            object: full_object(resource, &bare),
+        };
+        store.objects.insert(
+            name,
+            Stored {
+                bare,
+                uid,
+                created,
+                generation,
+                labels,
+            },
+        );
+        self.publish(resource, event);
+        rv
+    }
+
+    fn delete(&mut self, resource: Resource, name: &str) -> bool {
+        let Some(old) = self.stores[resource.index()].objects.remove(name) else {
+            return false;
+        };
+        self.rv += 1;
+        let rv = self.rv;
+        // The last state, at the deletion's resourceVersion (as kube-apiserver sends it).
+        let mut value: Value = match serde_json::from_slice(&old.bare) {
+            Ok(v) => v,
+            Err(e) => panic!("a stored object is JSON: {e}"),
+        };
+        value["metadata"]["resourceVersion"] = Value::String(rv.to_string());
+        let bare = Bytes::from(serde_json::to_vec(&value).expect("a JSON value always serializes"));
+        let event = Event {
+            rv,
+            kind: EventKind::Deleted,
+            name: name.to_owned(),
+            labels: old.labels,
+            labels_before: None,
+            object: full_object(resource, &bare),
+        };
+        self.publish(resource, event);
+        true
+    }
+
+    /// Keeps `event` in history and sends it to the open watches of `resource`.
+    fn publish(&mut self, resource: Resource, event: Event) {
+        let event = Arc::new(event);
+        self.watchers
+            .retain_mut(|w| w.resource != resource || w.send(&event));
+        self.stores[resource.index()].history.push(event);
+    }
+
+    fn bookmark(&mut self) {
+        let rv = self.rv;
+        self.watchers.retain_mut(|w| {
+            if !w.bookmarks {
+                return !w.tx.is_closed();
+            }
+            w.last_rv = rv;
+            send_event(&w.tx, "BOOKMARK", &[bookmark_object(w.resource, rv, false)])
+        });
+    }
+
+    fn compact(&mut self) {
+        // kube-apiserver's compactor writes its own key before compacting etcd, so
+        // compaction itself moves the resourceVersion on.
+        self.rv += 1;
+        self.compacted = self.rv;
+        for store in &mut self.stores {
+            store.history.clear();
+        }
+        let compacted = self.compacted;
+        for w in self.watchers.drain(..) {
+            let _ = send_event(&w.tx, "ERROR", &[too_old(w.last_rv, compacted)]);
+            // Dropping the sender ends the stream once the ERROR event is out.
+        }
+    }
+}
+
+fn bookmark_object(resource: Resource, rv: u64, initial_events_end: bool) -> Bytes {
+    let mut metadata = json!({"resourceVersion": rv.to_string()});
+    if initial_events_end {
+        metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+    }
+    let object = json!({
+        "kind": resource.kind(),
+        "apiVersion": resource.api_version(),
+        "metadata": metadata,
+    });
+    Bytes::from(object.to_string())
+}
+
+/// The Status in the ERROR event of a watch from before the last compaction.
+fn too_old(rv: u64, compacted: u64) -> Bytes {
+    let status = status_json(
+        410,
+        "Expired",
+        &format!("too old resource version: {rv} ({compacted})"),
+        None,
+    );
+    Bytes::from(status.to_string())
+}
+
+fn labels_of(metadata: &Map<String, Value>) -> BTreeMap<String, String> {
+    metadata
+        .get("labels")
+        .and_then(Value::as_object)
+        .map(|labels| {
+            labels
+                .iter()
+                .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_owned())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A version-4-shaped uid, random per process (RandomState's keys are).
+fn new_uid(name: &str, rv: u64) -> String {
+    let state = std::collections::hash_map::RandomState::new();
+    let a = state.hash_one((name, rv, SystemTime::now()));
+    let b = state.hash_one((rv, a));
+    format!(
+        "{:08x}-{:04x}-4{:03x}-{:04x}-{:012x}",
+        a >> 32,
+        (a >> 16) & 0xffff,
+        a & 0xfff,
+        0x8000 | ((b >> 48) & 0x3fff),
+        b & 0xffff_ffff_ffff
+    )
+}
+
+/// `2006-01-02T15:04:05Z` in UTC, as metav1.Time serializes.
+fn rfc3339(t: SystemTime) -> String {
+    let secs = t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let days = i64::try_from(secs / 86_400).unwrap_or(0);
+    let rem = secs % 86_400;
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+// ---------------------------------------------------------------------------------------
+// Selectors
+
+/// A field and label selector.
+#[derive(Debug, Default, Clone)]
+struct Filter {
+    /// The name a watch by path (`…/plural/NAME?watch=true`) is limited to.
+    name: Option<String>,
+    fields: Vec<(bool, String)>,
+    labels: Vec<LabelRequirement>,
+}
+
+#[derive(Debug, Clone)]
+enum LabelRequirement {
+    Equals(String, String),
+    NotEquals(String, String),
+    In(String, Vec<String>),
+    NotIn(String, Vec<String>),
+    Exists(String),
+    NotExists(String),
+}
+
+impl Filter {
+    fn parse(params: &Params, name: Option<&str>) -> Result<Filter, ApiError> {
+        let mut filter = Filter {
+            name: name.map(str::to_owned),
+            ..Filter::default()
+        };
+        if let Some(fields) = params.get("fieldSelector") {
+            for term in fields.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+                let (field, equal, value) = if let Some((f, v)) = term.split_once("!=") {
+                    (f, false, v)
+                } else if let Some((f, v)) = term.split_once("==") {
+                    (f, true, v)
+                } else if let Some((f, v)) = term.split_once('=') {
+                    (f, true, v)
+                } else {
+                    return Err(ApiError::bad_request(format!(
+                        "invalid selector: '{fields}'; can't understand '{term}'"
+                    )));
+                };
+                match field.trim() {
+                    "metadata.name" => filter.fields.push((equal, value.trim().to_owned())),
+                    // Cluster-scoped: every object's namespace is "", so the term either
+                    // keeps every object or none (a name no object has).
+                    "metadata.namespace" => {
+                        if value.trim().is_empty() != equal {
+                            filter.fields.push((true, "\0none".into()));
+                        }
+                    }
+                    other => {
+                        return Err(ApiError::bad_request(format!(
+                            "field label not supported: {other}"
+                        )));
+                    }
+                }
+            }
+        }
+        if let Some(labels) = params.get("labelSelector") {
+            filter.labels = parse_label_selector(labels)?;
+        }
+        Ok(filter)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.name.is_none() && self.fields.is_empty() && self.labels.is_empty()
+    }
+
+    fn matches(&self, name: &str, labels: &BTreeMap<String, String>) -> bool {
+        self.name.as_deref().is_none_or(|n| n == name)
+            && self.fields.iter().all(|(eq, v)| (v == name) == *eq)
+            && self.labels.iter().all(|r| r.matches(labels))
+    }
+
+    /// What a watch with this filter sees of `event`, as kube-apiserver's watch cache
+    /// decides: a modification that moves the object into the selection is ADDED, out of it
+    /// DELETED.
+    fn event_type(&self, event: &Event) -> Option<&'static str> {
+        let now = self.matches(&event.name, &event.labels);
+        match event.kind {
+            EventKind::Added => now.then_some("ADDED"),
+            EventKind::Deleted => now.then_some("DELETED"),
+            EventKind::Modified => {
+                let before = event
+                    .labels_before
+                    .as_ref()
+                    .is_none_or(|l| self.matches(&event.name, l));
+                match (before, now) {
+                    (true, true) => Some("MODIFIED"),
+                    (false, true) => Some("ADDED"),
+                    (true, false) => Some("DELETED"),
+                    (false, false) => None,
+                }
+            }
+        }
+    }
+}
+
+impl LabelRequirement {
+    fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+        match self {
+            LabelRequirement::Equals(k, v) => labels.get(k) == Some(v),
+            LabelRequirement::NotEquals(k, v) => labels.get(k) != Some(v),
+            LabelRequirement::In(k, vs) => labels.get(k).is_some_and(|l| vs.contains(l)),
+            LabelRequirement::NotIn(k, vs) => labels.get(k).is_none_or(|l| !vs.contains(l)),
+            LabelRequirement::Exists(k) => labels.contains_key(k),
+            LabelRequirement::NotExists(k) => !labels.contains_key(k),
+        }
+    }
+}
+
+/// Parses the label selector forms kube-apiserver accepts: `k=v`, `k==v`, `k!=v`,
+/// `k in (a,b)`, `k notin (a,b)`, `k`, `!k`, joined by commas.
+fn parse_label_selector(selector: &str) -> Result<Vec<LabelRequirement>, ApiError> {
+    let mut terms = Vec::new();
+    let mut depth = 0usize;
+    let mut start = 0;
+    for (i, c) in selector.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth = depth.saturating_sub(1),
+            ',' if depth == 0 => {
+                terms.push(&selector[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    terms.push(&selector[start..]);
+    let bad = |term: &str| {
+        ApiError::bad_request(format!(
+            "unable to parse requirement: found '{term}', expected: a label selector requirement"
+        ))
+    };
+    let set = |values: &str, term: &str| -> Result<Vec<String>, ApiError> {
+        let values = values.trim();
+        let inner = values
+            .strip_prefix('(')
+            .and_then(|v| v.strip_suffix(')'))
+            .ok_or_else(|| bad(term))?;
+        Ok(inner.split(',').map(|v| v.trim().to_owned()).collect())
+    };
+    let mut requirements = Vec::new();
+    for term in terms.into_iter().map(str::trim).filter(|t| !t.is_empty()) {
+        let requirement = if let Some(key) = term.strip_prefix('!') {
+            LabelRequirement::NotExists(key.trim().to_owned())
+        } else if let Some((k, v)) = term.split_once("!=") {
+            LabelRequirement::NotEquals(k.trim().to_owned(), v.trim().to_owned())
+        } else if let Some((k, v)) = term.split_once("==") {
+            LabelRequirement::Equals(k.trim().to_owned(), v.trim().to_owned())
+        } else if let Some((k, v)) = term.split_once('=') {
+            LabelRequirement::Equals(k.trim().to_owned(), v.trim().to_owned())
+        } else if let Some((k, v)) = term.split_once(" notin ") {
+            LabelRequirement::NotIn(k.trim().to_owned(), set(v, term)?)
+        } else if let Some((k, v)) = term.split_once(" in ") {
+            LabelRequirement::In(k.trim().to_owned(), set(v, term)?)
+        } else if term.contains(char::is_whitespace) || term.contains(['(', ')']) {
+            return Err(bad(term));
+        } else {
+            LabelRequirement::Exists(term.to_owned())
+        };
+        requirements.push(requirement);
+    }
+    Ok(requirements)
+}
+
+// ---------------------------------------------------------------------------------------
+// Errors as kube-apiserver's Status
+
+/// An error answer: HTTP code and Status body.
+struct ApiError {
+    code: u16,
+    status: Value,
+}
+
+impl ApiError {
+    fn new(code: u16, reason: &str, message: &str, details: Option<Value>) -> ApiError {
+        ApiError {
+            code,
+            status: status_json(code, reason, message, details),
+        }
+    }
+
+    fn bad_request(message: String) -> ApiError {
+        ApiError::new(400, "BadRequest", &message, None)
+    }
+
+    /// A path that names no resource served here.
+    fn no_such_resource() -> ApiError {
+        ApiError::new(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+            Some(json!({})),
+        )
+    }
+
+    fn not_found(resource: Resource, name: &str) -> ApiError {
+        ApiError::new(
+            404,
+            "NotFound",
+            &format!("{} \"{name}\" not found", resource.qualified()),
+            Some(details(resource, Some(name))),
+        )
+    }
+
+    fn unauthorized() -> ApiError {
+        ApiError::new(401, "Unauthorized", "Unauthorized", None)
+    }
+
+    /// An injected fault of HTTP `code`, worded as kube-apiserver words it.
+    fn injected(resource: Resource, verb: Verb, name: Option<&str>, code: u16) -> ApiError {
+        let what = match name {
+            Some(name) => format!("{} \"{name}\"", resource.qualified()),
+            None => resource.qualified(),
+        };
+        match code {
+            400 => ApiError::new(
+                400,
+                "BadRequest",
+                "the server rejected our request for an unknown reason",
+                None,
+            ),
+            401 => ApiError::unauthorized(),
+            403 => ApiError::new(
+                403,
+                "Forbidden",
+                &format!(
+                    "{what} is forbidden: User \"{FORBIDDEN_USER}\" cannot {} resource \"{}\" in API group \"{}\" at the cluster scope",
+                    verb.as_str(),
+                    resource.plural(),
+                    resource.group()
+                ),
+                Some(details(resource, name)),
+            ),
+            404 => match name {
+                Some(name) => ApiError::not_found(resource, name),
+                None => ApiError::no_such_resource(),
+            },
+            405 => ApiError::method_not_allowed(),
+            409 => ApiError::new(
+                409,
+                "Conflict",
+                &format!(
+                    "Operation cannot be fulfilled on {what}: the object has been modified; please apply your changes to the latest version and try again"
+                ),
+                Some(details(resource, name)),
+            ),
+            410 => ApiError::new(
+                410,
+                "Expired",
+                "The resourceVersion for the provided list is too old.",
+                None,
+            ),
+            422 => ApiError::new(
+                422,
+                "Invalid",
+                &format!("{what} is invalid"),
+                Some(details(resource, name)),
+            ),
+            429 => ApiError::new(
+                429,
+                "TooManyRequests",
+                "Too many requests, please try again later.",
+                Some(json!({"retryAfterSeconds": 1})),
+            ),
+            500 => ApiError::new(
+                500,
+                "InternalError",
+                "Internal error occurred: etcdserver: request timed out",
+                Some(json!({"causes": [{"message": "etcdserver: request timed out"}]})),
+            ),
+            503 => ApiError::new(
+                503,
+                "ServiceUnavailable",
+                "the server is currently unable to handle the request",
+                Some(details(resource, name)),
+            ),
+            504 => ApiError::new(
+                504,
+                "Timeout",
+                "Timeout: request did not complete within requested timeout - context deadline exceeded",
+                Some(json!({})),
+            ),
+            other => ApiError::new(
+                other,
+                "",
+                &format!(
+                    "an error on the server (\"unknown\") has prevented the request from succeeding ({} {})",
+                    verb.as_str(),
+                    resource.qualified()
+                ),
+                Some(
+                    json!({"causes": [{"reason": "UnexpectedServerResponse", "message": "unknown"}]}),
+                ),
+            ),
+        }
+    }
+
+    fn method_not_allowed() -> ApiError {
+        ApiError::new(
+            405,
+            "MethodNotAllowed",
+            "the server does not allow this method on the requested resource",
+            Some(json!({})),
+        )
+    }
+
+    fn response(&self) -> Response<Body> {
+        let mut response = json_response(self.code, Bytes::from(self.status.to_string()));
+        if self.code == 429 {
+            response
+                .headers_mut()
+                .insert(RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        response
+    }
+}
+
+fn details(resource: Resource, name: Option<&str>) -> Value {
+    let mut details = Map::new();
+    if let Some(name) = name {
+        details.insert("name".into(), Value::String(name.to_owned()));
+    }
+    details.insert("group".into(), Value::String(resource.group().to_owned()));
+    details.insert("kind".into(), Value::String(resource.plural().to_owned()));
+    Value::Object(details)
+}
+
+fn status_json(code: u16, reason: &str, message: &str, details: Option<Value>) -> Value {
+    let mut status = Map::new();
+    status.insert("kind".into(), json!("Status"));
+    status.insert("apiVersion".into(), json!("v1"));
+    status.insert("metadata".into(), json!({}));
+    status.insert("status".into(), json!("Failure"));
+    status.insert("message".into(), json!(message));
+    if !reason.is_empty() {
+        status.insert("reason".into(), json!(reason));
+    }
+    if let Some(details) = details {
+        status.insert("details".into(), details);
+    }
+    status.insert("code".into(), json!(code));
+    Value::Object(status)
+}
+
+// ---------------------------------------------------------------------------------------
+// HTTP
+
+/// The response body: whole chunks (lists, objects, errors) or a watch's event stream.
+struct Body {
+    kind: BodyKind,
+}
+
+enum BodyKind {
+    Chunks {
+        chunks: VecDeque<Bytes>,
+        len: u64,
+    },
+    Watch {
+        rx: mpsc::UnboundedReceiver<Bytes>,
+        /// `timeoutSeconds`: the stream ends cleanly then.
+        deadline: Option<Pin<Box<Sleep>>>,
+        done: bool,
+    },
+}
+
+impl Body {
+    fn chunks(chunks: Vec<Bytes>) -> Body {
+        let len = chunks.iter().map(|c| c.len() as u64).sum();
+        Body {
+            kind: BodyKind::Chunks {
+                chunks: chunks.into_iter().filter(|c| !c.is_empty()).collect(),
+                len,
+            },
+        }
+    }
+}
+
+impl hyper::body::Body for Body {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        match &mut self.get_mut().kind {
+            BodyKind::Chunks { chunks, len } => {
+                let chunk = chunks.pop_front();
+                if let Some(c) = &chunk {
+                    *len -= c.len() as u64;
+                }
+                Poll::Ready(chunk.map(|c| Ok(Frame::data(c))))
+            }
+            BodyKind::Watch { rx, deadline, done } => {
+                if *done {
+                    return Poll::Ready(None);
+                }
+                match rx.poll_recv(cx) {
+                    Poll::Ready(Some(chunk)) => return Poll::Ready(Some(Ok(Frame::data(chunk)))),
+                    Poll::Ready(None) => {
+                        *done = true;
+                        return Poll::Ready(None);
+                    }
+                    Poll::Pending => {}
+                }
+                if let Some(d) = deadline
+                    && d.as_mut().poll(cx).is_ready()
+                {
+                    *done = true;
+                    // Closing marks the watch as gone for the server's bookkeeping.
+                    rx.close();
+                    return Poll::Ready(None);
+                }
+                Poll::Pending
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match &self.kind {
+            BodyKind::Chunks { chunks, .. } => chunks.is_empty(),
+            BodyKind::Watch { done, .. } => *done,
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match &self.kind {
+            BodyKind::Chunks { len, .. } => SizeHint::with_exact(*len),
+            BodyKind::Watch { .. } => SizeHint::default(),
+        }
+    }
+}
+
+fn json_response(code: u16, body: Bytes) -> Response<Body> {
+    chunks_response(code, vec![body])
+}
+
+fn chunks_response(code: u16, chunks: Vec<Bytes>) -> Response<Body> {
+    let body = Body::chunks(chunks);
+    let len = hyper::body::Body::size_hint(&body).exact().unwrap_or(0);
+    let mut response = Response::new(body);
+    *response.status_mut() =
+        StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.insert(CONTENT_LENGTH, HeaderValue::from(len));
+    response
+}
+
+/// Spawns into the server's task set, so that HTTP/2 streams (which hyper runs as tasks of
+/// their own) are cut with their connection when the server goes down.
+#[derive(Clone)]
+struct TrackedExecutor(Arc<Shared>);
+
+impl<F> hyper::rt::Executor<F> for TrackedExecutor
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    fn execute(&self, fut: F) {
+        let mut tasks = lock(&self.0.tasks);
+        if !tasks.down {
+            tasks.set.spawn(async move {
+                let _ = fut.await;
+            });
+        }
+    }
+}
+
+async fn accept_loop(listener: TcpListener, acceptor: TlsAcceptor, shared: Arc<Shared>) {
+    let builder = Arc::new(auto::Builder::new(TrackedExecutor(shared.clone())));
+    loop {
+        let (tcp, _) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(_) => {
+                // Out of file descriptors and the like: pause instead of spinning.
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                continue;
+            }
+        };
+        let _ = tcp.set_nodelay(true);
+        let mut tasks = lock(&shared.tasks);
+        // Reap finished connections so the set does not grow without bound.
+        while tasks.set.try_join_next().is_some() {}
+        if tasks.down {
+            // Closed at once, without a TLS handshake or an answer.
+            drop(tcp);
+            continue;
+        }
+        let acceptor = acceptor.clone();
+        let builder = builder.clone();
+        let shared = shared.clone();
+        tasks.set.spawn(async move {
+            let Ok(tls) = acceptor.accept(tcp).await else {
+                return;
+            };
+            let service = hyper::service::service_fn(move |req| handle(shared.clone(), req));
+            let _ = builder.serve_connection(TokioIo::new(tls), service).await;
+        });
+    }
+}
+
+/// Query parameters, percent-decoded; the first of a repeated name wins.
+struct Params(Vec<(String, String)>);
+
+impl Params {
+    fn parse(query: &str) -> Params {
+        Params(
+            query
+                .split('&')
+                .filter(|p| !p.is_empty())
+                .map(|pair| {
+                    let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+                    (percent_decode(k), percent_decode(v))
+                })
+                .collect(),
+        )
+    }
+
+    fn get(&self, name: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// A boolean as Go's strconv.ParseBool reads it; absent or unreadable is false.
+    fn flag(&self, name: &str) -> bool {
+        matches!(
+            self.get(name),
+            Some("1" | "t" | "T" | "true" | "TRUE" | "True")
+        )
+    }
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < bytes.len() => {
+                match std::str::from_utf8(&bytes[i + 1..i + 3])
+                    .ok()
+                    .and_then(|h| u8::from_str_radix(h, 16).ok())
+                {
+                    Some(b) => {
+                        out.push(b);
+                        i += 2;
+                    }
+                    None => out.push(b'%'),
+                }
+            }
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// What a path names: a resource's collection, or one object.
+struct Target {
+    resource: Resource,
+    name: Option<String>,
+}
+
+fn route(path: &str) -> Option<Target> {
+    let rest = path.strip_prefix("/apis/")?;
+    let parts: Vec<&str> = rest.trim_end_matches('/').split('/').collect();
+    match parts.as_slice() {
+        [group, version, plural] => Some(Target {
+            resource: Resource::from_path(group, version, plural)?,
+            name: None,
+        }),
+        [group, version, plural, name] if !name.is_empty() => Some(Target {
+            resource: Resource::from_path(group, version, plural)?,
+            name: Some(percent_decode(name)),
+        }),
+        _ => None,
+    }
+}
+
+async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
+    let authorization = req
+        .headers()
+        .get(AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let expected = format!("Bearer {}", FakeApiServer::TOKEN);
+    // kube-apiserver authenticates before it routes: a bad token is a 401 on any path.
+    let authenticated = authorization.as_deref() == Some(expected.as_str());
+    let Some(target) = route(req.uri().path()) else {
+        let error = if authenticated {
+            ApiError::no_such_resource()
+        } else {
+            ApiError::unauthorized()
+        };
+        return Ok(error.response());
+    };
+    let query = req.uri().query().unwrap_or("").to_owned();
+    let params = Params::parse(&query);
+    let verb = if params.flag("watch") {
+        Verb::Watch
+    } else if target.name.is_some() {
+        Verb::Get
+    } else {
+        Verb::List
+    };
+    let record = Recorded {
+        verb,
+        resource: target.resource,
+        name: target.name.clone(),
+        query,
+        authorization,
+        status: 0,
+    };
+    if !authenticated {
+        let mut state = lock(&shared.state);
+        return Ok(answer(&mut state, record, Err(ApiError::unauthorized())));
+    }
+    if req.method() != Method::GET {
+        return Ok(ApiError::method_not_allowed().response());
+    }
+    let delay = lock(&shared.state).delays.get(&verb).copied();
+    if let Some(delay) = delay {
+        tokio::time::sleep(delay).await;
+    }
+    let mut state = lock(&shared.state);
+    let fault = state.faults.get(&(target.resource, verb)).copied();
+    let result = match fault {
+        Some(code) => Err(ApiError::injected(
+            target.resource,
+            verb,
+            target.name.as_deref(),
+            code,
+        )),
+        None => match verb {
+            Verb::List => list(&state, target.resource, &params),
+            Verb::Get => get(
+                &state,
+                target.resource,
+                target.name.as_deref().unwrap_or(""),
+            ),
+            Verb::Watch => watch(&mut state, &target, &params),
+        },
+    };
+    Ok(answer(&mut state, record, result))
+}
+
+/// The response for `result`, with the request recorded under the status answered.
+fn answer(
+    state: &mut State,
+    record: Recorded,
+    result: Result<Response<Body>, ApiError>,
+) -> Response<Body> {
+    let response = match result {
+        Ok(response) => response,
+        Err(e) => e.response(),
+    };
+    state.requests.push(Recorded {
+        status: response.status().as_u16(),
+        ..record
+    });
+    response
+}
+
+fn get(state: &State, resource: Resource, name: &str) -> Result<Response<Body>, ApiError> {
+    let stored = state.stores[resource.index()]
+        .objects
+        .get(name)
+        .ok_or_else(|| ApiError::not_found(resource, name))?;
+    Ok(chunks_response(
+        200,
+        full_object(resource, &stored.bare).to_vec(),
+    ))
+}
+
+/// The list `continue` token kube-apiserver sends: base64url of
+/// `{"v":"meta.k8s.io/v1","rv":RV,"start":"LASTNAME\u0000"}`.
+fn continue_token(rv: u64, last: &str) -> String {
+    let token = json!({"v": "meta.k8s.io/v1", "rv": rv, "start": format!("{last}\0")});
+    URL_SAFE_NO_PAD.encode(token.to_string())
+}
+
+fn parse_continue(token: &str) -> Result<(u64, String), ApiError> {
+    let invalid = |why: &str| ApiError::bad_request(format!("continue key is not valid: {why}"));
+    let raw = URL_SAFE_NO_PAD
+        .decode(token.trim_end_matches('='))
+        .map_err(|_| invalid("illegal base64 data"))?;
+    let value: Value = serde_json::from_slice(&raw).map_err(|_| invalid("not JSON"))?;
+    if value["v"] != "meta.k8s.io/v1" {
+        return Err(invalid("server does not recognize this encoded key"));
+    }
+    let rv = value["rv"].as_u64().filter(|rv| *rv > 0).ok_or_else(|| {
+        invalid("incorrect encoded start resourceVersion (version meta.k8s.io/v1)")
+    })?;
+    let start = value["start"]
+        .as_str()
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| invalid("encoded start key empty"))?;
+    Ok((rv, start.to_owned()))
+}
+
+fn list(state: &State, resource: Resource, params: &Params) -> Result<Response<Body>, ApiError> {
+    let filter = Filter::parse(params, None)?;
+    let limit = match params.get("limit") {
+        None | Some("") => None,
+        Some(l) => l
+            .parse::<i64>()
+            .map_err(|_| ApiError::bad_request(format!("limit: Invalid value: \"{l}\"")))
+            .map(|l| usize::try_from(l).ok().filter(|l| *l > 0))?,
+    };
+    let (list_rv, start) = match params.get("continue").filter(|c| !c.is_empty()) {
+        Some(token) => {
+            let (rv, start) = parse_continue(token)?;
+            if rv < state.compacted {
+                return Err(ApiError::new(
+                    410,
+                    "Expired",
+                    "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.",
+                    None,
+                ));
+            }
+            (rv, Bound::Included(start))
+        }
+        None => (state.rv, Bound::Unbounded),
+    };
+    let store = &state.stores[resource.index()];
+    let mut matching = store
+        .objects
+        .range::<String, _>((start, Bound::Unbounded))
+        .filter(|(name, s)| filter.matches(name, &s.labels));
+    let mut items = Vec::new();
+    let mut last = None;
+    for (name, stored) in matching.by_ref() {
+        items.push(stored);
+        last = Some(name);
+        if limit.is_some_and(|l| items.len() >= l) {
+            break;
+        }
+    }
+    let remaining = matching.count();
+    let mut metadata = Map::new();
+    metadata.insert("resourceVersion".into(), Value::String(list_rv.to_string()));
+    if remaining > 0
+        && let Some(last) = last
+    {
+        metadata.insert(
+            "continue".into(),
+            Value::String(continue_token(list_rv, last)),
+        );
+        // kube-apiserver can count what is left only without a selector.
+        if filter.is_empty() {
+            metadata.insert("remainingItemCount".into(), Value::from(remaining));
+        }
+    }
+    let head = format!(
+        r#"{{"kind":"{}","apiVersion":"{}","metadata":{},"items":["#,
+        resource.list_kind(),
+        resource.api_version(),
+        Value::Object(metadata)
+    );
+    let mut chunks = Vec::with_capacity(items.len() * 3 + 2);
+    chunks.push(Bytes::from(head));
+    for (i, stored) in items.iter().enumerate() {
+        if i > 0 {
+            chunks.push(Bytes::from_static(b","));
+        }
+        if resource.typed_list_items() {
+            chunks.extend(full_object(resource, &stored.bare));
+        } else {
+            chunks.push(stored.bare.clone());
+        }
+    }
+    chunks.push(Bytes::from_static(b"]}"));
+    Ok(chunks_response(200, chunks))
+}
+
+fn watch(state: &mut State, target: &Target, params: &Params) -> Result<Response<Body>, ApiError> {
+    let resource = target.resource;
+    let filter = Filter::parse(params, target.name.as_deref())?;
+    let from = match params.get("resourceVersion") {
+        None | Some("" | "0") => None,
+        Some(rv) => Some(rv.parse::<u64>().map_err(|_| {
+            ApiError::new(
+                400,
+                "BadRequest",
+                &format!(
+                    "resourceVersion: Invalid value: \"{rv}\": must be a valid resourceVersion"
+                ),
+                None,
+            )
+        })?),
+    };
+    let timeout = match params.get("timeoutSeconds") {
+        None | Some("") => None,
+        Some(t) => Some(t.parse::<u64>().map_err(|_| {
+            ApiError::bad_request(format!("timeoutSeconds: Invalid value: \"{t}\""))
+        })?),
+    };
+    let bookmarks = params.flag("allowWatchBookmarks");
+    let (tx, rx) = mpsc::unbounded_channel();
+    let body = Body {
+        kind: BodyKind::Watch {
+            rx,
+            deadline: timeout
+                .filter(|t| *t > 0)
+                .map(|t| Box::pin(tokio::time::sleep(Duration::from_secs(t)))),
+            done: false,
+        },
+    };
+    let mut response = Response::new(body);
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    let streaming_list = params.flag("sendInitialEvents");
+    match from.filter(|_| !streaming_list) {
+        // No resourceVersion (or "0"), or a streaming list: the current state as ADDED
+        // events (a streaming list's end marked by a bookmark), then changes.
+        None => {
+            for (name, stored) in &state.stores[resource.index()].objects {
+                if filter.matches(name, &stored.labels) {
+                    send_event(&tx, "ADDED", &full_object(resource, &stored.bare));
+                }
+            }
+            if streaming_list && bookmarks {
+                let end = bookmark_object(resource, state.rv, true);
+                send_event(&tx, "BOOKMARK", &[end]);
+            }
+        }
+        // kube-apiserver answers 200 and then the ERROR event.
+        Some(rv) if rv < state.compacted => {
+            send_event(&tx, "ERROR", &[too_old(rv, state.compacted)]);
+            return Ok(response);
+        }
+        // Every change after `rv`, then the changes to come.
+        Some(rv) => {
+            for event in state.stores[resource.index()]
+                .history
+                .iter()
+                .filter(|e| e.rv > rv)
+            {
+                if let Some(kind) = filter.event_type(event) {
+                    send_event(&tx, kind, &event.object);
+                }
+            }
+        }
+    }
+    state.watchers.push(Watcher {
+        resource,
+        filter,
+        bookmarks,
+        last_rv: from.filter(|_| !streaming_list).unwrap_or(state.rv),
+        tx,
+    });
+    Ok(response)
+}
+
+// ---------------------------------------------------------------------------------------
+// TLS
+
+/// A CA and a serving certificate it issued (SAN IP 127.0.0.1, DNS localhost), and the
+/// rustls config serving it with ALPN h2 and http/1.1.
+fn tls_config() -> (String, Arc<rustls::ServerConfig>) {
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "fake-apiserver-ca");
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().expect("a CA key"))
+        .expect("a CA certificate");
+    let mut params = CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
+        .expect("serving certificate params");
+    params
+        .distinguished_name
+        .push(DnType::CommonName, "kube-apiserver");
+    params.key_usages = vec![
+        KeyUsagePurpose::DigitalSignature,
+        KeyUsagePurpose::KeyEncipherment,
+    ];
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    let key = KeyPair::generate().expect("a serving key");
+    let cert = params.signed_by(&key, &ca).expect("a serving certificate");
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("TLS versions")
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![cert.der().clone()],
+            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
+        )
+        .expect("a serving certificate and key");
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    (ca.pem(), Arc::new(config))
+}
