@@ -55,6 +55,15 @@ fn network_crd_global_only() -> Value {
     crd
 }
 
+/// The Network CRD with a schema the webhook cannot use.
+fn network_crd_unusable() -> Value {
+    let mut crd = network_crd();
+    for v in crd["spec"]["versions"].as_array_mut().expect("versions") {
+        v["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"] = json!("oops");
+    }
+    crd
+}
+
 /// The CRD Crossplane generates from the example XRD (as the file catalog derives it).
 fn xr_crd() -> Value {
     let mut catalog = composition_webhook::schema::Catalog::new();
@@ -264,8 +273,19 @@ async fn wait_ready(server: &Server) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn initial_sync_then_every_review_is_answered_from_the_cache() {
     let cluster = Cluster::with_example().await;
-    let server = cluster.webhook(&[]);
+    let server = cluster.webhook(&["--list-page-size", "1"]);
     wait_ready(&server).await;
+    // Two CRDs one per page: a list, and its continuation.
+    let queries: Vec<String> = cluster
+        .api
+        .requests()
+        .into_iter()
+        .filter(|r| (r.verb, r.resource) == (Verb::List, Resource::Crds))
+        .map(|r| r.query)
+        .collect();
+    assert_eq!(queries.len(), 2, "{queries:?}");
+    assert!(queries[0].contains("limit=1") && !queries[0].contains("continue="), "{queries:?}");
+    assert!(queries[1].contains("limit=1&continue="), "{queries:?}");
     let (_, detail) = ready(&server).await;
     assert_eq!(
         detail,
@@ -660,4 +680,77 @@ async fn watch_expiry_relists_and_catches_up() {
     )
     .await;
     assert_eq!(states(&server).await, counts(&[("acked", 3.0)]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_unusable_schema_is_nacked_and_the_last_good_one_stays_in_use() {
+    let cluster = Cluster::with_example().await;
+    let server = cluster.webhook(&[]);
+    wait_ready(&server).await;
+    assert!(verdict(&review(&server, &composition(), "10s").await).0);
+    let good = entry(&server, "Network").await["resourceVersion"].clone();
+
+    cluster.api.apply(Resource::Crds, network_crd_unusable());
+    eventually("the unusable CRD is seen", Duration::from_secs(10), || async {
+        entry(&server, "Network").await["state"] == "NACKED"
+    })
+    .await;
+    let network = entry(&server, "Network").await;
+    assert_eq!(network["metricState"], "nacked_but_cached");
+    assert_eq!(network["resourceVersion"], good);
+    assert_eq!(
+        network["lastError"]["message"],
+        format!("CRD {NETWORK_CRD} cannot be used: the schema of version v1beta1: spec.versions[0].schema.openAPIV3Schema.properties.spec.properties: expected an object")
+    );
+    // Still validated with the last good schema: the mistake is still found.
+    let mut broken = composition();
+    broken["spec"]["resources"][0]["base"]["spec"]["forProvider"]["routingMod"] = json!("GLOBAL");
+    let (allowed, code, message, _) = verdict(&review(&server, &broken, "10s").await);
+    assert_eq!((allowed, code), (false, 422), "{message}");
+    assert_eq!(
+        states(&server).await,
+        counts(&[("acked", 2.0), ("nacked_but_cached", 1.0)])
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_forbidden_get_is_received_error_for_that_kind_only() {
+    let cluster = Cluster::with_example().await;
+    cluster.api.fail(Resource::Crds, Verb::Get, Some(403));
+    let server = cluster.webhook(&[]);
+    wait_ready(&server).await;
+    let (allowed, _, _, warnings) = verdict(&review(&server, &composition(), "10s").await);
+    assert!(allowed);
+    let subject = "Composition \"xnetworks.gcp.platformref.upbound.io\"";
+    assert_eq!(
+        warnings,
+        vec![
+            format!("{subject}: spec.resources[0].base: Not found: the API server answered 403 Forbidden to getting CRD {NETWORK_CRD}; checks that need the schema of this resource were skipped"),
+            format!("{subject}: spec.resources[1].base: Not found: the API server answered 403 Forbidden to getting CRD subnetworks.compute.gcp.upbound.io; checks that need the schema of this resource were skipped"),
+        ]
+    );
+    assert_eq!(
+        states(&server).await,
+        counts(&[("acked", 1.0), ("received_error", 2.0)])
+    );
+    assert_eq!(
+        calls_failed(&server, "get", "customresourcedefinitions", "http_403").await,
+        2.0
+    );
+    // Allowed again: the retry (after 1 s) fetches them.
+    cluster.api.fail(Resource::Crds, Verb::Get, None);
+    eventually("the retry fetches them", Duration::from_secs(10), || async {
+        states(&server).await == counts(&[("acked", 3.0)])
+    })
+    .await;
+}
+
+async fn calls_failed(server: &Server, verb: &str, resource: &str, error: &str) -> f64 {
+    metric(
+        server,
+        &format!(
+            "composition_webhook_apiserver_call_errors_total{{verb=\"{verb}\",resource=\"{resource}\",error=\"{error}\"}}"
+        ),
+    )
+    .await
 }

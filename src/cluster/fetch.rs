@@ -148,11 +148,24 @@ fn parse(value: &Value, key: &Key, d: &Summary) -> Outcome {
         return Outcome::Unusable(format!("{} cannot be used: {e}", d.label()));
     }
     let (group, kind) = key;
-    if !catalog
+    let Some(entry) = catalog
         .entries()
-        .any(|e| e.group() == group && e.kind() == kind)
-    {
+        .find(|e| e.group() == group && e.kind() == kind)
+    else {
         return Outcome::Unusable(format!("{} no longer defines {kind}.{group}", d.label()));
+    };
+    // Unusable when no served version has a schema because each one's is broken (a
+    // version without any schema is the lookup's to report).
+    let served: Vec<_> = entry.versions().iter().filter(|v| v.served).collect();
+    if served.iter().all(|v| v.schema.is_none())
+        && let Some((version, error)) = served
+            .iter()
+            .find_map(|v| Some((&v.name, v.schema_error.as_ref()?)))
+    {
+        return Outcome::Unusable(format!(
+            "{} cannot be used: the schema of version {version}: {error}",
+            d.label()
+        ));
     }
     Outcome::Parsed(Box::new(catalog), resource_version)
 }
