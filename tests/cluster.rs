@@ -284,7 +284,10 @@ async fn initial_sync_then_every_review_is_answered_from_the_cache() {
         .map(|r| r.query)
         .collect();
     assert_eq!(queries.len(), 2, "{queries:?}");
-    assert!(queries[0].contains("limit=1") && !queries[0].contains("continue="), "{queries:?}");
+    assert!(
+        queries[0].contains("limit=1") && !queries[0].contains("continue="),
+        "{queries:?}"
+    );
     assert!(queries[1].contains("limit=1&continue="), "{queries:?}");
     let (_, detail) = ready(&server).await;
     assert_eq!(
@@ -493,7 +496,12 @@ async fn api_server_down_at_start_then_up() {
 
     // Loose: admitted with a warning naming each kind and why; strict: denied.
     let why = "the webhook has not listed CRDs and XRDs from the API server yet: the API server is unreachable";
-    let (allowed, _, _, warnings) = verdict(&review(&server, &composition(), "2s").await);
+    let started = Instant::now();
+    let (allowed, _, _, warnings) = verdict(&review(&server, &composition(), "10s").await);
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "an unreachable API server is not waited for"
+    );
     assert!(allowed);
     let subject = "Composition \"xnetworks.gcp.platformref.upbound.io\"";
     assert_eq!(
@@ -670,6 +678,8 @@ async fn watch_expiry_relists_and_catches_up() {
     })
     .await;
     assert!(cluster.api.count(Verb::List, Resource::Crds) > lists);
+    assert!(calls(&server, "list", "customresourcedefinitions").await >= 2.0);
+    assert!(calls(&server, "watch", "customresourcedefinitions").await >= 2.0);
     eventually(
         "the changed CRD is fetched",
         Duration::from_secs(10),
@@ -691,16 +701,20 @@ async fn an_unusable_schema_is_nacked_and_the_last_good_one_stays_in_use() {
     let good = entry(&server, "Network").await["resourceVersion"].clone();
 
     cluster.api.apply(Resource::Crds, network_crd_unusable());
-    eventually("the unusable CRD is seen", Duration::from_secs(10), || async {
-        entry(&server, "Network").await["state"] == "NACKED"
-    })
+    eventually(
+        "the unusable CRD is seen",
+        Duration::from_secs(10),
+        || async { entry(&server, "Network").await["state"] == "NACKED" },
+    )
     .await;
     let network = entry(&server, "Network").await;
     assert_eq!(network["metricState"], "nacked_but_cached");
     assert_eq!(network["resourceVersion"], good);
     assert_eq!(
         network["lastError"]["message"],
-        format!("CRD {NETWORK_CRD} cannot be used: the schema of version v1beta1: spec.versions[0].schema.openAPIV3Schema.properties.spec.properties: expected an object")
+        format!(
+            "CRD {NETWORK_CRD} cannot be used: the schema of version v1beta1: spec.versions[0].schema.openAPIV3Schema.properties.spec.properties: expected an object"
+        )
     );
     // Still validated with the last good schema: the mistake is still found.
     let mut broken = composition();
@@ -725,8 +739,12 @@ async fn a_forbidden_get_is_received_error_for_that_kind_only() {
     assert_eq!(
         warnings,
         vec![
-            format!("{subject}: spec.resources[0].base: Not found: the API server answered 403 Forbidden to getting CRD {NETWORK_CRD}; checks that need the schema of this resource were skipped"),
-            format!("{subject}: spec.resources[1].base: Not found: the API server answered 403 Forbidden to getting CRD subnetworks.compute.gcp.upbound.io; checks that need the schema of this resource were skipped"),
+            format!(
+                "{subject}: spec.resources[0].base: Not found: the API server answered 403 Forbidden to getting CRD {NETWORK_CRD}; checks that need the schema of this resource were skipped"
+            ),
+            format!(
+                "{subject}: spec.resources[1].base: Not found: the API server answered 403 Forbidden to getting CRD subnetworks.compute.gcp.upbound.io; checks that need the schema of this resource were skipped"
+            ),
         ]
     );
     assert_eq!(
@@ -739,9 +757,11 @@ async fn a_forbidden_get_is_received_error_for_that_kind_only() {
     );
     // Allowed again: the retry (after 1 s) fetches them.
     cluster.api.fail(Resource::Crds, Verb::Get, None);
-    eventually("the retry fetches them", Duration::from_secs(10), || async {
-        states(&server).await == counts(&[("acked", 3.0)])
-    })
+    eventually(
+        "the retry fetches them",
+        Duration::from_secs(10),
+        || async { states(&server).await == counts(&[("acked", 3.0)]) },
+    )
     .await;
 }
 
@@ -753,4 +773,46 @@ async fn calls_failed(server: &Server, verb: &str, resource: &str, error: &str) 
         ),
     )
     .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_crd_added_after_a_review_needed_it_is_fetched_at_once() {
+    let cluster = Cluster::start().await;
+    cluster.api.apply(Resource::Xrds, xrd());
+    cluster.api.apply(Resource::Crds, subnetwork_crd());
+    let server = cluster.webhook(&[]);
+    wait_ready(&server).await;
+    let (allowed, _, _, warnings) = verdict(&review(&server, &composition(), "10s").await);
+    assert!(allowed);
+    assert_eq!(
+        warnings,
+        vec!["Composition \"xnetworks.gcp.platformref.upbound.io\": spec.resources[0].base: Not found: no CRD or XRD defines Network.compute.gcp.upbound.io; checks that need the schema of this resource were skipped".to_string()]
+    );
+    assert_eq!(
+        states(&server).await,
+        counts(&[("acked", 2.0), ("does_not_exist", 1.0)])
+    );
+
+    // The provider is installed: the kind a Composition needed is fetched as it appears.
+    cluster.api.apply(Resource::Crds, network_crd_global_only());
+    eventually(
+        "the new CRD is fetched",
+        Duration::from_secs(10),
+        || async { entry(&server, "Network").await["state"] == "ACKED" },
+    )
+    .await;
+    let gets = calls(&server, "get", "customresourcedefinitions").await;
+    let (allowed, code, message, _) = verdict(&review(&server, &composition(), "10s").await);
+    assert_eq!((allowed, code), (false, 422));
+    assert!(
+        message.contains(
+            "spec.resources[0].base.spec.forProvider.routingMode: Unsupported value: \"REGIONAL\""
+        ),
+        "{message}"
+    );
+    assert_eq!(
+        calls(&server, "get", "customresourcedefinitions").await,
+        gets
+    );
+    assert_eq!(states(&server).await, counts(&[("acked", 3.0)]));
 }

@@ -160,26 +160,37 @@ impl Inner {
         }
     }
 
-    /// The error answer that refuses the first list (401, 403), if one does: requests then
-    /// need not wait for the list.
-    fn list_refused(&self) -> Option<&EntryError> {
+    /// Why the first list has not come, if it failed: the API server refused it (401, 403)
+    /// or could not be reached. Requests then do not wait for it.
+    fn list_failure(&self) -> Option<&EntryError> {
         if self.synced() {
             return None;
         }
-        self.lists
-            .values()
-            .filter_map(|l| l.last_error.as_ref())
-            .find(|e| e.class == ErrorClass::Data)
+        [Source::Crd, Source::Xrd]
+            .iter()
+            .find_map(|s| self.lists.get(s)?.last_error.as_ref())
     }
 
-    /// Marks the entries without a schema as refused by the API server.
-    fn refuse_waiting(&mut self, fail_on_data_errors: bool) {
-        let Some(error) = self.list_refused().cloned() else {
+    /// Before the first list, after it failed: the entries without a schema take the failure
+    /// (RECEIVED_ERROR for a refusal, TIMEOUT when unreachable).
+    fn fail_waiting(&mut self, fail_on_data_errors: bool) {
+        let Some(error) = self.list_failure().cloned() else {
             return;
+        };
+        // A refusal says all (and which permission); unreachable needs the context.
+        let reason = match error.class {
+            ErrorClass::Data => error,
+            ErrorClass::Transient => EntryError {
+                message: self.not_listed_reason(),
+                ..error
+            },
         };
         for entry in self.entries.values_mut() {
             if entry.cached.is_none() {
-                entry.answered_error(error.clone(), fail_on_data_errors);
+                match reason.class {
+                    ErrorClass::Data => entry.answered_error(reason.clone(), fail_on_data_errors),
+                    ErrorClass::Transient => entry.no_answer(reason.clone()),
+                }
             }
         }
     }
@@ -438,7 +449,7 @@ impl ClusterSchemas {
             if inner.synced() {
                 self.shared.reconcile(&mut inner, [key.clone()]);
             } else {
-                inner.refuse_waiting(self.shared.options.fail_on_data_errors);
+                inner.fail_waiting(self.shared.options.fail_on_data_errors);
             }
         }
         let catalog = loop {
@@ -451,8 +462,9 @@ impl ClusterSchemas {
             if let Some(cached) = &entry.cached {
                 break cached.catalog.clone();
             }
-            let refused = !synced && entry.state == State::ReceivedError;
-            if (synced && entry.fetching.is_none()) || refused {
+            // Before the first list, a failed list is not waited for.
+            let failed = !synced && matches!(entry.state, State::ReceivedError | State::Timeout);
+            if (synced && entry.fetching.is_none()) || failed {
                 let reason = entry.error.as_ref().map(|e| e.message.clone());
                 return match (entry.state, reason) {
                     (State::DoesNotExist, _) => Err(LookupError::NotFound {

@@ -158,8 +158,8 @@ fn failed(shared: &Shared, source: Source, error: &watcher::Error) {
         tracing::warn!(resource = plural, error = %message, detail = detail.as_deref().unwrap_or_default(), "watch failed: cached schemas are kept");
     }
     status.last_error = Some(EntryError::now(class, message).with_detail(detail));
-    if !expired && !absent {
-        inner.refuse_waiting(shared.options.fail_on_data_errors);
+    if !absent {
+        inner.fail_waiting(shared.options.fail_on_data_errors);
     }
     let keys: Vec<_> = if absent {
         inner.entries.keys().cloned().collect()
