@@ -3,7 +3,8 @@
 //! driven by the real kube client) serving 1,000 CRDs of real provider size and the corpus'
 //! XRDs.
 //!
-//! The CRDs: every distinct CRD of `../shared/corpus/crds` (by name), then copies of them
+//! The CRDs: every distinct CRD of `../shared/corpus/crds` (by name; of several provider
+//! versions, the largest), then copies of them
 //! under generated API groups (`b<n>.<group>`, named `<plural>.b<n>.<group>`) up to 1,000;
 //! the XRDs: every distinct XRD of `../shared/corpus/xrds`. For each run a fresh webhook is
 //! started and measured:
@@ -15,7 +16,8 @@
 //!   server's `GET`s during that pass, which must be 0 (no request-path call once cached).
 //!
 //! Medians across runs are printed with their min and max. Settings: `CLUSTER_BENCH_RUNS`
-//! (default 5), `CLUSTER_BENCH_CRDS` (default 1000).
+//! (default 5), `CLUSTER_BENCH_CRDS` (default 1000), `CLUSTER_BENCH_SERVE_ARGS` (more
+//! arguments for `serve`, e.g. `--no-render`).
 //!
 //! Run with `cargo bench --bench cluster`.
 
@@ -42,7 +44,7 @@ fn setting(name: &str, default: usize) -> usize {
 }
 
 /// Every YAML document under `dir` (recursively) whose kind is `kind`, by `metadata.name`
-/// (the first in path order wins).
+/// (of several provider versions of one CRD, the largest).
 fn definitions(dir: &Path, kind: &str) -> BTreeMap<String, Value> {
     let mut files = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
@@ -69,7 +71,10 @@ fn definitions(dir: &Path, kind: &str) -> BTreeMap<String, Value> {
             if d.value["kind"] == kind
                 && let Some(name) = d.value["metadata"]["name"].as_str()
             {
-                out.entry(name.to_string()).or_insert(d.value);
+                let size = |v: &Value| serde_json::to_vec(v).map_or(0, |b| b.len());
+                if out.get(name).is_none_or(|old| size(old) < size(&d.value)) {
+                    out.insert(name.to_string(), d.value);
+                }
             }
         }
     }
@@ -160,6 +165,7 @@ async fn review_all(server: &Server, comps: &[(String, Value)]) -> Vec<Duration>
             )))
             .expect("request");
         let started = Instant::now();
+        sender.ready().await.expect("connection ready");
         let resp = sender.send_request(req).await.expect("response");
         let status = resp.status();
         let bytes = resp.into_body().collect().await.expect("body").to_bytes();
@@ -172,16 +178,17 @@ async fn review_all(server: &Server, comps: &[(String, Value)]) -> Vec<Duration>
 }
 
 async fn one_run(api: &FakeApiServer, kubeconfig: &Path, comps: &[(String, Value)]) -> Run {
+    let extra_args = std::env::var("CLUSTER_BENCH_SERVE_ARGS").unwrap_or_default();
+    let extra: Vec<&str> = extra_args.split_whitespace().collect();
     let started = Instant::now();
     let server = tokio::task::block_in_place(|| {
         Server::start(
             &[],
             &[
-                "--kubeconfig",
-                kubeconfig.to_str().expect("path"),
-                "--log-level",
-                "warn",
-            ],
+                &["--kubeconfig", kubeconfig.to_str().expect("path")],
+                extra.as_slice(),
+            ]
+            .concat(),
         )
     });
     while !ready(&server).await {

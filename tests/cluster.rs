@@ -293,7 +293,7 @@ async fn initial_sync_then_every_review_is_answered_from_the_cache() {
     assert_eq!(
         detail,
         format!(
-            "ready: 2 CRDs and 1 XRDs listed from {}\n",
+            "ready: 2 CRDs and 1 XRD listed from {}\n",
             cluster.api.url() + "/"
         )
     );
@@ -815,4 +815,49 @@ async fn a_crd_added_after_a_review_needed_it_is_fetched_at_once() {
         gets
     );
     assert_eq!(states(&server).await, counts(&[("acked", 3.0)]));
+}
+
+/// `serve` without `--crds` where no cluster can be found, or with a kubeconfig that cannot
+/// be used: exit 2 with the reason, before listening.
+#[test]
+fn serve_without_a_usable_cluster_says_why_and_exits_2() {
+    let home = ScratchDir::new("no-cluster-home");
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_composition-webhook"))
+            .args([
+                "serve",
+                "--self-signed",
+                "--address",
+                "127.0.0.1:0",
+                "--operations-address",
+                "127.0.0.1:0",
+            ])
+            .args(args)
+            .env_remove("KUBECONFIG")
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .env_remove("KUBERNETES_SERVICE_PORT")
+            .env("HOME", &home.0)
+            .output()
+            .expect("run serve");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let (code, stderr) = run(&[]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("cannot connect to the cluster") && stderr.contains("cannot find a cluster: no --kubeconfig, no KUBECONFIG or ~/.kube/config, and not in a pod"),
+        "{stderr}"
+    );
+    let missing = home.path("missing-kubeconfig");
+    let (code, stderr) = run(&["--kubeconfig", missing.to_str().expect("path")]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!("cannot use kubeconfig {}", missing.display())),
+        "{stderr}"
+    );
+    let (code, stderr) = run(&["--kubeconfig", "x", "--crds", "testdata/crds"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("cannot be used with"), "{stderr}");
 }

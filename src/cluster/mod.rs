@@ -332,18 +332,17 @@ impl ClusterSchemas {
     pub fn readiness(&self) -> (bool, String) {
         let inner = self.shared.lock();
         if inner.synced() {
+            let count =
+                |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
             let xrds = if inner.lists.get(&Source::Xrd).is_some_and(|l| l.absent) {
                 "no XRDs (the API server does not serve compositeresourcedefinitions: Crossplane is not installed)".to_string()
             } else {
-                format!("{} XRDs", inner.index.count(Source::Xrd))
+                count(inner.index.count(Source::Xrd), "XRD")
             };
+            let crds = count(inner.index.count(Source::Crd), "CRD");
             (
                 true,
-                format!(
-                    "{} CRDs and {xrds} listed from {}",
-                    inner.index.count(Source::Crd),
-                    self.server
-                ),
+                format!("{crds} and {xrds} listed from {}", self.server),
             )
         } else {
             (false, inner.not_listed_reason())
@@ -455,6 +454,8 @@ impl ClusterSchemas {
         let catalog = loop {
             let synced = inner.synced();
             let not_listed = (!synced).then(|| inner.not_listed_reason());
+            // Before the first list, a failed list is not waited for.
+            let list_failed = inner.list_failure().is_some();
             let Some(entry) = inner.entries.get_mut(&key) else {
                 return Err(unavailable("its cache entry was evicted".to_string()));
             };
@@ -462,9 +463,7 @@ impl ClusterSchemas {
             if let Some(cached) = &entry.cached {
                 break cached.catalog.clone();
             }
-            // Before the first list, a failed list is not waited for.
-            let failed = !synced && matches!(entry.state, State::ReceivedError | State::Timeout);
-            if (synced && entry.fetching.is_none()) || failed {
+            if (synced && entry.fetching.is_none()) || list_failed {
                 let reason = entry.error.as_ref().map(|e| e.message.clone());
                 return match (entry.state, reason) {
                     (State::DoesNotExist, _) => Err(LookupError::NotFound {
