@@ -562,13 +562,27 @@ async fn api_server_down_after_sync_keeps_validating_with_cached_schemas() {
     assert_eq!((allowed, code), (false, 422));
     assert!(message.contains("spec.resources[1].base.spec.forProvider.regoin: Invalid value: \"regoin\": unknown field: \"regoin\", did you mean \"region\"?"), "{message}");
     assert_eq!(states(&server).await, counts(&[("acked", 3.0)]));
-    assert_eq!(entry(&server, "Network").await["lastError"], Value::Null);
+    let network = entry(&server, "Network").await;
+    assert_eq!(
+        (network["state"].clone(), network["cached"].clone()),
+        (json!("ACKED"), json!(true))
+    );
+    assert_eq!(
+        (
+            network["lastError"]["message"].clone(),
+            network["lastError"]["class"].clone()
+        ),
+        (json!("the API server is unreachable"), json!("transient")),
+        "the outage is the cached entry's ambient error"
+    );
 
     cluster.api.set_down(false);
-    eventually("the watch relists", Duration::from_secs(40), || async {
+    eventually("the watch resumes", Duration::from_secs(40), || async {
         debug(&server).await["lists"][0]["lastError"].is_null()
     })
     .await;
+    assert_eq!(entry(&server, "Network").await["lastError"], Value::Null);
+    assert_eq!(states(&server).await, counts(&[("acked", 3.0)]));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

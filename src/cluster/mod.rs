@@ -225,16 +225,25 @@ impl Shared {
     /// A list or watch of `resource` succeeded: its transient watch error is over.
     fn contact_restored(&self, resource: &str) {
         let mut inner = self.lock();
-        for (source, status) in inner.lists.iter_mut() {
-            if source.plural() == resource
-                && status
-                    .last_error
-                    .as_ref()
-                    .is_some_and(|e| e.class == ErrorClass::Transient)
-            {
-                status.last_error = None;
-                tracing::info!(resource, "API server reachable again");
-            }
+        let Some((_, status)) = inner
+            .lists
+            .iter_mut()
+            .find(|(source, _)| source.plural() == resource)
+        else {
+            return;
+        };
+        let Some(over) = status
+            .last_error
+            .take_if(|e| e.class == ErrorClass::Transient)
+        else {
+            return;
+        };
+        tracing::info!(resource, "API server reachable again");
+        // The cached entries carried it as their ambient error.
+        for entry in inner.entries.values_mut() {
+            entry
+                .error
+                .take_if(|e| e.class == ErrorClass::Transient && e.message == over.message);
         }
     }
 

@@ -157,7 +157,21 @@ fn failed(shared: &Shared, source: Source, error: &watcher::Error) {
     } else if !absent {
         tracing::warn!(resource = plural, error = %message, detail = detail.as_deref().unwrap_or_default(), "watch failed: cached schemas are kept");
     }
-    status.last_error = Some(EntryError::now(class, message).with_detail(detail));
+    let error = EntryError::now(class, message).with_detail(detail);
+    status.last_error = Some(error.clone());
+    if class == ErrorClass::Transient && !expired {
+        // Cached schemas stay in use; each carries the outage as its ambient error.
+        for entry in inner.entries.values_mut() {
+            if entry.cached.is_some()
+                && entry
+                    .error
+                    .as_ref()
+                    .is_none_or(|e| e.class == ErrorClass::Transient)
+            {
+                entry.error = Some(error.clone());
+            }
+        }
+    }
     if !absent {
         inner.fail_waiting(shared.options.fail_on_data_errors);
     }
