@@ -509,6 +509,26 @@ impl ClusterSchemas {
     }
 }
 
+#[cfg(test)]
+impl ClusterSchemas {
+    /// A source with no tasks: tests drive its state and receive its fetch requests.
+    fn detached(options: ClusterOptions) -> (Self, mpsc::UnboundedReceiver<(Key, Summary)>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let shared = Arc::new(Shared {
+            inner: Mutex::new(Inner::default()),
+            changed: Condvar::new(),
+            options,
+            fetches: tx,
+        });
+        let schemas = ClusterSchemas {
+            shared,
+            server: "https://test".to_string(),
+            tasks: Vec::new(),
+        };
+        (schemas, rx)
+    }
+}
+
 /// A request's view of the cluster source: waits no later than its deadline.
 pub struct UntilDeadline<'a> {
     /// The source.
@@ -600,5 +620,171 @@ pub fn describe_api_error(status: &kube::core::Status) -> String {
         status.code.to_string()
     } else {
         format!("{} {}", status.code, status.reason)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::Catalog;
+
+    fn network() -> Summary {
+        Summary {
+            source: Source::Crd,
+            name: "networks.compute.gcp.upbound.io".into(),
+            resource_version: "7".into(),
+            group: "compute.gcp.upbound.io".into(),
+            kind: "Network".into(),
+            served: vec!["v1beta1".into()],
+        }
+    }
+
+    fn listed(schemas: &ClusterSchemas, crds: Vec<Summary>) {
+        let mut inner = schemas.shared.lock();
+        inner.index.replace(Source::Crd, crds);
+        for s in [Source::Crd, Source::Xrd] {
+            inner.list(s).synced = true;
+        }
+    }
+
+    fn unavailable(r: Result<SchemaInfo, LookupError>) -> String {
+        match r {
+            Err(LookupError::Unavailable { reason, .. }) => reason,
+            other => panic!("not Unavailable: {other:?}"),
+        }
+    }
+
+    fn state(schemas: &ClusterSchemas, kind: &str) -> State {
+        let inner = schemas.shared.lock();
+        inner
+            .entries
+            .iter()
+            .find(|((_, k), _)| k == kind)
+            .map(|(_, e)| e.state)
+            .expect("entry")
+    }
+
+    #[test]
+    fn before_the_first_list_a_review_waits_until_its_deadline_then_times_out() {
+        let (schemas, _jobs) = ClusterSchemas::detached(ClusterOptions::default());
+        let started = Instant::now();
+        let until = started + Duration::from_millis(60);
+        let reason = unavailable(schemas.resolve_until("example.org", "Thing", "v1", until));
+        assert!(started.elapsed() >= Duration::from_millis(60));
+        assert_eq!(
+            reason,
+            "the webhook has not listed CRDs and XRDs from the API server yet"
+        );
+        assert_eq!(state(&schemas, "Thing"), State::Timeout);
+        assert_eq!(schemas.readiness().0, false);
+    }
+
+    #[test]
+    fn a_failed_first_list_is_not_waited_for() {
+        let (schemas, _jobs) = ClusterSchemas::detached(ClusterOptions::default());
+        schemas.shared.lock().list(Source::Crd).last_error = Some(EntryError::now(
+            ErrorClass::Transient,
+            "the API server is unreachable",
+        ));
+        let started = Instant::now();
+        let until = started + Duration::from_secs(5);
+        let reason = unavailable(schemas.resolve_until("example.org", "Thing", "v1", until));
+        assert!(started.elapsed() < Duration::from_secs(1));
+        assert_eq!(
+            reason,
+            "the webhook has not listed CRDs and XRDs from the API server yet: the API server is unreachable"
+        );
+        assert_eq!(state(&schemas, "Thing"), State::Timeout);
+    }
+
+    #[test]
+    fn a_missing_kind_is_not_found_without_a_call() {
+        let (schemas, mut jobs) = ClusterSchemas::detached(ClusterOptions::default());
+        listed(&schemas, vec![network()]);
+        let until = Instant::now() + Duration::from_secs(5);
+        assert!(matches!(
+            schemas.resolve_until("example.org", "Thing", "v1", until),
+            Err(LookupError::NotFound { .. })
+        ));
+        assert_eq!(state(&schemas, "Thing"), State::DoesNotExist);
+        assert!(jobs.try_recv().is_err(), "no fetch");
+    }
+
+    #[test]
+    fn a_review_waits_for_the_fetch_it_started_and_the_next_finds_it_cached() {
+        let (schemas, mut jobs) = ClusterSchemas::detached(ClusterOptions::default());
+        let schemas = Arc::new(schemas);
+        listed(&schemas, vec![network()]);
+        let waiting = {
+            let schemas = schemas.clone();
+            std::thread::spawn(move || {
+                let until = Instant::now() + Duration::from_secs(10);
+                schemas.resolve_until("compute.gcp.upbound.io", "Network", "v1beta1", until)
+            })
+        };
+        let (key, definition) = jobs.blocking_recv().expect("a fetch job");
+        assert_eq!(definition, network());
+        // What the fetch task does with an answer.
+        let crd: serde_json::Value = serde_json::json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "networks.compute.gcp.upbound.io"},
+            "spec": {"group": "compute.gcp.upbound.io", "scope": "Cluster",
+                     "names": {"kind": "Network", "plural": "networks"},
+                     "versions": [{"name": "v1beta1", "served": true, "storage": true,
+                                   "schema": {"openAPIV3Schema": {"type": "object"}}}]}});
+        let mut catalog = Catalog::new();
+        catalog.add_document(&crd, "test").expect("CRD");
+        {
+            let mut inner = schemas.shared.lock();
+            let entry = inner.entries.get_mut(&key).expect("entry");
+            assert_eq!(entry.state, State::Requested);
+            entry.fetching = None;
+            entry.received(definition, Arc::new(catalog));
+            schemas.shared.changed.notify_all();
+        }
+        let info = waiting.join().expect("thread").expect("resolved");
+        assert_eq!(info.crd_name, "networks.compute.gcp.upbound.io");
+        assert!(info.schema.is_some());
+        // Cached: answered at once, nothing fetched.
+        let again = schemas.resolve_until(
+            "compute.gcp.upbound.io",
+            "Network",
+            "v1beta1",
+            Instant::now(),
+        );
+        assert!(again.is_ok());
+        assert!(jobs.try_recv().is_err());
+        assert_eq!(schemas.entries_by_state()[0], ("acked", 1));
+    }
+
+    #[test]
+    fn a_new_resource_version_is_fetched_while_the_old_schema_serves() {
+        let (schemas, mut jobs) = ClusterSchemas::detached(ClusterOptions::default());
+        listed(&schemas, vec![network()]);
+        let key: Key = ("compute.gcp.upbound.io".into(), "Network".into());
+        {
+            let mut inner = schemas.shared.lock();
+            let mut entry = Entry::requested();
+            entry.received(network(), Arc::new(Catalog::new()));
+            inner.entries.insert(key.clone(), entry);
+            let changed = Summary {
+                resource_version: "8".into(),
+                ..network()
+            };
+            let touched = inner.index.apply(changed);
+            schemas.shared.reconcile(&mut inner, touched);
+        }
+        let (_, job) = jobs.try_recv().expect("a refetch");
+        assert_eq!(job.resource_version, "8");
+        let inner = schemas.shared.lock();
+        let entry = &inner.entries[&key];
+        assert_eq!(entry.state, State::Acked);
+        assert_eq!(
+            entry
+                .cached
+                .as_ref()
+                .map(|c| c.definition.resource_version.as_str()),
+            Some("7")
+        );
     }
 }
