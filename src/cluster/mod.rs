@@ -676,7 +676,7 @@ mod tests {
             "the webhook has not listed CRDs and XRDs from the API server yet"
         );
         assert_eq!(state(&schemas, "Thing"), State::Timeout);
-        assert_eq!(schemas.readiness().0, false);
+        assert!(!schemas.readiness().0);
     }
 
     #[test]
