@@ -9,6 +9,7 @@ mod webhook;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use composition_webhook::cluster::entries::State;
 use kubeapi::{FakeApiServer, Resource, Verb};
 use serde_json::{Value, json};
 use webhook::{ScratchDir, Server, composition_review, project_dir, yaml_documents};
@@ -206,17 +207,7 @@ async fn metric(server: &Server, series: &str) -> f64 {
 
 async fn states(server: &Server) -> Vec<(String, f64)> {
     let mut out = Vec::new();
-    for label in [
-        "acked",
-        "does_not_exist",
-        "does_not_exist_but_cached",
-        "nacked",
-        "nacked_but_cached",
-        "received_error",
-        "received_error_but_cached",
-        "timeout",
-        "requested",
-    ] {
+    for label in State::METRIC_LABELS {
         let n = metric(
             server,
             &format!("composition_webhook_schema_cache_entries{{state=\"{label}\"}}"),
@@ -257,6 +248,17 @@ where
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     panic!("not within {timeout:?}: {what}");
+}
+
+/// Waits until the entry of `kind` has `field` equal to `value` in `/debug/schemas`.
+async fn wait_entry(server: &Server, kind: &str, field: &str, value: impl Into<Value>) {
+    let value = value.into();
+    eventually(
+        &format!("{kind}'s {field} is {value}"),
+        Duration::from_secs(10),
+        || async { entry(server, kind).await[field] == value },
+    )
+    .await;
 }
 
 async fn ready(server: &Server) -> (u16, String) {
@@ -353,12 +355,7 @@ async fn a_changed_crd_changes_the_verdict_and_a_deleted_one_keeps_its_last_sche
     let before = entry(&server, "Network").await["resourceVersion"].clone();
 
     let rv = cluster.api.apply(Resource::Crds, network_crd_global_only());
-    eventually(
-        "the changed Network CRD is fetched",
-        Duration::from_secs(10),
-        || async { entry(&server, "Network").await["resourceVersion"] == rv.as_str() },
-    )
-    .await;
+    wait_entry(&server, "Network", "resourceVersion", rv.as_str()).await;
     assert_ne!(before, json!(rv));
     let (allowed, code, message, _) = verdict(&review(&server, &composition(), "10s").await);
     assert_eq!((allowed, code), (false, 422));
@@ -371,10 +368,7 @@ async fn a_changed_crd_changes_the_verdict_and_a_deleted_one_keeps_its_last_sche
 
     // Deleted: a data error; the last good schema is still used.
     assert!(cluster.api.delete(Resource::Crds, NETWORK_CRD));
-    eventually("the deletion is seen", Duration::from_secs(10), || async {
-        entry(&server, "Network").await["state"] == "DOES_NOT_EXIST"
-    })
-    .await;
+    wait_entry(&server, "Network", "state", "DOES_NOT_EXIST").await;
     let network = entry(&server, "Network").await;
     assert_eq!(network["cached"], true);
     assert_eq!(
@@ -393,12 +387,7 @@ async fn a_changed_crd_changes_the_verdict_and_a_deleted_one_keeps_its_last_sche
 
     // Back: fetched again.
     cluster.api.apply(Resource::Crds, network_crd());
-    eventually(
-        "the new Network CRD is fetched",
-        Duration::from_secs(10),
-        || async { entry(&server, "Network").await["state"] == "ACKED" },
-    )
-    .await;
+    wait_entry(&server, "Network", "state", "ACKED").await;
     assert!(verdict(&review(&server, &composition(), "10s").await).0);
 }
 
@@ -410,10 +399,7 @@ async fn with_fail_on_data_errors_a_deleted_crd_is_dropped_and_the_mode_decides(
     assert!(verdict(&review(&server, &composition(), "10s").await).0);
 
     assert!(cluster.api.delete(Resource::Crds, NETWORK_CRD));
-    eventually("the deletion is seen", Duration::from_secs(10), || async {
-        entry(&server, "Network").await["state"] == "DOES_NOT_EXIST"
-    })
-    .await;
+    wait_entry(&server, "Network", "state", "DOES_NOT_EXIST").await;
     assert_eq!(entry(&server, "Network").await["cached"], false);
     assert_eq!(
         states(&server).await,
@@ -454,12 +440,7 @@ async fn an_xrd_stands_in_for_its_xr_crd_until_crossplane_generates_it() {
 
     // Crossplane generates the XR's CRD (here with an open schema): the CRD wins.
     let rv = cluster.api.apply(Resource::Crds, xr_crd());
-    eventually(
-        "the XR's CRD is fetched",
-        Duration::from_secs(10),
-        || async { entry(&server, XR_KIND).await["resourceVersion"] == rv.as_str() },
-    )
-    .await;
+    wait_entry(&server, XR_KIND, "resourceVersion", rv.as_str()).await;
     let xr = entry(&server, XR_KIND).await;
     assert_eq!(
         (xr["fromXrd"].clone(), xr["definition"].clone()),
@@ -715,12 +696,7 @@ async fn an_unusable_schema_is_nacked_and_the_last_good_one_stays_in_use() {
     let good = entry(&server, "Network").await["resourceVersion"].clone();
 
     cluster.api.apply(Resource::Crds, network_crd_unusable());
-    eventually(
-        "the unusable CRD is seen",
-        Duration::from_secs(10),
-        || async { entry(&server, "Network").await["state"] == "NACKED" },
-    )
-    .await;
+    wait_entry(&server, "Network", "state", "NACKED").await;
     let network = entry(&server, "Network").await;
     assert_eq!(network["metricState"], "nacked_but_cached");
     assert_eq!(network["resourceVersion"], good);
@@ -809,12 +785,7 @@ async fn a_crd_added_after_a_review_needed_it_is_fetched_at_once() {
 
     // The provider is installed: the kind a Composition needed is fetched as it appears.
     cluster.api.apply(Resource::Crds, network_crd_global_only());
-    eventually(
-        "the new CRD is fetched",
-        Duration::from_secs(10),
-        || async { entry(&server, "Network").await["state"] == "ACKED" },
-    )
-    .await;
+    wait_entry(&server, "Network", "state", "ACKED").await;
     let gets = calls(&server, "get", "customresourcedefinitions").await;
     let (allowed, code, message, _) = verdict(&review(&server, &composition(), "10s").await);
     assert_eq!((allowed, code), (false, 422));

@@ -216,6 +216,18 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// Empty, and the receiving end of its fetch requests.
+    fn new(options: ClusterOptions) -> (Arc<Self>, mpsc::UnboundedReceiver<(Key, Summary)>) {
+        let (fetches, rx) = mpsc::unbounded_channel();
+        let shared = Arc::new(Shared {
+            inner: Mutex::new(Inner::default()),
+            changed: Condvar::new(),
+            options,
+            fetches,
+        });
+        (shared, rx)
+    }
+
     fn lock(&self) -> MutexGuard<'_, Inner> {
         // A panic while holding the lock leaves consistent data (every update is a few
         // assignments), so a poisoned lock is still used.
@@ -305,13 +317,7 @@ impl ClusterSchemas {
     /// Starts watching CRDs and XRDs through `client` (on the current tokio runtime);
     /// `server` is the API server's URL, for messages.
     pub fn start(client: kube::Client, server: String, options: ClusterOptions) -> Self {
-        let (tx, rx) = mpsc::unbounded_channel();
-        let shared = Arc::new(Shared {
-            inner: Mutex::new(Inner::default()),
-            changed: Condvar::new(),
-            options,
-            fetches: tx,
-        });
+        let (shared, rx) = Shared::new(options);
         let tasks = vec![
             tokio::spawn(watch::run::<definitions::CrdSummary>(
                 shared.clone(),
@@ -513,13 +519,7 @@ impl ClusterSchemas {
 impl ClusterSchemas {
     /// A source with no tasks: tests drive its state and receive its fetch requests.
     fn detached(options: ClusterOptions) -> (Self, mpsc::UnboundedReceiver<(Key, Summary)>) {
-        let (tx, rx) = mpsc::unbounded_channel();
-        let shared = Arc::new(Shared {
-            inner: Mutex::new(Inner::default()),
-            changed: Condvar::new(),
-            options,
-            fetches: tx,
-        });
+        let (shared, rx) = Shared::new(options);
         let schemas = ClusterSchemas {
             shared,
             server: "https://test".to_string(),
