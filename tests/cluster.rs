@@ -367,6 +367,19 @@ async fn initial_sync_then_every_review_is_answered_from_the_cache() {
         calls(&server, "get", "compositeresourcedefinitions").await,
         1.0
     );
+    // Nothing but get, list and watch on CRDs and XRDs: the RBAC the README documents.
+    let (_, text) = server.ops_get("/metrics").await;
+    let other: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("composition_webhook_apiserver_calls_total{"))
+        .filter(|l| {
+            !["get", "list", "watch"]
+                .iter()
+                .any(|v| l.contains(&format!("verb=\"{v}\"")))
+                || l.contains("resource=\"other\"")
+        })
+        .collect();
+    assert_eq!(other, Vec::<&str>::new());
 
     // Cached: more reviews make no call to the API server.
     let gets = cluster.api.count(Verb::Get, Resource::Crds);
