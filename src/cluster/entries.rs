@@ -35,16 +35,6 @@ pub enum State {
 }
 
 impl State {
-    /// Every state, in the order metrics list them.
-    pub const ALL: [State; 6] = [
-        State::Requested,
-        State::Acked,
-        State::DoesNotExist,
-        State::Nacked,
-        State::ReceivedError,
-        State::Timeout,
-    ];
-
     /// The label of an entry in this state, with or without a cached schema, as the
     /// `cache_state` label of gRFC A78/A88 (`nacked_but_cached`, ...).
     pub fn metric_label(self, cached: bool) -> &'static str {
