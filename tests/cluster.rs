@@ -493,6 +493,11 @@ async fn an_xrd_stands_in_for_its_xr_crd_until_crossplane_generates_it() {
     );
     let (allowed, ..) = verdict(&review(&server, &wrong, "10s").await);
     assert!(allowed, "an open XR schema accepts spec.idd");
+    assert_eq!(states(&server).await, counts(&[("acked", 3.0)]));
+    assert_eq!(
+        calls(&server, "get", "compositeresourcedefinitions").await,
+        1.0
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -755,6 +760,18 @@ async fn a_forbidden_get_is_received_error_for_that_kind_only() {
     assert_eq!(
         states(&server).await,
         counts(&[("acked", 1.0), ("received_error", 2.0)])
+    );
+    let network = entry(&server, "Network").await;
+    assert_eq!(
+        (network["state"].clone(), network["cached"].clone()),
+        (json!("RECEIVED_ERROR"), json!(false))
+    );
+    assert_eq!(network["lastError"]["class"], "data");
+    assert_eq!(
+        network["lastError"]["detail"],
+        format!(
+            "customresourcedefinitions.apiextensions.k8s.io \"{NETWORK_CRD}\" is forbidden: User \"system:serviceaccount:crossplane-system:composition-webhook\" cannot get resource \"customresourcedefinitions\" in API group \"apiextensions.k8s.io\" at the cluster scope"
+        )
     );
     assert_eq!(
         calls_failed(&server, "get", "customresourcedefinitions", "http_403").await,
