@@ -437,8 +437,18 @@ async fn a_changed_crd_changes_the_verdict_and_a_deleted_one_keeps_its_last_sche
         )
     );
     assert_eq!(network["lastError"]["class"], "data");
-    let (allowed, code, ..) = verdict(&review(&server, &composition(), "10s").await);
+    let (allowed, code, message, warnings) = verdict(&review(&server, &composition(), "10s").await);
     assert_eq!((allowed, code), (false, 422));
+    assert!(
+        message.contains("routingMode: Unsupported value"),
+        "{message}"
+    );
+    assert_eq!(
+        warnings,
+        vec![format!(
+            "Composition \"xnetworks.gcp.platformref.upbound.io\": spec.resources[0].base: Not found: CRD {NETWORK_CRD} was deleted: no CRD or XRD defines Network.compute.gcp.upbound.io; validated with the last schema received"
+        )]
+    );
     assert_eq!(
         states(&server).await,
         counts(&[("acked", 2.0), ("does_not_exist_but_cached", 1.0)])
@@ -729,8 +739,22 @@ async fn an_unusable_schema_is_nacked_and_the_last_good_one_stays_in_use() {
     // Still validated with the last good schema: the mistake is still found.
     let mut broken = composition();
     broken["spec"]["resources"][0]["base"]["spec"]["forProvider"]["routingMod"] = json!("GLOBAL");
-    let (allowed, code, message, _) = verdict(&review(&server, &broken, "10s").await);
+    let (allowed, code, message, warnings) = verdict(&review(&server, &broken, "10s").await);
     assert_eq!((allowed, code), (false, 422), "{message}");
+    assert!(
+        message.contains("spec.resources[0].base.spec.forProvider.routingMod: Invalid value: \"routingMod\": unknown field: \"routingMod\", did you mean \"routingMode\"?"),
+        "{message}"
+    );
+    assert_eq!(warnings.len(), 1, "{warnings:#?}");
+    assert!(
+        warnings[0].ends_with("expected an object; validated with the last schema received"),
+        "{warnings:#?}"
+    );
+    // In strict mode too, the last good schema serves: a warning, not a denial for it.
+    let (allowed, _, _, warnings) =
+        verdict(&review(&server, &with_mode(composition(), "strict"), "10s").await);
+    assert!(allowed, "{warnings:#?}");
+    assert_eq!(warnings.len(), 1, "{warnings:#?}");
     assert_eq!(
         states(&server).await,
         counts(&[("acked", 2.0), ("nacked_but_cached", 1.0)])

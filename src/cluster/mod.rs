@@ -476,7 +476,11 @@ impl ClusterSchemas {
             };
             entry.last_needed = Instant::now();
             if let Some(cached) = &entry.cached {
-                break cached.catalog.clone();
+                // Kept through a data error: say so (a transient error is only ambient).
+                let stale = (entry.state != State::Acked)
+                    .then(|| entry.error.as_ref().map(|e| e.message.clone()))
+                    .flatten();
+                break (cached.catalog.clone(), stale);
             }
             if (synced && entry.fetching.is_none()) || list_failed {
                 let reason = entry.error.as_ref().map(|e| e.message.clone());
@@ -511,7 +515,10 @@ impl ClusterSchemas {
                 .0;
         };
         drop(inner);
-        catalog.resolve(group, kind, version)
+        let (catalog, stale) = catalog;
+        let mut info = catalog.resolve(group, kind, version)?;
+        info.stale = stale;
+        Ok(info)
     }
 }
 

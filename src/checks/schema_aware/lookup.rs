@@ -23,6 +23,9 @@ pub struct SchemaInfo {
     pub served_versions: Vec<String>,
     /// Whether the CRD was generated from a CompositeResourceDefinition.
     pub from_xrd: bool,
+    /// Why this is the last good schema rather than the current one (in a cluster: the
+    /// definition was deleted, became unusable, or the API server refuses it), if so.
+    pub stale: Option<String>,
 }
 
 /// Where schemas come from: files (the [`Catalog`]) or, in a cluster, the API server.
@@ -47,6 +50,7 @@ impl SchemaSource for Catalog {
             version_found: r.version_found,
             served_versions: r.served_versions.iter().map(|v| v.to_string()).collect(),
             from_xrd: r.origin().is_generated(),
+            stale: None,
         })
     }
 }
@@ -177,6 +181,17 @@ fn lookup(
             return None;
         }
     };
+    if let Some(why) = &info.stale {
+        // A schema is used, so nothing is skipped: a warning in every mode.
+        findings.push(Finding::advisory(
+            Stage::Crds,
+            FieldError::not_found(
+                at,
+                gvk.clone(),
+                format!("{why}; validated with the last schema received"),
+            ),
+        ));
+    }
     let definition = if info.from_xrd {
         format!("the CompositeResourceDefinition of {}", info.crd_name)
     } else {
