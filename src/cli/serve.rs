@@ -249,13 +249,20 @@ pub(super) fn run(args: &ServeArgs) -> u8 {
         let metrics = Arc::new(Metrics::new());
         let schemas: Arc<dyn ServedSchemas> = match files {
             Some(files) => Arc::new(files),
-            None => match cluster_schemas(args, &metrics).await {
-                Ok(cluster) => Arc::new(cluster),
-                Err(e) => {
-                    tracing::error!(error = %e, "cannot connect to the cluster");
-                    return EXIT_INPUT_ERROR;
+            None => {
+                purge_delay(0);
+                match cluster_schemas(args, &metrics).await {
+                    Ok(cluster) => {
+                        let cluster = Arc::new(cluster);
+                        purge_until_listed(cluster.clone());
+                        cluster
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, "cannot connect to the cluster");
+                        return EXIT_INPUT_ERROR;
+                    }
                 }
-            },
+            }
         };
         match server::run(config, schemas, metrics, server::shutdown_signal()).await {
             Ok(()) => EXIT_ALLOWED,
@@ -288,6 +295,32 @@ fn file_schemas(paths: &[PathBuf]) -> Option<FileSchemas> {
         ),
         catalog,
     })
+}
+
+/// mimalloc's `mi_option_purge_delay` (option 15 in its v2 and v3 headers), in ms.
+const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+/// Its default.
+const DEFAULT_PURGE_DELAY_MS: std::ffi::c_long = 10;
+
+/// Sets how soon mimalloc returns freed memory to the system (a no-op for the tests, whose
+/// allocator is the system's).
+fn purge_delay(ms: std::ffi::c_long) {
+    // SAFETY: sets an option value; mimalloc reads options atomically.
+    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, ms) };
+}
+
+/// Until the first list of CRDs is in, freed memory goes back to the system at once: mimalloc
+/// purges on a thread's later allocations, so the pages of the lists, freed by runtime
+/// threads that then idle, stayed resident (benches/cluster.rs: 69 MiB once 1,000 CRDs are
+/// listed, 44 MiB so). Then the default delay again, which reviews need (purging at once
+/// cost a quarter of benches/serve.rs's throughput).
+fn purge_until_listed(schemas: Arc<ClusterSchemas>) {
+    tokio::spawn(async move {
+        while !schemas.readiness().0 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        purge_delay(DEFAULT_PURGE_DELAY_MS);
+    });
 }
 
 /// The cluster's schemas, its calls to the API server counted in `metrics`.

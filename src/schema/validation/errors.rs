@@ -69,12 +69,17 @@ pub(super) fn schema_errors(
     root: &Path,
     out: &mut Vec<FieldError>,
 ) {
+    let mut errors = compiled.validator.iter_errors(value).peekable();
+    if errors.peek().is_none() {
+        return;
+    }
+    let json = compiled.json();
     let mut mapped = Vec::new();
-    for error in compiled.validator.iter_errors(value) {
-        map_error(&error, &compiled.json, root, &mut mapped);
+    for error in errors {
+        map_error(&error, json, root, &mut mapped);
     }
     required_last(&mut mapped);
-    add_all_of_messages(&mut mapped, &compiled.json, root);
+    add_all_of_messages(&mut mapped, json, root);
     out.extend(mapped.into_iter().map(|m| m.error));
 }
 

@@ -39,6 +39,7 @@ mod list_type;
 mod prune;
 
 use std::fmt;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -114,7 +115,10 @@ pub struct CompiledSchema {
     list_type_nodes: Subtrees,
     /// Nodes whose subtree has an embedded resource: the embedded walk visits only those.
     embedded_nodes: Subtrees,
-    json: Value,
+    /// The JSON Schema the validator was built from, for putting its errors in the API
+    /// server's words: made again on the first error, since most schemas never have one
+    /// and it is as large as the schema (10 MiB for the corpus' 125 kinds).
+    json: OnceLock<Value>,
     validator: jsonschema::Validator,
     cel: cel::CelProgram,
     notes: Vec<String>,
@@ -157,7 +161,7 @@ impl CompiledSchema {
             schema,
             list_type_nodes,
             embedded_nodes,
-            json: converted.json,
+            json: OnceLock::new(),
             validator,
             cel,
             notes,
@@ -167,6 +171,12 @@ impl CompiledSchema {
     /// The structural schema this was compiled from.
     pub fn schema(&self) -> &Schema {
         &self.schema
+    }
+
+    /// The JSON Schema the validator was built from (converted again on first use).
+    fn json(&self) -> &Value {
+        self.json
+            .get_or_init(|| convert::to_json_schema(&self.schema).json)
     }
 
     /// How many CEL rules are evaluated on create (transition rules and rules that failed to
