@@ -147,7 +147,7 @@ pub async fn validate(
 struct Times {
     /// When validation must be done.
     deadline: Instant,
-    /// How long a review still waiting for a worker may wait past the deadline.
+    /// When a review still waiting for a worker at the deadline stops waiting.
     late: Instant,
     /// The review's budget.
     budget: Duration,
