@@ -9,7 +9,6 @@ use serde_json::{Map, Value};
 use super::Subtrees;
 use crate::findings::{BadValue, FieldError, Path};
 use crate::schema::Schema;
-use crate::schema::structural::MAX_SCHEMA_DEPTH;
 
 /// Appends the embedded-resource errors of `value` to `out`.
 pub(super) fn validate(
@@ -20,47 +19,13 @@ pub(super) fn validate(
     out: &mut Vec<FieldError>,
 ) {
     // The root is inline in the compiled schema (its address moves with it): always walked.
-    walk(value, schema, relevant, root, 0, out);
-}
-
-fn walk(
-    value: &Value,
-    schema: &Schema,
-    relevant: &Subtrees,
-    path: &Path,
-    depth: usize,
-    out: &mut Vec<FieldError>,
-) {
-    if depth > MAX_SCHEMA_DEPTH {
-        return;
-    }
-    match value {
-        Value::Object(map) => {
-            if schema.embedded_resource {
-                embedded_resource(map, path, out);
-            }
-            for (key, child) in map {
-                if let Some(prop) = schema.properties.get(key) {
-                    if relevant.contains(prop) {
-                        walk(child, prop, relevant, &path.child(key), depth + 1, out);
-                    }
-                } else if let Some(add) = schema
-                    .additional_properties_schema()
-                    .filter(|s| relevant.contains(s))
-                {
-                    walk(child, add, relevant, &path.key(key), depth + 1, out);
-                }
-            }
+    relevant.walk(value, schema, root, &mut |value, schema, path| {
+        if schema.embedded_resource
+            && let Value::Object(map) = value
+        {
+            embedded_resource(map, path, out);
         }
-        Value::Array(items) => {
-            if let Some(item) = schema.items_schema().filter(|s| relevant.contains(s)) {
-                for (i, child) in items.iter().enumerate() {
-                    walk(child, item, relevant, &path.index(i), depth + 1, out);
-                }
-            }
-        }
-        _ => {}
-    }
+    });
 }
 
 /// `validateEmbeddedResource`.
@@ -73,45 +38,29 @@ fn embedded_resource(map: &Map<String, Value>, path: &Path, out: &mut Vec<FieldE
     for (key, value) in map {
         match key.as_str() {
             "apiVersion" => {
-                let field = path.child(key);
-                match value.as_str() {
-                    None => out.push(FieldError::invalid(
-                        field,
-                        BadValue::from_json(value),
-                        "must be a string",
-                    )),
-                    Some("") => out.push(FieldError::invalid(field, "", "must not be empty")),
-                    Some(v) if v != "/" && v.matches('/').count() > 1 => {
-                        out.push(FieldError::invalid(
-                            field,
-                            v,
-                            format!("unexpected GroupVersion string: {v}"),
-                        ))
-                    }
-                    Some(_) => {}
+                if let Some(v) = non_empty_string(value, &path.child(key), out)
+                    && v != "/"
+                    && v.matches('/').count() > 1
+                {
+                    out.push(FieldError::invalid(
+                        path.child(key),
+                        v,
+                        format!("unexpected GroupVersion string: {v}"),
+                    ));
                 }
             }
             "kind" => {
-                let field = path.child(key);
-                match value.as_str() {
-                    None => out.push(FieldError::invalid(
-                        field,
-                        BadValue::from_json(value),
-                        "must be a string",
-                    )),
-                    Some("") => out.push(FieldError::invalid(field, "", "must not be empty")),
-                    Some(kind) => {
-                        let errs = dns1035_label(&kind.to_lowercase());
-                        if !errs.is_empty() {
-                            out.push(FieldError::invalid(
-                                field,
-                                kind,
-                                format!(
-                                    "may have mixed case, but should otherwise match: {}",
-                                    errs.join(",")
-                                ),
-                            ));
-                        }
+                if let Some(kind) = non_empty_string(value, &path.child(key), out) {
+                    let errs = dns1035_label(&kind.to_lowercase());
+                    if !errs.is_empty() {
+                        out.push(FieldError::invalid(
+                            path.child(key),
+                            kind,
+                            format!(
+                                "may have mixed case, but should otherwise match: {}",
+                                errs.join(",")
+                            ),
+                        ));
                     }
                 }
             }
@@ -123,6 +72,24 @@ fn embedded_resource(map: &Map<String, Value>, path: &Path, out: &mut Vec<FieldE
             _ => {}
         }
     }
+}
+
+/// `value` as a string to check further; an error for a non-string or an empty one.
+fn non_empty_string<'a>(
+    value: &'a Value,
+    field: &Path,
+    out: &mut Vec<FieldError>,
+) -> Option<&'a str> {
+    match value.as_str() {
+        None => out.push(FieldError::invalid(
+            field.clone(),
+            BadValue::from_json(value),
+            "must be a string",
+        )),
+        Some("") => out.push(FieldError::invalid(field.clone(), "", "must not be empty")),
+        Some(v) => return Some(v),
+    }
+    None
 }
 
 /// `ValidateObjectMeta` with `ValidatePathSegmentName`, limited to names and namespace. A

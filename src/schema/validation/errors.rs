@@ -242,15 +242,18 @@ fn map_error(error: &ValidationError<'_>, json: &Value, root: &Path, out: &mut V
             "{at} in body should be a multiple of {}",
             bound(&Value::from(*multiple_of), instance)
         )),
-        ValidationErrorKind::MaxItems { limit } => FieldError::new(
-            ErrorType::TooMany,
-            field,
-            BadValue::Int(count(instance)),
-            format!(
-                "must have at most {limit} {}",
-                plural(*limit, "item", "items")
-            ),
-        ),
+        // apiextensions words maxProperties like maxItems.
+        ValidationErrorKind::MaxItems { limit } | ValidationErrorKind::MaxProperties { limit } => {
+            FieldError::new(
+                ErrorType::TooMany,
+                field,
+                BadValue::Int(count(instance)),
+                format!(
+                    "must have at most {limit} {}",
+                    plural(*limit, "item", "items")
+                ),
+            )
+        }
         ValidationErrorKind::MinItems { limit } => FieldError::invalid(
             field,
             BadValue::Int(count(instance)),
@@ -260,16 +263,6 @@ fn map_error(error: &ValidationError<'_>, json: &Value, root: &Path, out: &mut V
             field,
             BadValue::from(""),
             format!("{at} in body shouldn't contain duplicates"),
-        ),
-        // apiextensions words maxProperties like maxItems.
-        ValidationErrorKind::MaxProperties { limit } => FieldError::new(
-            ErrorType::TooMany,
-            field,
-            BadValue::Int(count(instance)),
-            format!(
-                "must have at most {limit} {}",
-                plural(*limit, "item", "items")
-            ),
         ),
         ValidationErrorKind::MinProperties { limit } => FieldError::invalid(
             field,

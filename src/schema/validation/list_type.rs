@@ -12,7 +12,6 @@ use super::Subtrees;
 use super::errors::go_json;
 use crate::findings::{BadValue, FieldError, Path};
 use crate::schema::Schema;
-use crate::schema::structural::MAX_SCHEMA_DEPTH;
 
 /// Appends the list-type errors of `value` to `out`.
 pub(super) fn validate(
@@ -22,63 +21,15 @@ pub(super) fn validate(
     root: &Path,
     out: &mut Vec<FieldError>,
 ) {
-    if let Value::Object(map) = value {
-        object(map, schema, relevant, root, 0, out);
-    }
-}
-
-fn object(
-    map: &Map<String, Value>,
-    schema: &Schema,
-    relevant: &Subtrees,
-    path: &Path,
-    depth: usize,
-    out: &mut Vec<FieldError>,
-) {
-    if depth > MAX_SCHEMA_DEPTH {
-        return;
-    }
-    if let Some(add) = schema
-        .additional_properties_schema()
-        .filter(|s| relevant.contains(s))
-    {
-        for (key, child) in map {
-            any(child, add, relevant, &path.key(key), depth + 1, out);
+    relevant.walk(value, schema, root, &mut |value, schema, path| {
+        if let Value::Array(items) = value {
+            list(items, schema, path, out);
         }
-    }
-    for (key, child) in map {
-        if let Some(prop) = schema.properties.get(key).filter(|s| relevant.contains(s)) {
-            any(child, prop, relevant, &path.child(key), depth + 1, out);
-        }
-    }
+    });
 }
 
-fn any(
-    value: &Value,
-    schema: &Schema,
-    relevant: &Subtrees,
-    path: &Path,
-    depth: usize,
-    out: &mut Vec<FieldError>,
-) {
-    match value {
-        Value::Array(items) => array(items, schema, relevant, path, depth, out),
-        Value::Object(map) => object(map, schema, relevant, path, depth, out),
-        _ => {}
-    }
-}
-
-fn array(
-    items: &[Value],
-    schema: &Schema,
-    relevant: &Subtrees,
-    path: &Path,
-    depth: usize,
-    out: &mut Vec<FieldError>,
-) {
-    if depth > MAX_SCHEMA_DEPTH {
-        return;
-    }
+/// The invariant of one list.
+fn list(items: &[Value], schema: &Schema, path: &Path, out: &mut Vec<FieldError>) {
     match schema.list_type.as_deref() {
         Some("set") => {
             for i in first_repeats(items.iter().map(Key::of)) {
@@ -87,11 +38,6 @@ fn array(
         }
         Some("map") => list_map(items, schema, path, out),
         _ => {}
-    }
-    if let Some(item) = schema.items_schema().filter(|s| relevant.contains(s)) {
-        for (i, child) in items.iter().enumerate() {
-            any(child, item, relevant, &path.index(i), depth + 1, out);
-        }
     }
 }
 

@@ -260,6 +260,57 @@ impl Subtrees {
     pub(crate) fn contains(&self, node: &Schema) -> bool {
         self.0.contains(&(node as *const Schema as usize))
     }
+
+    /// Calls `visit` on `value` (with `schema`, at `path`) and, parents first, on every value
+    /// below it whose schema node is in the set.
+    pub(crate) fn walk(
+        &self,
+        value: &Value,
+        schema: &Schema,
+        path: &Path,
+        visit: &mut dyn FnMut(&Value, &Schema, &Path),
+    ) {
+        self.walk_at(value, schema, path, 0, visit);
+    }
+
+    fn walk_at(
+        &self,
+        value: &Value,
+        schema: &Schema,
+        path: &Path,
+        depth: usize,
+        visit: &mut dyn FnMut(&Value, &Schema, &Path),
+    ) {
+        if depth > crate::schema::structural::MAX_SCHEMA_DEPTH {
+            return;
+        }
+        visit(value, schema, path);
+        match value {
+            Value::Object(map) => {
+                for (key, child) in map {
+                    // Structural schemas have properties or additionalProperties, not both.
+                    if let Some(prop) = schema.properties.get(key) {
+                        if self.contains(prop) {
+                            self.walk_at(child, prop, &path.child(key), depth + 1, visit);
+                        }
+                    } else if let Some(add) = schema
+                        .additional_properties_schema()
+                        .filter(|s| self.contains(s))
+                    {
+                        self.walk_at(child, add, &path.key(key), depth + 1, visit);
+                    }
+                }
+            }
+            Value::Array(items) => {
+                if let Some(item) = schema.items_schema().filter(|s| self.contains(s)) {
+                    for (i, child) in items.iter().enumerate() {
+                        self.walk_at(child, item, &path.index(i), depth + 1, visit);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
 fn mark(
