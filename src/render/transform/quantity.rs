@@ -71,77 +71,50 @@ fn parse_quantity_string(s: &str) -> Result<Parts<'_>, QuantityError> {
             Some(_) => break,
         }
     }
+    let digit = |c: u8| c.is_ascii_digit();
     // The numerator.
-    let mut i = pos;
-    loop {
-        match b.get(i) {
-            None => {
-                parts.num = sub(pos, end);
-                parts.value = sub(0, end);
-                return Ok(parts);
-            }
-            Some(c) if c.is_ascii_digit() => i += 1,
-            Some(_) => {
-                parts.num = sub(pos, i);
-                pos = i;
-                break;
-            }
-        }
+    let i = run_end(b, pos, digit);
+    parts.num = sub(pos, i);
+    if i == end {
+        parts.value = sub(0, end);
+        return Ok(parts);
     }
+    pos = i;
     if parts.num.is_empty() {
         parts.num = "0";
     }
     // The denominator.
     if b.get(pos) == Some(&b'.') {
         pos += 1;
-        let mut i = pos;
-        loop {
-            match b.get(i) {
-                None => {
-                    parts.denom = sub(pos, end);
-                    parts.value = sub(0, end);
-                    return Ok(parts);
-                }
-                Some(c) if c.is_ascii_digit() => i += 1,
-                Some(_) => {
-                    parts.denom = sub(pos, i);
-                    pos = i;
-                    break;
-                }
-            }
+        let i = run_end(b, pos, digit);
+        parts.denom = sub(pos, i);
+        if i == end {
+            parts.value = sub(0, end);
+            return Ok(parts);
         }
+        pos = i;
     }
     parts.value = sub(0, pos);
     // The suffix: letters, then an optional sign and digits.
     let suffix_start = pos;
-    let mut i = pos;
-    loop {
-        match b.get(i) {
-            None => {
-                parts.suffix = sub(suffix_start, end);
-                return Ok(parts);
-            }
-            Some(c) if b"eEinumkKMGTP".contains(c) => i += 1,
-            Some(_) => {
-                pos = i;
-                break;
-            }
-        }
-    }
-    if matches!(b.get(pos), Some(b'-' | b'+')) {
+    pos = run_end(b, pos, |c| b"eEinumkKMGTP".contains(&c));
+    if pos < end && matches!(b[pos], b'-' | b'+') {
         pos += 1;
     }
-    let mut i = pos;
-    loop {
-        match b.get(i) {
-            None => {
-                parts.suffix = sub(suffix_start, end);
-                return Ok(parts);
-            }
-            Some(c) if c.is_ascii_digit() => i += 1,
-            Some(_) => return Err(QuantityError::FormatWrong),
-        }
+    // `pos == end` right after the letters is a suffix of letters only, as in Go.
+    if run_end(b, pos, digit) == end {
+        parts.suffix = sub(suffix_start, end);
+        Ok(parts)
+    } else {
+        Err(QuantityError::FormatWrong)
     }
+}
+
+/// The end of the run of bytes from `from` that `accept` takes.
+fn run_end(b: &[u8], from: usize, accept: impl Fn(u8) -> bool) -> usize {
+    b.get(from..)
+        .and_then(|rest| rest.iter().position(|&c| !accept(c)))
+        .map_or(b.len(), |n| from + n)
 }
 
 /// Go's `suffixHandler.interpret`: base, exponent and format of a suffix.
