@@ -118,6 +118,13 @@ impl Cluster {
         self.dir.path("kubeconfig")
     }
 
+    /// [`Cluster::webhook`], once ready.
+    async fn serving(&self, extra: &[&str]) -> Server {
+        let server = self.webhook(extra);
+        wait_ready(&server).await;
+        server
+    }
+
     /// `serve --kubeconfig ...` with `extra` arguments.
     fn webhook(&self, extra: &[&str]) -> Server {
         let kubeconfig = self.kubeconfig();
@@ -321,8 +328,7 @@ async fn wait_ready(server: &Server) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn initial_sync_then_every_review_is_answered_from_the_cache() {
     let cluster = Cluster::with_example().await;
-    let server = cluster.webhook(&["--list-page-size", "1"]);
-    wait_ready(&server).await;
+    let server = cluster.serving(&["--list-page-size", "1"]).await;
     // Two CRDs one per page: a list, and its continuation.
     let queries: Vec<String> = cluster
         .api
@@ -408,8 +414,7 @@ async fn initial_sync_then_every_review_is_answered_from_the_cache() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_changed_crd_changes_the_verdict_and_a_deleted_one_keeps_its_last_schema() {
     let cluster = Cluster::with_example().await;
-    let server = cluster.webhook(&[]);
-    wait_ready(&server).await;
+    let server = cluster.serving(&[]).await;
     assert!(verdict(&review(&server, &composition(), "10s").await).0);
     let before = entry(&server, "Network").await["resourceVersion"].clone();
 
@@ -463,8 +468,7 @@ async fn a_changed_crd_changes_the_verdict_and_a_deleted_one_keeps_its_last_sche
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn with_fail_on_data_errors_a_deleted_crd_is_dropped_and_the_mode_decides() {
     let cluster = Cluster::with_example().await;
-    let server = cluster.webhook(&["--fail-on-data-errors"]);
-    wait_ready(&server).await;
+    let server = cluster.serving(&["--fail-on-data-errors"]).await;
     assert!(verdict(&review(&server, &composition(), "10s").await).0);
 
     assert!(cluster.api.delete(Resource::Crds, NETWORK_CRD));
@@ -481,8 +485,7 @@ async fn with_fail_on_data_errors_a_deleted_crd_is_dropped_and_the_mode_decides(
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_xrd_stands_in_for_its_xr_crd_until_crossplane_generates_it() {
     let cluster = Cluster::with_example().await;
-    let server = cluster.webhook(&[]);
-    wait_ready(&server).await;
+    let server = cluster.serving(&[]).await;
     let mut wrong = composition();
     wrong["spec"]["resources"][0]["patches"][0]["fromFieldPath"] = json!("spec.idd");
     let (allowed, code, message, _) = verdict(&review(&server, &wrong, "10s").await);
@@ -561,8 +564,7 @@ async fn api_server_down_at_start_then_up() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn api_server_down_after_sync_keeps_validating_with_cached_schemas() {
     let cluster = Cluster::with_example().await;
-    let server = cluster.webhook(&[]);
-    wait_ready(&server).await;
+    let server = cluster.serving(&[]).await;
     assert!(verdict(&review(&server, &composition(), "10s").await).0);
 
     cluster.api.set_down(true);
@@ -648,8 +650,7 @@ async fn forbidden_list_is_received_error_and_the_mode_decides() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_slow_answer_past_the_timer_is_timeout_then_acked() {
     let cluster = Cluster::with_example().await;
-    let server = cluster.webhook(&[]);
-    wait_ready(&server).await;
+    let server = cluster.serving(&[]).await;
     cluster.api.delay(Verb::Get, Some(Duration::from_secs(3)));
     let started = Instant::now();
     let (allowed, _, _, warnings) = verdict(&review(&server, &composition(), "2s").await);
@@ -685,8 +686,7 @@ async fn a_slow_answer_past_the_timer_is_timeout_then_acked() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn watch_expiry_relists_and_catches_up() {
     let cluster = Cluster::with_example().await;
-    let server = cluster.webhook(&[]);
-    wait_ready(&server).await;
+    let server = cluster.serving(&[]).await;
     assert!(verdict(&review(&server, &composition(), "10s").await).0);
     cluster
         .api
@@ -720,8 +720,7 @@ async fn watch_expiry_relists_and_catches_up() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_unusable_schema_is_nacked_and_the_last_good_one_stays_in_use() {
     let cluster = Cluster::with_example().await;
-    let server = cluster.webhook(&[]);
-    wait_ready(&server).await;
+    let server = cluster.serving(&[]).await;
     assert!(verdict(&review(&server, &composition(), "10s").await).0);
     let good = entry(&server, "Network").await["resourceVersion"].clone();
 
@@ -765,8 +764,7 @@ async fn an_unusable_schema_is_nacked_and_the_last_good_one_stays_in_use() {
 async fn a_forbidden_get_is_received_error_for_that_kind_only() {
     let cluster = Cluster::with_example().await;
     cluster.api.fail(Resource::Crds, Verb::Get, Some(403));
-    let server = cluster.webhook(&[]);
-    wait_ready(&server).await;
+    let server = cluster.serving(&[]).await;
     let (allowed, _, _, warnings) = verdict(&review(&server, &composition(), "10s").await);
     assert!(allowed);
     let subject = "Composition \"xnetworks.gcp.platformref.upbound.io\"";
@@ -826,8 +824,7 @@ async fn a_crd_added_after_a_review_needed_it_is_fetched_at_once() {
     let cluster = Cluster::start().await;
     cluster.api.apply(Resource::Xrds, xrd());
     cluster.api.apply(Resource::Crds, subnetwork_crd());
-    let server = cluster.webhook(&[]);
-    wait_ready(&server).await;
+    let server = cluster.serving(&[]).await;
     let (allowed, _, _, warnings) = verdict(&review(&server, &composition(), "10s").await);
     assert!(allowed);
     assert_eq!(
