@@ -899,3 +899,167 @@ fn serve_without_a_usable_cluster_says_why_and_exits_2() {
     assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("cannot be used with"), "{stderr}");
 }
+
+const WEBHOOK_CONFIGURATION: &str = "composition-webhook";
+
+/// The webhook configuration as deploy/ installs it: no caBundle yet, and a field this
+/// webhook does not know, which patches must keep.
+fn webhook_configuration() -> Value {
+    json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": WEBHOOK_CONFIGURATION},
+        "webhooks": [{
+            "name": "compositions.composition-webhook.crossplane.io",
+            "admissionReviewVersions": ["v1", "v1beta1"],
+            "sideEffects": "None",
+            "clientConfig": {"service": {"name": "composition-webhook", "namespace": "composition-webhook", "path": "/validate", "port": 443}},
+            "rules": [{"apiGroups": ["apiextensions.crossplane.io"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["compositions"], "scope": "Cluster"}],
+            "aFieldFromANewerKubernetes": {"kept": true},
+        }],
+    })
+}
+
+/// The CAs (PEM) in the bundle of every webhook of the configuration; the bundles must agree.
+fn published_cas(cluster: &Cluster) -> Vec<String> {
+    use base64::Engine as _;
+    let config = cluster
+        .api
+        .webhook_configuration(WEBHOOK_CONFIGURATION)
+        .expect("the webhook configuration");
+    let webhooks = config["webhooks"].as_array().expect("webhooks");
+    let bundles: Vec<Vec<String>> = webhooks
+        .iter()
+        .map(|w| {
+            let b64 = w["clientConfig"]["caBundle"].as_str().unwrap_or_default();
+            let pem = base64::engine::general_purpose::STANDARD
+                .decode(b64)
+                .expect("base64 caBundle");
+            String::from_utf8(pem)
+                .expect("PEM")
+                .split_inclusive("-----END CERTIFICATE-----\n")
+                .map(str::to_owned)
+                .collect()
+        })
+        .collect();
+    assert!(bundles.windows(2).all(|w| w[0] == w[1]), "{bundles:?}");
+    bundles.into_iter().next().unwrap_or_default()
+}
+
+impl Cluster {
+    /// A replica in pod `pod`: `--self-signed --webhook-configuration`, HOSTNAME set as in a pod.
+    fn replica(&self, pod: &str) -> Server {
+        let mut cmd = webhook::serve_command(&[]);
+        cmd.env("HOSTNAME", pod);
+        let kubeconfig = self.kubeconfig();
+        tokio::task::block_in_place(|| {
+            Server::start_self_signed(
+                cmd,
+                &[
+                    "--kubeconfig",
+                    kubeconfig.to_str().expect("utf-8 path"),
+                    "--webhook-configuration",
+                    WEBHOOK_CONFIGURATION,
+                ],
+            )
+        })
+    }
+}
+
+/// `--self-signed --webhook-configuration`: each replica puts its own CA in the caBundle of
+/// every webhook of the configuration, keeps the others' (and fields it does not know), and
+/// replaces its own earlier run's; `/readyz` waits for it and says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn self_signed_replicas_publish_their_cas_in_the_webhook_configuration() {
+    let cluster = Cluster::with_example().await;
+    let a = cluster.replica("pod-a");
+    let why = "not ready: this server's CA is not in the caBundle yet: ValidatingWebhookConfiguration composition-webhook does not exist\n";
+    eventually(
+        "readyz says the configuration is missing",
+        Duration::from_secs(10),
+        || async { a.ops_get("/readyz").await == (503, why.to_owned()) },
+    )
+    .await;
+
+    let mut config = webhook_configuration();
+    let mut second = config["webhooks"][0].clone();
+    second["name"] = json!("second.composition-webhook.crossplane.io");
+    config["webhooks"]
+        .as_array_mut()
+        .expect("webhooks")
+        .push(second);
+    cluster.api.put_webhook_configuration(config);
+    wait_ready(&a).await;
+    let a_ca = String::from_utf8(a.ca_pem.clone()).expect("PEM");
+    assert_eq!(published_cas(&cluster), std::slice::from_ref(&a_ca));
+    let stored = cluster
+        .api
+        .webhook_configuration(WEBHOOK_CONFIGURATION)
+        .expect("stored");
+    assert_eq!(
+        stored["webhooks"][0]["aFieldFromANewerKubernetes"],
+        json!({"kept": true})
+    );
+    assert_eq!(
+        stored["webhooks"][1]["name"],
+        "second.composition-webhook.crossplane.io"
+    );
+    let (_, detail) = ready(&a).await;
+    assert!(detail.starts_with("ready: "), "{detail}");
+
+    // A second replica, whose first two patches lose a race: its CA joins the first's.
+    cluster.api.conflict_webhook_configuration_patches(2);
+    let b = cluster.replica("pod-b");
+    wait_ready(&b).await;
+    let b_ca = String::from_utf8(b.ca_pem.clone()).expect("PEM");
+    assert_eq!(published_cas(&cluster), [a_ca.clone(), b_ca.clone()]);
+    let patches = |status: u16| {
+        cluster
+            .api
+            .webhook_configuration_calls()
+            .iter()
+            .filter(|(m, _, s)| *m == hyper::Method::PATCH && *s == status)
+            .count()
+    };
+    assert_eq!((patches(200), patches(409)), (2, 2));
+    assert_eq!(
+        calls(&b, "patch", "validatingwebhookconfigurations").await,
+        3.0
+    );
+
+    // pod-a's container restarts: its new CA replaces its old one.
+    drop(a);
+    let a2 = cluster.replica("pod-a");
+    wait_ready(&a2).await;
+    let a2_ca = String::from_utf8(a2.ca_pem.clone()).expect("PEM");
+    assert_ne!(a2_ca, a_ca);
+    assert_eq!(published_cas(&cluster), [b_ca, a2_ca]);
+}
+
+/// Without RBAC on its webhook configuration, `/readyz` says what to grant; once granted,
+/// the replica becomes ready by itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn without_rbac_on_the_webhook_configuration_readyz_says_what_to_grant() {
+    let cluster = Cluster::with_example().await;
+    cluster
+        .api
+        .put_webhook_configuration(webhook_configuration());
+    cluster
+        .api
+        .fail_webhook_configurations(hyper::Method::PATCH, Some(403));
+    let a = cluster.replica("pod-a");
+    let why = "not ready: this server's CA is not in the caBundle yet: the API server refused to patch ValidatingWebhookConfiguration composition-webhook: 403 Forbidden (RBAC must allow get and patch on validatingwebhookconfigurations named composition-webhook)\n";
+    eventually(
+        "readyz names the missing permission",
+        Duration::from_secs(10),
+        || async { a.ops_get("/readyz").await == (503, why.to_owned()) },
+    )
+    .await;
+    assert!(published_cas(&cluster).is_empty());
+    cluster
+        .api
+        .fail_webhook_configurations(hyper::Method::PATCH, None);
+    wait_ready(&a).await;
+    assert_eq!(published_cas(&cluster).len(), 1);
+    assert!(calls_failed(&a, "patch", "validatingwebhookconfigurations", "http_403").await >= 1.0);
+}

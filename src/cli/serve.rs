@@ -9,10 +9,12 @@ use std::time::Duration;
 
 use super::{EXIT_ALLOWED, EXIT_INPUT_ERROR, ModeArg, build_catalog, load_all};
 use crate::cluster::calls::CallObserver;
-use crate::cluster::{ClusterOptions, ClusterSchemas, connect};
+use crate::cluster::{ClusterOptions, ClusterSchemas, ca_bundle, connect};
 use crate::server::logging::{self, LogFormat};
 use crate::server::metrics::{ApiCall, ApiCallLabels, ApiCallRecorder, Metrics};
+use crate::server::operations::Readiness;
 use crate::server::{self, FileSchemas, ServeConfig, ServedSchemas, TlsSource, deadline, https};
+use tokio::sync::watch;
 
 fn duration(s: &str) -> Result<Duration, String> {
     deadline::parse_go_duration(s).map_err(|e| e.to_string())
@@ -121,9 +123,20 @@ pub(super) struct ServeArgs {
         value_name = "NAME",
         env = "COMPOSITION_WEBHOOK_SELF_SIGNED_DNS_NAMES",
         value_delimiter = ',',
-        default_value = "composition-webhook.crossplane-system.svc"
+        default_value = "composition-webhook.composition-webhook.svc"
     )]
     self_signed_dns_names: Vec<String>,
+
+    /// Keep the self-signed CA in the caBundle of this ValidatingWebhookConfiguration (needs
+    /// get and patch on it); /readyz waits until it is there.
+    #[arg(
+        long,
+        value_name = "NAME",
+        env = "COMPOSITION_WEBHOOK_CONFIGURATION",
+        requires = "self_signed",
+        conflicts_with = "crds"
+    )]
+    webhook_configuration: Option<String>,
 
     /// Where to write the self-signed CA certificate (PEM), the webhook configuration's caBundle.
     #[arg(
@@ -201,6 +214,7 @@ pub(super) fn run(args: &ServeArgs) -> u8 {
     let tls = if args.self_signed {
         TlsSource::SelfSigned {
             dns_names: args.self_signed_dns_names.clone(),
+            ca_common_name: ca_common_name(),
             ca_bundle_out: args.ca_bundle_out.clone(),
         }
     } else {
@@ -234,6 +248,7 @@ pub(super) fn run(args: &ServeArgs) -> u8 {
             max_connections: args.max_connections.max(1),
         },
         drain_timeout: args.drain_timeout,
+        ca_publisher: None,
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -245,6 +260,7 @@ pub(super) fn run(args: &ServeArgs) -> u8 {
             return EXIT_INPUT_ERROR;
         }
     };
+    let mut config = config;
     runtime.block_on(async {
         let metrics = Arc::new(Metrics::new());
         let schemas: Arc<dyn ServedSchemas> = match files {
@@ -252,7 +268,13 @@ pub(super) fn run(args: &ServeArgs) -> u8 {
             None => {
                 purge_delay(0);
                 match cluster_schemas(args, &metrics).await {
-                    Ok(cluster) => {
+                    Ok((cluster, client)) => {
+                        if let Some(name) = &args.webhook_configuration {
+                            config.ca_publisher = Some(Arc::new(WebhookConfigurationCa {
+                                client,
+                                name: name.clone(),
+                            }));
+                        }
                         let cluster = Arc::new(cluster);
                         purge_until_listed(cluster.clone());
                         cluster
@@ -327,7 +349,7 @@ fn purge_until_listed(schemas: Arc<ClusterSchemas>) {
 async fn cluster_schemas(
     args: &ServeArgs,
     metrics: &Arc<Metrics>,
-) -> Result<ClusterSchemas, connect::ConnectError> {
+) -> Result<(ClusterSchemas, kube::Client), connect::ConnectError> {
     // kube's TLS needs the process's rustls provider.
     let _ = server::tls::provider();
     let (recorder, counting) = ApiCallRecorder::new(metrics.clone());
@@ -348,7 +370,56 @@ async fn cluster_schemas(
         request_timeout: args.api_timeout,
         ..ClusterOptions::default()
     };
-    let schemas = ClusterSchemas::connect(args.kubeconfig.as_deref(), options, observer).await?;
+    let (schemas, client) =
+        ClusterSchemas::connect(args.kubeconfig.as_deref(), options, observer).await?;
     tracing::info!(server = %schemas.server(), "watching CRDs and XRDs");
-    Ok(schemas)
+    Ok((schemas, client))
+}
+
+/// How often the webhook configuration's caBundle is checked for this server's CA.
+const CA_BUNDLE_INTERVAL: Duration = Duration::from_secs(30);
+
+/// Publishes the self-signed CA in the caBundle of a ValidatingWebhookConfiguration.
+struct WebhookConfigurationCa {
+    client: kube::Client,
+    name: String,
+}
+
+impl server::CaPublisher for WebhookConfigurationCa {
+    fn publish(&self, ca_pem: &str) -> watch::Receiver<Readiness> {
+        let (tx, rx) = watch::channel(Readiness::not_ready(format!(
+            "adding this server's CA to the caBundle of ValidatingWebhookConfiguration {}",
+            self.name
+        )));
+        tokio::spawn(ca_bundle::keep(
+            ca_bundle::api(self.client.clone()),
+            self.name.clone(),
+            ca_pem.to_owned(),
+            CA_BUNDLE_INTERVAL,
+            move |trusted, detail| {
+                let readiness = if trusted {
+                    Readiness::ready(detail)
+                } else {
+                    Readiness::not_ready(detail)
+                };
+                tx.send_replace(readiness);
+            },
+        ));
+        rx
+    }
+}
+
+/// The self-signed CA's name: the pod's (host) name tells replicas' CAs apart in a shared
+/// caBundle, and a restarted container's from its earlier run's.
+fn ca_common_name() -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_default();
+    if host.is_empty() {
+        ca_bundle::CA_NAME_PREFIX.to_owned()
+    } else {
+        format!("{} {host}", ca_bundle::CA_NAME_PREFIX)
+    }
 }

@@ -28,6 +28,10 @@ pub struct ApiCall {
 /// Where calls are reported.
 pub type CallObserver = Arc<dyn Fn(ApiCall) + Send + Sync>;
 
+/// The webhook configurations' collection (only its own object is ever called).
+const WEBHOOK_CONFIGURATIONS: &str =
+    "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations";
+
 /// The verb and resource of a request.
 pub fn classify<B>(request: &Request<B>) -> (&'static str, &'static str) {
     let path = request.uri().path();
@@ -38,7 +42,12 @@ pub fn classify<B>(request: &Request<B>) -> (&'static str, &'static str) {
     ]
     .into_iter()
     .find(|s| path.starts_with(&s.path()))
-    .map_or("other", |s| s.plural());
+    .map(|s| s.plural())
+    .or_else(|| {
+        path.starts_with(WEBHOOK_CONFIGURATIONS)
+            .then_some("validatingwebhookconfigurations")
+    })
+    .unwrap_or("other");
     // A collection's path ends with the resource; an object's with its name.
     let collection =
         resource != "other" && path.trim_end_matches('/').rsplit('/').next() == Some(resource);
@@ -49,6 +58,7 @@ pub fn classify<B>(request: &Request<B>) -> (&'static str, &'static str) {
         ("GET", _, true) => "watch",
         ("GET", true, false) => "list",
         ("GET", false, false) => "get",
+        ("PATCH", false, false) => "patch",
         _ => "other",
     };
     (verb, resource)
@@ -171,5 +181,12 @@ mod tests {
             ("list", "compositeresourcedefinitions")
         );
         assert_eq!(verb("/version"), ("get", "other"));
+        let patch = Request::patch(format!("{WEBHOOK_CONFIGURATIONS}/composition-webhook"))
+            .body(())
+            .expect("request");
+        assert_eq!(
+            classify(&patch),
+            ("patch", "validatingwebhookconfigurations")
+        );
     }
 }

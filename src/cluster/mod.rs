@@ -9,9 +9,12 @@
 //!   (`GET`) and parsed; it is refetched only when its resourceVersion changes;
 //! - [`entries`]: each needed kind's cache entry, its state and error rules.
 //!
+//! [`ca_bundle`] keeps a self-signed CA in the webhook's own ValidatingWebhookConfiguration.
+//!
 //! So memory grows with the kinds Compositions use, not with the CRDs in the cluster, and no
 //! review calls the API server once its kinds are cached.
 
+pub mod ca_bundle;
 pub mod calls;
 pub mod connect;
 pub mod definitions;
@@ -292,11 +295,12 @@ impl ClusterSchemas {
     /// starts watching CRDs and XRDs on the current tokio runtime. Every call to the API
     /// server is reported to `observer`; a successful list or watch also clears the watch
     /// error of its collection (a watch resumed after an outage sends no event to say so).
+    /// The client comes back too, for the server's other calls (the caBundle).
     pub async fn connect(
         kubeconfig: Option<&Path>,
         options: ClusterOptions,
         observer: calls::CallObserver,
-    ) -> Result<Self, connect::ConnectError> {
+    ) -> Result<(Self, kube::Client), connect::ConnectError> {
         let cell: Arc<OnceLock<Weak<Shared>>> = Arc::default();
         let health = cell.clone();
         let observed: calls::CallObserver = Arc::new(move |call: calls::ApiCall| {
@@ -309,9 +313,9 @@ impl ClusterSchemas {
             observer(call);
         });
         let (client, server) = connect::client(kubeconfig, observed).await?;
-        let schemas = Self::start(client, server, options);
+        let schemas = Self::start(client.clone(), server, options);
         let _ = cell.set(Arc::downgrade(&schemas.shared));
-        Ok(schemas)
+        Ok((schemas, client))
     }
 
     /// Starts watching CRDs and XRDs through `client` (on the current tokio runtime);

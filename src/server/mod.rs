@@ -70,6 +70,9 @@ pub enum TlsSource {
     SelfSigned {
         /// The DNS names of the serving certificate.
         dns_names: Vec<String>,
+        /// The CA's common name; it tells this server's CA from others in a shared
+        /// `caBundle`.
+        ca_common_name: String,
         /// Where to write the CA certificate (PEM), if anywhere.
         ca_bundle_out: Option<PathBuf>,
     },
@@ -98,6 +101,22 @@ pub struct ServeConfig {
     pub limits: https::ConnectionLimits,
     /// How long in-flight reviews may take to finish on shutdown.
     pub drain_timeout: Duration,
+    /// Where a self-signed CA is published for the API server (the cluster shell patches the
+    /// webhook configuration's `caBundle`); `/readyz` waits for it.
+    pub ca_publisher: Option<Arc<dyn CaPublisher>>,
+}
+
+/// Publishes the self-signed CA where the API server reads it.
+pub trait CaPublisher: Send + Sync {
+    /// Starts publishing `ca_pem` (on the current tokio runtime); the receiver says whether
+    /// the API server trusts this server yet, and why not.
+    fn publish(&self, ca_pem: &str) -> watch::Receiver<Readiness>;
+}
+
+impl std::fmt::Debug for dyn CaPublisher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CaPublisher")
+    }
 }
 
 /// Why the server could not start.
@@ -130,6 +149,7 @@ pub async fn run(
 ) -> Result<(), ServeError> {
     let provider = tls::provider();
 
+    let mut ca_pem = None;
     let (loaded, watch_files) = match &config.tls {
         TlsSource::Files {
             cert,
@@ -142,15 +162,21 @@ pub async fn run(
         }
         TlsSource::SelfSigned {
             dns_names,
+            ca_common_name,
             ca_bundle_out,
         } => {
-            let generated = tls::self_signed(dns_names, &provider)?;
+            let generated = tls::self_signed(dns_names, ca_common_name, &provider)?;
             if let Some(path) = ca_bundle_out {
                 tls::write_bundle(path, &generated.ca_pem)?;
                 tracing::info!(path = %path.display(), "CA bundle written");
             }
+            ca_pem = Some(generated.ca_pem);
             (generated.loaded, None)
         }
+    };
+    let published = match (&config.ca_publisher, ca_pem) {
+        (Some(publisher), Some(pem)) => Some(publisher.publish(&pem)),
+        _ => None,
     };
     tracing::info!(dns_names = ?loaded.dns_names, not_after = loaded.not_after, "serving certificate loaded");
     metrics.certificate(Some(loaded.not_after));
@@ -185,7 +211,7 @@ pub async fn run(
         .with_state(state);
 
     let (ready_tx, ready_rx) = watch::channel(Readiness::ready("serving"));
-    let ops_router = operations::router(ready_rx, metrics.clone(), schemas.clone());
+    let ops_router = operations::router(ready_rx, published, metrics.clone(), schemas.clone());
     let (stop_tx, stop_rx) = watch::channel(false);
 
     let watcher = watch_files.map(|(cert, key, interval, served)| {

@@ -47,13 +47,16 @@ impl Readiness {
 #[derive(Clone)]
 struct Ops {
     serving: watch::Receiver<Readiness>,
+    published: Option<watch::Receiver<Readiness>>,
     metrics: Arc<Metrics>,
     schemas: Arc<dyn ServedSchemas>,
 }
 
-/// The router of the operations port; `serving` turns not ready when shutting down.
+/// The router of the operations port; `serving` turns not ready when shutting down,
+/// `published` (with `--self-signed`) until the API server trusts the generated CA.
 pub fn router(
     serving: watch::Receiver<Readiness>,
+    published: Option<watch::Receiver<Readiness>>,
     metrics: Arc<Metrics>,
     schemas: Arc<dyn ServedSchemas>,
 ) -> Router {
@@ -64,6 +67,7 @@ pub fn router(
         .route("/debug/schemas", get(debug_schemas))
         .with_state(Ops {
             serving,
+            published,
             metrics,
             schemas,
         })
@@ -71,10 +75,11 @@ pub fn router(
 
 async fn readyz(State(ops): State<Ops>) -> Response {
     let serving = ops.serving.borrow().clone();
-    let r = if serving.ready {
-        ops.schemas.readiness()
-    } else {
-        serving
+    let published = ops.published.as_ref().map(|p| p.borrow().clone());
+    let r = match published {
+        _ if !serving.ready => serving,
+        Some(p) if !p.ready => p,
+        _ => ops.schemas.readiness(),
     };
     let code = if r.ready {
         StatusCode::OK

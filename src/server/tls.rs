@@ -281,9 +281,11 @@ pub struct SelfSigned {
     pub ca_pem: String,
 }
 
-/// Generates a CA (valid ten years) and a serving certificate (one year) for `dns_names`.
+/// Generates a CA named `ca_common_name` (valid ten years) and a serving certificate (one
+/// year) for `dns_names`.
 pub fn self_signed(
     dns_names: &[String],
+    ca_common_name: &str,
     provider: &CryptoProvider,
 ) -> Result<SelfSigned, TlsError> {
     use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, KeyUsagePurpose};
@@ -294,7 +296,7 @@ pub fn self_signed(
     let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
     ca_params
         .distinguished_name
-        .push(DnType::CommonName, "composition-webhook CA");
+        .push(DnType::CommonName, ca_common_name);
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
     ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
     ca_params.not_before = now - time::Duration::hours(1);
@@ -342,12 +344,17 @@ mod tests {
     #[test]
     fn self_signed_chain_loads_and_round_trips_through_files() {
         let provider = provider();
-        let s = self_signed(&["webhook.example.svc".into()], &provider).unwrap();
+        let s = self_signed(
+            &["webhook.example.svc".into()],
+            "composition-webhook CA test",
+            &provider,
+        )
+        .unwrap();
         assert_eq!(s.loaded.dns_names, ["webhook.example.svc"]);
         assert_eq!(s.loaded.key.cert.len(), 2);
         assert!(s.ca_pem.starts_with("-----BEGIN CERTIFICATE-----"));
         assert!(matches!(
-            self_signed(&[], &provider),
+            self_signed(&[], "composition-webhook CA test", &provider),
             Err(TlsError::NoDnsName)
         ));
     }

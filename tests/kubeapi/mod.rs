@@ -291,6 +291,47 @@ impl FakeApiServer {
         kube::Client::try_from(self.config().await).expect("a kube client")
     }
 
+    /// Creates or replaces a ValidatingWebhookConfiguration (named by `metadata.name`), with
+    /// a new resourceVersion.
+    pub fn put_webhook_configuration(&self, mut object: Value) {
+        let mut state = lock(&self.shared.state);
+        state.rv += 1;
+        object["metadata"]["resourceVersion"] = json!(state.rv.to_string());
+        let name = object["metadata"]["name"]
+            .as_str()
+            .expect("metadata.name")
+            .to_owned();
+        state.webhook_configurations.insert(name, object);
+    }
+
+    /// The ValidatingWebhookConfiguration `name`, as stored.
+    pub fn webhook_configuration(&self, name: &str) -> Option<Value> {
+        lock(&self.shared.state)
+            .webhook_configurations
+            .get(name)
+            .cloned()
+    }
+
+    /// Answers every webhook configuration call of `method` (GET or PATCH) with a Status of
+    /// `code`, or serves them again with `None`.
+    pub fn fail_webhook_configurations(&self, method: Method, code: Option<u16>) {
+        let mut state = lock(&self.shared.state);
+        match code {
+            Some(code) => state.webhook_configuration_faults.insert(method, code),
+            None => state.webhook_configuration_faults.remove(&method),
+        };
+    }
+
+    /// Answers the next `n` patches of a webhook configuration with 409 Conflict.
+    pub fn conflict_webhook_configuration_patches(&self, n: usize) {
+        lock(&self.shared.state).webhook_configuration_conflicts = n;
+    }
+
+    /// The webhook configuration calls answered: method, name and status.
+    pub fn webhook_configuration_calls(&self) -> Vec<(Method, String, u16)> {
+        lock(&self.shared.state).webhook_configuration_calls.clone()
+    }
+
     /// Creates or replaces the object named by `metadata.name`: a new resourceVersion; on
     /// create a uid, creationTimestamp and generation 1; on replace the uid and
     /// creationTimestamp stay and the generation goes up when `spec` changed. Open watches
@@ -508,6 +549,14 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 #[derive(Default)]
 struct State {
+    /// ValidatingWebhookConfigurations by name (get and merge patch only).
+    webhook_configurations: BTreeMap<String, Value>,
+    /// A Status code every webhook configuration call gets instead, by method.
+    webhook_configuration_faults: HashMap<Method, u16>,
+    /// Patches still to answer with 409 Conflict (as if another writer came first).
+    webhook_configuration_conflicts: usize,
+    /// Webhook configuration calls answered: method, name and status.
+    webhook_configuration_calls: Vec<(Method, String, u16)>,
     /// The global resourceVersion, as etcd's revision: bumped by every change.
     rv: u64,
     /// Events at or before this resourceVersion are gone.
@@ -1436,6 +1485,10 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<
     let expected = format!("Bearer {}", FakeApiServer::TOKEN);
     // kube-apiserver authenticates before it routes: a bad token is a 401 on any path.
     let authenticated = authorization.as_deref() == Some(expected.as_str());
+    if let Some(name) = req.uri().path().strip_prefix(WEBHOOK_CONFIGURATIONS_PATH) {
+        let name = percent_decode(name);
+        return Ok(webhook_configuration(&shared, req, name, authenticated).await);
+    }
     let Some(target) = route(req.uri().path()) else {
         let error = if authenticated {
             ApiError::no_such_resource()
@@ -1745,4 +1798,160 @@ fn tls_config() -> (String, Arc<rustls::ServerConfig>) {
         .expect("a serving certificate and key");
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     (ca.pem(), Arc::new(config))
+}
+
+// ---------------------------------------------------------------------------------------
+// ValidatingWebhookConfigurations: get and JSON merge patch of one object
+
+const WEBHOOK_CONFIGURATIONS_PATH: &str =
+    "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/";
+
+async fn webhook_configuration(
+    shared: &Arc<Shared>,
+    req: Request<Incoming>,
+    name: String,
+    authenticated: bool,
+) -> Response<Body> {
+    use http_body_util::BodyExt as _;
+    let method = req.method().clone();
+    let content_type = req
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    let body = match req.into_body().collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(_) => Bytes::new(),
+    };
+    let mut state = lock(&shared.state);
+    let result = if !authenticated {
+        Err(ApiError::unauthorized())
+    } else if let Some(code) = state.webhook_configuration_faults.get(&method).copied() {
+        let verb = if method == Method::PATCH {
+            "patch"
+        } else {
+            "get"
+        };
+        Err(webhook_configuration_error(code, verb, &name))
+    } else if method == Method::GET {
+        state
+            .webhook_configurations
+            .get(&name)
+            .map(|o| json_response(200, Bytes::from(o.to_string())))
+            .ok_or_else(|| webhook_configuration_error(404, "get", &name))
+    } else if method == Method::PATCH {
+        patch_webhook_configuration(&mut state, &name, &content_type, &body)
+    } else {
+        Err(ApiError::method_not_allowed())
+    };
+    let response = result.unwrap_or_else(|e| e.response());
+    let status = response.status().as_u16();
+    state
+        .webhook_configuration_calls
+        .push((method, name, status));
+    response
+}
+
+fn webhook_configuration_error(code: u16, verb: &str, name: &str) -> ApiError {
+    let what = format!("validatingwebhookconfigurations.admissionregistration.k8s.io \"{name}\"");
+    let details = json!({"name": name, "group": "admissionregistration.k8s.io", "kind": "validatingwebhookconfigurations"});
+    match code {
+        404 => ApiError::new(404, "NotFound", &format!("{what} not found"), Some(details)),
+        403 => ApiError::new(
+            403,
+            "Forbidden",
+            &format!(
+                "{what} is forbidden: User \"{FORBIDDEN_USER}\" cannot {verb} resource \"validatingwebhookconfigurations\" in API group \"admissionregistration.k8s.io\" at the cluster scope"
+            ),
+            Some(details),
+        ),
+        409 => ApiError::new(
+            409,
+            "Conflict",
+            &format!(
+                "Operation cannot be fulfilled on validatingwebhookconfigurations.admissionregistration.k8s.io \"{name}\": the object has been modified; please apply your changes to the latest version and try again"
+            ),
+            Some(details),
+        ),
+        other => ApiError::new(
+            other,
+            "InternalError",
+            "Internal error occurred: etcdserver: request timed out",
+            Some(details),
+        ),
+    }
+}
+
+/// A JSON merge patch (RFC 7386), as kube-apiserver applies `application/merge-patch+json`:
+/// a `metadata.resourceVersion` in the patch is a precondition (409 when stale), and
+/// `caBundle` must be base64, as the API's `[]byte` fields are.
+fn patch_webhook_configuration(
+    state: &mut State,
+    name: &str,
+    content_type: &str,
+    body: &[u8],
+) -> Result<Response<Body>, ApiError> {
+    if content_type != "application/merge-patch+json" {
+        return Err(ApiError::new(
+            415,
+            "UnsupportedMediaType",
+            &format!(
+                "the body of the request was in an unknown format - accepted media types include: application/merge-patch+json; got {content_type}"
+            ),
+            None,
+        ));
+    }
+    let patch: Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
+    let Some(current) = state.webhook_configurations.get(name).cloned() else {
+        return Err(webhook_configuration_error(404, "patch", name));
+    };
+    if state.webhook_configuration_conflicts > 0 {
+        state.webhook_configuration_conflicts -= 1;
+        return Err(webhook_configuration_error(409, "patch", name));
+    }
+    if let Some(rv) = patch.pointer("/metadata/resourceVersion")
+        && Some(rv) != current.pointer("/metadata/resourceVersion")
+    {
+        return Err(webhook_configuration_error(409, "patch", name));
+    }
+    let mut patched = current;
+    merge_patch(&mut patched, &patch);
+    for webhook in patched["webhooks"].as_array().into_iter().flatten() {
+        if let Some(bundle) = webhook.pointer("/clientConfig/caBundle") {
+            let valid = bundle.as_str().is_some_and(|b| STANDARD.decode(b).is_ok());
+            if !valid {
+                return Err(ApiError::bad_request(
+                    "ValidatingWebhookConfiguration in version \"v1\" cannot be handled as a ValidatingWebhookConfiguration: illegal base64 data".into(),
+                ));
+            }
+        }
+    }
+    state.rv += 1;
+    patched["metadata"]["resourceVersion"] = json!(state.rv.to_string());
+    state
+        .webhook_configurations
+        .insert(name.to_owned(), patched.clone());
+    Ok(json_response(200, Bytes::from(patched.to_string())))
+}
+
+fn merge_patch(target: &mut Value, patch: &Value) {
+    let Value::Object(fields) = patch else {
+        *target = patch.clone();
+        return;
+    };
+    if !target.is_object() {
+        *target = json!({});
+    }
+    let Value::Object(object) = target else {
+        return;
+    };
+    for (key, value) in fields {
+        if value.is_null() {
+            object.remove(key);
+        } else {
+            merge_patch(object.entry(key.clone()).or_insert(Value::Null), value);
+        }
+    }
 }
