@@ -123,6 +123,13 @@ pub struct Validated {
     pub lines: Vec<Option<u32>>,
 }
 
+/// The command line's definition: its subcommands, flags and environment variables (the
+/// manifest tests check deploy/ against it).
+pub fn command() -> clap::Command {
+    use clap::CommandFactory;
+    Cli::command()
+}
+
 /// Runs the binary: parses the arguments, runs the command, returns the exit status.
 pub fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
