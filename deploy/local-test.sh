@@ -134,8 +134,9 @@ apply() {
 }
 say "applying"
 apply deploy/local-test/valid.yaml '^composition.apiextensions.crossplane.io/local-test-valid (created|configured|unchanged)$'
-apply deploy/local-test/invalid.yaml 'admission webhook "compositions.composition-webhook.crossplane.io" denied the request'
-apply deploy/local-test/missing-schema.yaml '^Warning: .*Subnetworkk'
+# A 422 with causes: kubectl prints "The Composition ... is invalid:" and a line per cause.
+apply deploy/local-test/invalid.yaml '^The Composition "local-test-invalid" is invalid'
+apply deploy/local-test/missing-schema.yaml '^Warning: Composition "local-test-missing-schema": .*Subnetworkk'
 
 say "webhook log (last 5 lines)"
 tail -n 5 "$WORK/webhook.log"
