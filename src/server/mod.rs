@@ -150,6 +150,7 @@ pub async fn run(
     let provider = tls::provider();
 
     let mut ca_pem = None;
+    let mut renewal = None;
     let (loaded, watch_files) = match &config.tls {
         TlsSource::Files {
             cert,
@@ -171,6 +172,7 @@ pub async fn run(
                 tracing::info!(path = %path.display(), "CA bundle written");
             }
             ca_pem = Some(generated.ca_pem);
+            renewal = Some(generated.issuer);
             (generated.loaded, None)
         }
     };
@@ -180,7 +182,16 @@ pub async fn run(
     };
     tracing::info!(dns_names = ?loaded.dns_names, not_after = loaded.not_after, "serving certificate loaded");
     metrics.certificate(Some(loaded.not_after));
-    let resolver = Arc::new(tls::CertResolver::new(loaded.key));
+    let resolver = Arc::new(tls::CertResolver::new(loaded.key.clone()));
+    let renewer = renewal.map(|issuer| {
+        tokio::spawn(tls::renew_self_signed(
+            issuer,
+            loaded.clone(),
+            resolver.clone(),
+            provider.clone(),
+            metrics.clone(),
+        ))
+    });
     let tls_config = Arc::new(tls::server_config(provider.clone(), resolver.clone())?);
 
     let bind = |address: SocketAddr| async move {
@@ -264,8 +275,8 @@ pub async fn run(
     // The operations port outlives the drain, so probes and scrapes see it.
     let _ = ops_done_tx.send(());
     let _ = operations.await;
-    if let Some(w) = watcher {
-        w.abort();
+    for task in [watcher, renewer].into_iter().flatten() {
+        task.abort();
     }
     tracing::info!("stopped");
     Ok(())

@@ -279,6 +279,49 @@ pub struct SelfSigned {
     pub loaded: Loaded,
     /// The CA certificate in PEM: the `caBundle` of the webhook configuration.
     pub ca_pem: String,
+    /// The CA, to issue the next serving certificate before this one expires.
+    pub issuer: SelfSignedIssuer,
+}
+
+/// How long a generated serving certificate is valid; it is replaced after two thirds.
+const SELF_SIGNED_LEAF_DAYS: i64 = 365;
+
+/// The generated CA (valid ten years) and what its serving certificates are for.
+pub struct SelfSignedIssuer {
+    issuer: rcgen::Issuer<'static, rcgen::KeyPair>,
+    ca_der: CertificateDer<'static>,
+    dns_names: Vec<String>,
+}
+
+impl SelfSignedIssuer {
+    /// A new serving certificate (valid [`SELF_SIGNED_LEAF_DAYS`] from an hour before `now`)
+    /// chained to the CA.
+    pub fn issue(
+        &self,
+        now: time::OffsetDateTime,
+        provider: &CryptoProvider,
+    ) -> Result<Loaded, TlsError> {
+        use rcgen::{CertificateParams, DnType, KeyPair, KeyUsagePurpose};
+        let first = self.dns_names.first().ok_or(TlsError::NoDnsName)?;
+        let mut params = CertificateParams::new(self.dns_names.clone())?;
+        params.distinguished_name.push(DnType::CommonName, first);
+        params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
+        params.not_before = now - time::Duration::hours(1);
+        params.not_after = now + time::Duration::days(SELF_SIGNED_LEAF_DAYS);
+        let key = KeyPair::generate()?;
+        let cert = params.signed_by(&key, &self.issuer)?;
+        let chain = vec![cert.der().clone(), self.ca_der.clone()];
+        let private = PrivateKeyDer::try_from(key.serialize_der()).map_err(|e| TlsError::Pem {
+            path: PathBuf::from("<generated>"),
+            what: e.to_string(),
+        })?;
+        Loaded::new(chain, private, provider).map_err(|reason| TlsError::Mismatch {
+            cert: PathBuf::from("<generated>"),
+            key: PathBuf::from("<generated>"),
+            reason,
+        })
+    }
 }
 
 /// Generates a CA named `ca_common_name` (valid ten years) and a serving certificate (one
@@ -289,9 +332,9 @@ pub fn self_signed(
     provider: &CryptoProvider,
 ) -> Result<SelfSigned, TlsError> {
     use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, KeyUsagePurpose};
-    let Some(first) = dns_names.first() else {
+    if dns_names.is_empty() {
         return Err(TlsError::NoDnsName);
-    };
+    }
     let now = time::OffsetDateTime::now_utc();
     let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
     ca_params
@@ -303,30 +346,60 @@ pub fn self_signed(
     ca_params.not_after = now + time::Duration::days(3650);
     let ca_key = KeyPair::generate()?;
     let ca_cert = ca_params.self_signed(&ca_key)?;
-    let issuer = rcgen::Issuer::new(ca_params, ca_key);
-
-    let mut params = CertificateParams::new(dns_names.to_vec())?;
-    params.distinguished_name.push(DnType::CommonName, first);
-    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-    params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
-    params.not_before = now - time::Duration::hours(1);
-    params.not_after = now + time::Duration::days(365);
-    let key = KeyPair::generate()?;
-    let cert = params.signed_by(&key, &issuer)?;
-    let chain = vec![cert.der().clone(), ca_cert.der().clone()];
-    let private = PrivateKeyDer::try_from(key.serialize_der()).map_err(|e| TlsError::Pem {
-        path: PathBuf::from("<generated>"),
-        what: e.to_string(),
-    })?;
-    let loaded = Loaded::new(chain, private, provider).map_err(|reason| TlsError::Mismatch {
-        cert: PathBuf::from("<generated>"),
-        key: PathBuf::from("<generated>"),
-        reason,
-    })?;
+    let issuer = SelfSignedIssuer {
+        issuer: rcgen::Issuer::new(ca_params, ca_key),
+        ca_der: ca_cert.der().clone(),
+        dns_names: dns_names.to_vec(),
+    };
     Ok(SelfSigned {
-        loaded,
+        loaded: issuer.issue(now, provider)?,
         ca_pem: ca_cert.pem(),
+        issuer,
     })
+}
+
+/// How long until a serving certificate valid from `not_before` to `not_after` (Unix
+/// seconds) is replaced: two thirds into its life, counted from `now`.
+fn renewal_delay(not_before: i64, not_after: i64, now: i64) -> Duration {
+    let renew_at = not_before + (not_after - not_before) * 2 / 3;
+    Duration::from_secs(u64::try_from(renew_at - now).unwrap_or(0))
+}
+
+/// Replaces the generated serving certificate with a new one from the same CA two thirds
+/// into its life, so a long-running replica never serves an expired one and its CA (in the
+/// `caBundle`) stays the same. Runs until the process ends.
+pub async fn renew_self_signed(
+    issuer: SelfSignedIssuer,
+    mut current: Loaded,
+    resolver: Arc<CertResolver>,
+    provider: Arc<CryptoProvider>,
+    metrics: Arc<Metrics>,
+) {
+    loop {
+        let now = time::OffsetDateTime::now_utc();
+        let not_before = current.not_after - SELF_SIGNED_LEAF_DAYS * 86_400 - 3_600;
+        tokio::time::sleep(renewal_delay(
+            not_before,
+            current.not_after,
+            now.unix_timestamp(),
+        ))
+        .await;
+        match issuer.issue(time::OffsetDateTime::now_utc(), &provider) {
+            Ok(loaded) => {
+                tracing::info!(
+                    not_after = loaded.not_after,
+                    "self-signed serving certificate renewed"
+                );
+                metrics.certificate(Some(loaded.not_after));
+                resolver.set(loaded.key.clone());
+                current = loaded;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "self-signed serving certificate not renewed; retrying in an hour");
+                tokio::time::sleep(Duration::from_secs(3_600)).await;
+            }
+        }
+    }
 }
 
 /// Writes the CA bundle (PEM) where the webhook configuration's `caBundle` can be made from.
@@ -340,6 +413,30 @@ pub fn write_bundle(path: &Path, pem: &str) -> Result<(), TlsError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_renewed_self_signed_certificate_chains_to_the_same_ca() {
+        let provider = provider();
+        let s = self_signed(
+            &["webhook.example.svc".into()],
+            "composition-webhook CA test",
+            &provider,
+        )
+        .unwrap();
+        let later = time::OffsetDateTime::now_utc() + time::Duration::days(250);
+        let renewed = s.issuer.issue(later, &provider).unwrap();
+        assert_ne!(renewed.key.cert[0], s.loaded.key.cert[0]);
+        assert_eq!(renewed.key.cert[1], s.loaded.key.cert[1]);
+        assert_eq!(renewed.dns_names, ["webhook.example.svc"]);
+        assert!(renewed.not_after > s.loaded.not_after + 249 * 86_400);
+        // Two thirds into a year's life, from when it was made.
+        let day = 86_400;
+        assert_eq!(
+            renewal_delay(0, 366 * day, 0),
+            Duration::from_secs(244 * day as u64)
+        );
+        assert_eq!(renewal_delay(0, 366 * day, 244 * day + 1), Duration::ZERO);
+    }
 
     #[test]
     fn self_signed_chain_loads_and_round_trips_through_files() {
