@@ -20,7 +20,10 @@
 //!   the model; titles are dropped and `required` is sorted.
 //!
 //! Anything else that is not structural (`$ref`, `oneOf`, `anyOf` other than an `Option`'s,
-//! a node without a type) is a [`CrdError`]. Nothing here performs I/O.
+//! a node without a type) is a [`CrdError`]. kube's `StructuralSchemaRewriter` is not
+//! needed: it hoists the `oneOf`/`anyOf` of Rust enums, which the model does not have (it
+//! keeps raw strings), and kube makes `Option`s `nullable`, which Crossplane's CRDs are not.
+//! Nothing here performs I/O.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceColumnDefinition, CustomResourceDefinition, CustomResourceDefinitionNames,
