@@ -5,7 +5,11 @@
 //! against the CRDs and XRDs given with `--crds` and those found in the inputs themselves.
 //! Exit status: 0 when every Composition is allowed, 1 when any is denied, 2 for usage or
 //! input errors (unreadable file, YAML syntax error, no Composition found).
+//!
+//! `composition-webhook crds [--out DIR]` prints (or writes) the Composition and
+//! CompositeResourceDefinition CRDs generated from the model.
 
+mod crds;
 mod output;
 mod render;
 mod serve;
@@ -49,6 +53,8 @@ enum Command {
     Render(render::RenderArgs),
     /// Serve the validating admission webhook (HTTPS) with schemas from CRD and XRD files.
     Serve(Box<serve::ServeArgs>),
+    /// Print the Composition and CompositeResourceDefinition CRDs generated from this tool's model (YAML), or write them to a directory.
+    Crds(crds::CrdsArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -143,6 +149,7 @@ pub fn main() -> ExitCode {
         Command::Validate(args) => ExitCode::from(run_validate(&args)),
         Command::Render(args) => ExitCode::from(render::run(&args)),
         Command::Serve(args) => ExitCode::from(serve::run(&args)),
+        Command::Crds(args) => ExitCode::from(crds::run(&args)),
     }
 }
 

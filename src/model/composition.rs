@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -15,8 +16,11 @@ pub const MODE_RESOURCES: &str = "Resources";
 pub const MODE_PIPELINE: &str = "Pipeline";
 
 /// An `apiextensions.crossplane.io/v1` Composition.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(
+    description = "A Composition tells Crossplane how to compose resources for a type of composite resource (XR), with patch-and-transform resources or a pipeline of functions."
+)]
 pub struct Composition {
     /// `apiVersion` of the object.
     #[serde(default, deserialize_with = "null_default")]
@@ -26,6 +30,7 @@ pub struct Composition {
     pub kind: String,
     /// The object's metadata (the parts validation uses).
     #[serde(default, deserialize_with = "null_default")]
+    #[schemars(schema_with = "super::crds::object_schema", description = "")]
     pub metadata: ObjectMeta,
     /// The Composition's spec.
     #[serde(default, deserialize_with = "null_default")]
@@ -51,14 +56,22 @@ pub struct ObjectMeta {
 }
 
 /// `spec` of a Composition.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("required" = ["compositeTypeRef"]))]
 pub struct CompositionSpec {
     /// The type of composite resource this Composition composes.
     #[serde(default, deserialize_with = "null_default")]
+    #[schemars(extend("x-kubernetes-validations" = [
+        {"message": "Value is immutable", "rule": "self == oldSelf"}
+    ]))]
     pub composite_type_ref: TypeReference,
     /// `Resources` (default) or `Pipeline`; raw, empty when absent.
     #[serde(default, deserialize_with = "null_default")]
+    #[schemars(
+        description = "How resources are composed: `Resources` (patch-and-transform templates) or `Pipeline` (functions).",
+        extend("enum" = ["Resources", "Pipeline"], "x-crd-default" = "Resources")
+    )]
     pub mode: String,
     /// Named sets of patches that resources can reference.
     #[serde(default, deserialize_with = "null_default")]
@@ -71,18 +84,21 @@ pub struct CompositionSpec {
     pub resources: Vec<ComposedTemplate>,
     /// The function pipeline (Pipeline mode).
     #[serde(default, deserialize_with = "null_default")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["step"]))]
     pub pipeline: Vec<PipelineStep>,
     /// Namespace for composite connection secrets.
     #[serde(default)]
     pub write_connection_secrets_to_namespace: Option<String>,
     /// Secret store config for connection details.
     #[serde(default)]
+    #[schemars(extend("x-crd-default" = {"name": "default"}))]
     pub publish_connection_details_with_store_config_ref: Option<NameRef>,
 }
 
 /// `apiVersion` and `kind` of a referenced type.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("required" = ["apiVersion", "kind"]))]
 pub struct TypeReference {
     /// `group/version`.
     #[serde(default, deserialize_with = "null_default")]
@@ -93,7 +109,8 @@ pub struct TypeReference {
 }
 
 /// A reference by name.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq, JsonSchema)]
+#[schemars(extend("required" = ["name"]))]
 pub struct NameRef {
     /// The referenced name.
     #[serde(default, deserialize_with = "null_default")]
@@ -101,14 +118,16 @@ pub struct NameRef {
 }
 
 /// A composed resource template (`spec.resources[i]`).
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("required" = ["base"]))]
 pub struct ComposedTemplate {
     /// The template's name (optional in the API, required with functions).
     #[serde(default)]
     pub name: Option<String>,
     /// The base object (any Kubernetes resource).
     #[serde(default)]
+    #[schemars(schema_with = "super::crds::embedded_resource_schema")]
     pub base: Value,
     /// Patches applied to the base.
     #[serde(default, deserialize_with = "null_default")]
@@ -118,6 +137,9 @@ pub struct ComposedTemplate {
     pub connection_details: Vec<ConnectionDetail>,
     /// Readiness checks of the composed resource.
     #[serde(default, deserialize_with = "null_default")]
+    #[schemars(extend("x-crd-default" = [
+        {"type": "MatchCondition", "matchCondition": {"type": "Ready", "status": "True"}}
+    ]))]
     pub readiness_checks: Vec<ReadinessCheck>,
 }
 
@@ -141,7 +163,7 @@ pub const CONNECTION_FROM_FIELD_PATH: &str = "FromFieldPath";
 pub const CONNECTION_FROM_VALUE: &str = "FromValue";
 
 /// A connection detail (`spec.resources[i].connectionDetails[j]`).
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ConnectionDetail {
     /// Key in the composite's connection secret.
@@ -149,6 +171,7 @@ pub struct ConnectionDetail {
     pub name: Option<String>,
     /// Explicit type; inferred at run time when absent.
     #[serde(default)]
+    #[schemars(extend("enum" = ["FromConnectionSecretKey", "FromFieldPath", "FromValue"]))]
     pub r#type: Option<String>,
     /// Key of the composed resource's connection secret.
     #[serde(default)]
@@ -181,8 +204,9 @@ impl ConnectionDetail {
 }
 
 /// A pipeline step (`spec.pipeline[i]`).
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("required" = ["step", "functionRef"]))]
 pub struct PipelineStep {
     /// The step's name, unique within the pipeline.
     #[serde(default, deserialize_with = "null_default")]
@@ -192,9 +216,14 @@ pub struct PipelineStep {
     pub function_ref: NameRef,
     /// The function's input (opaque unless it is function-patch-and-transform's).
     #[serde(default)]
+    #[schemars(
+        schema_with = "super::crds::embedded_resource_schema",
+        description = "The function's input: a Kubernetes-style object the function defines."
+    )]
     pub input: Option<Value>,
     /// Credentials passed to the function.
     #[serde(default, deserialize_with = "null_default")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
     pub credentials: Vec<FunctionCredentials>,
 }
 
@@ -204,14 +233,16 @@ pub const CREDENTIAL_SOURCE_NONE: &str = "None";
 pub const CREDENTIAL_SOURCE_SECRET: &str = "Secret";
 
 /// Credentials of a pipeline step (`spec.pipeline[i].credentials[j]`).
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("required" = ["name", "source"]))]
 pub struct FunctionCredentials {
     /// Name of the credential, unique within the step.
     #[serde(default, deserialize_with = "null_default")]
     pub name: String,
     /// `None` or `Secret`.
     #[serde(default, deserialize_with = "null_default")]
+    #[schemars(extend("enum" = ["None", "Secret"]))]
     pub source: String,
     /// The Secret, when source is `Secret`.
     #[serde(default)]
@@ -219,7 +250,8 @@ pub struct FunctionCredentials {
 }
 
 /// A reference to a Secret.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[schemars(extend("required" = ["name", "namespace"]))]
 pub struct SecretReference {
     /// Secret name.
     #[serde(default, deserialize_with = "null_default")]

@@ -5,8 +5,15 @@
 //! defaults the Composition CRD would give them through the API server first
 //! ([`Composition::from_value`] applies them). Unknown fields are ignored; a known field of the
 //! wrong type is a [`ModelError`] naming the field.
+//!
+//! [`CompositeResourceDefinition`] is the typed XRD (v1). Both types derive `JsonSchema`:
+//! [`crds`] generates Crossplane's Composition and XRD CRDs from them, so the attributes
+//! `#[schemars(...)]` on the model state what the API server enforces (enums, defaults,
+//! required fields) and must follow Crossplane's CRDs.
 
 mod composition;
+pub mod crds;
+mod definition;
 mod environment;
 mod function_input;
 mod patch;
@@ -14,6 +21,7 @@ mod readiness;
 mod transform;
 
 pub use composition::*;
+pub use definition::*;
 pub use environment::*;
 pub use function_input::*;
 pub use patch::*;

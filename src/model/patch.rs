@@ -1,5 +1,6 @@
 //! Patches, patch sets and combines.
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::{Transform, null_default};
@@ -28,11 +29,28 @@ pub const COMBINE_STRATEGY_STRING: &str = "string";
 
 /// A patch (`spec.resources[i].patches[j]`, `spec.patchSets[i].patches[j]` and, with a subset
 /// of types, `spec.environment.patches[j]`).
-#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Patch {
     /// The raw patch type; empty when absent (the API defaults it to FromCompositeFieldPath).
     #[serde(default, deserialize_with = "null_default")]
+    #[schemars(
+        description = "The patch type: where the value comes from and where it goes.",
+        extend(
+            "enum" = [
+                "FromCompositeFieldPath",
+                "FromEnvironmentFieldPath",
+                "PatchSet",
+                "ToCompositeFieldPath",
+                "ToEnvironmentFieldPath",
+                "CombineFromEnvironment",
+                "CombineFromComposite",
+                "CombineToComposite",
+                "CombineToEnvironment"
+            ],
+            "x-crd-default" = "FromCompositeFieldPath"
+        )
+    )]
     pub r#type: String,
     /// Source field path.
     #[serde(default)]
@@ -66,14 +84,17 @@ impl Patch {
 }
 
 /// Combine configuration.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("required" = ["strategy", "variables"]))]
 pub struct Combine {
     /// The source fields.
     #[serde(default, deserialize_with = "null_default")]
+    #[schemars(extend("minItems" = 1))]
     pub variables: Vec<CombineVariable>,
     /// The strategy (`string`).
     #[serde(default, deserialize_with = "null_default")]
+    #[schemars(extend("enum" = ["string"]))]
     pub strategy: String,
     /// Configuration of the `string` strategy.
     #[serde(default)]
@@ -81,8 +102,9 @@ pub struct Combine {
 }
 
 /// A combine variable.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("required" = ["fromFieldPath"]))]
 pub struct CombineVariable {
     /// Source field path.
     #[serde(default, deserialize_with = "null_default")]
@@ -90,7 +112,8 @@ pub struct CombineVariable {
 }
 
 /// Configuration of the `string` combine strategy.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, JsonSchema)]
+#[schemars(extend("required" = ["fmt"]))]
 pub struct StringCombine {
     /// Go format string with one verb per variable.
     #[serde(default, deserialize_with = "null_default")]
@@ -98,11 +121,12 @@ pub struct StringCombine {
 }
 
 /// Patch policy.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PatchPolicy {
     /// `Optional` (default) or `Required`: whether a missing source field is an error.
     #[serde(default)]
+    #[schemars(extend("enum" = ["Optional", "Required"]))]
     pub from_field_path: Option<String>,
     /// How values are merged into the destination (Composition `v1`, deprecated upstream).
     #[serde(default)]
@@ -110,12 +134,14 @@ pub struct PatchPolicy {
     /// How values are written (function-patch-and-transform): `Replace` (default),
     /// `MergeObjects`, `MergeObjectsAppendArrays`, `ForceMergeObjects`,
     /// `ForceMergeObjectsAppendArrays` and the deprecated `MergeObject`, `AppendArray`.
+    /// Not a field of the Composition API (v1.17): left out of the Composition CRD.
     #[serde(default)]
+    #[schemars(skip)]
     pub to_field_path: Option<String>,
 }
 
 /// Merge options of a patch policy.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct MergeOptions {
     /// Keep existing map values.
@@ -127,7 +153,8 @@ pub struct MergeOptions {
 }
 
 /// A named set of patches (`spec.patchSets[i]`).
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[schemars(extend("required" = ["name", "patches"]))]
 pub struct PatchSet {
     /// Name referenced by `patchSetName`.
     #[serde(default, deserialize_with = "null_default")]

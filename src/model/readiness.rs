@@ -1,5 +1,6 @@
 //! Readiness checks of composed resources.
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::null_default;
@@ -25,11 +26,19 @@ pub const READINESS_TYPES: [&str; 7] = [
 ];
 
 /// A readiness check (`spec.resources[i].readinessChecks[j]`).
-#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("required" = ["type"]))]
 pub struct ReadinessCheck {
     /// The raw type.
     #[serde(default, deserialize_with = "null_default")]
+    #[schemars(
+        description = "What makes the composed resource ready.",
+        extend("enum" = [
+            "MatchString", "MatchInteger", "NonEmpty", "MatchCondition",
+            "MatchTrue", "MatchFalse", "None"
+        ])
+    )]
     pub r#type: String,
     /// Field of the composed resource to check.
     #[serde(default, deserialize_with = "null_default")]
@@ -46,12 +55,15 @@ pub struct ReadinessCheck {
 }
 
 /// The condition a MatchCondition readiness check waits for.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, JsonSchema)]
+#[schemars(extend("required" = ["type", "status"]))]
 pub struct MatchConditionReadinessCheck {
     /// Condition type, e.g. `Ready`.
     #[serde(default, deserialize_with = "null_default")]
+    #[schemars(extend("x-crd-default" = "Ready"))]
     pub r#type: String,
     /// Condition status, e.g. `True`.
     #[serde(default, deserialize_with = "null_default")]
+    #[schemars(extend("x-crd-default" = "True"))]
     pub status: String,
 }

@@ -2,6 +2,7 @@
 
 use std::fmt;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -22,10 +23,15 @@ pub mod kinds {
 }
 
 /// A transform (`...patches[j].transforms[k]`).
-#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, JsonSchema)]
+#[schemars(extend("required" = ["type"]))]
 pub struct Transform {
     /// The raw transform type.
     #[serde(default, deserialize_with = "null_default")]
+    #[schemars(
+        description = "The transform type; its configuration is the field of the same name.",
+        extend("enum" = ["map", "match", "math", "string", "convert"])
+    )]
     pub r#type: String,
     /// Math configuration.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -52,11 +58,15 @@ pub const MATH_CLAMP_MIN: &str = "ClampMin";
 pub const MATH_CLAMP_MAX: &str = "ClampMax";
 
 /// Math transform configuration.
-#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct MathTransform {
     /// The raw math type; empty means Multiply.
     #[serde(default, deserialize_with = "null_default")]
+    #[schemars(
+        description = "The math operation.",
+        extend("enum" = ["Multiply", "ClampMin", "ClampMax"], "x-crd-default" = "Multiply")
+    )]
     pub r#type: String,
     /// Factor for Multiply.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -70,7 +80,7 @@ pub struct MathTransform {
 }
 
 /// Map transform configuration: the pairs are the object's own keys.
-#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(transparent)]
 pub struct MapTransform {
     /// Input string to output value.
@@ -83,7 +93,7 @@ pub const MATCH_LITERAL: &str = "literal";
 pub const MATCH_REGEXP: &str = "regexp";
 
 /// Match transform configuration.
-#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct MatchTransform {
     /// Patterns tried in order.
@@ -94,14 +104,20 @@ pub struct MatchTransform {
     pub fallback_value: Option<Value>,
     /// `Value` (default) or `Input`.
     #[serde(default, deserialize_with = "null_default")]
+    #[schemars(extend("enum" = ["Value", "Input"], "x-crd-default" = "Value"))]
     pub fallback_to: String,
 }
 
 /// A pattern of a match transform.
-#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, JsonSchema)]
+#[schemars(extend("required" = ["type", "result"]))]
 pub struct MatchTransformPattern {
     /// The raw pattern type; empty means literal.
     #[serde(default, deserialize_with = "null_default")]
+    #[schemars(
+        description = "How the input is compared: `literal` or `regexp`.",
+        extend("enum" = ["literal", "regexp"], "x-crd-default" = "literal")
+    )]
     pub r#type: String,
     /// Literal to compare with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -144,16 +160,27 @@ pub const STRING_CONVERSIONS: [&str; 9] = [
 ];
 
 /// String transform configuration.
-#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, JsonSchema)]
 pub struct StringTransform {
     /// The raw string transform type; empty means Format.
     #[serde(default, deserialize_with = "null_default")]
+    #[schemars(
+        description = "The string operation.",
+        extend(
+            "enum" = ["Format", "Convert", "TrimPrefix", "TrimSuffix", "Regexp", "Join"],
+            "x-crd-default" = "Format"
+        )
+    )]
     pub r#type: String,
     /// Format string for Format.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fmt: Option<String>,
     /// Conversion for Convert.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = [
+        "ToUpper", "ToLower", "ToBase64", "FromBase64", "ToJson",
+        "ToSha1", "ToSha256", "ToSha512", "ToAdler32"
+    ]))]
     pub convert: Option<String>,
     /// Prefix or suffix for TrimPrefix/TrimSuffix.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -167,18 +194,21 @@ pub struct StringTransform {
 }
 
 /// Regexp configuration of a string transform.
-#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, JsonSchema)]
+#[schemars(extend("required" = ["match"]))]
 pub struct StringTransformRegexp {
     /// The expression (RE2 syntax).
     #[serde(default, deserialize_with = "null_default")]
     pub r#match: String,
     /// Capture group to output (0, the whole match, by default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(transform = super::crds::go_int)]
     pub group: Option<i64>,
 }
 
 /// Join configuration of a string transform.
-#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, JsonSchema)]
+#[schemars(extend("required" = ["separator"]))]
 pub struct StringTransformJoin {
     /// Separator between elements.
     #[serde(default, deserialize_with = "null_default")]
@@ -189,14 +219,17 @@ pub struct StringTransformJoin {
 pub const CONVERT_FORMATS: [&str; 3] = ["none", "quantity", "json"];
 
 /// Convert transform configuration.
-#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("required" = ["toType"]))]
 pub struct ConvertTransform {
     /// Target type: string, int, int64, bool, float64, object or array.
     #[serde(default, deserialize_with = "null_default")]
+    #[schemars(extend("enum" = ["string", "int", "int64", "bool", "float64", "object", "array"]))]
     pub to_type: String,
     /// Input format: none (default), quantity or json.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["none", "quantity", "json"]))]
     pub format: Option<String>,
 }
 
