@@ -319,7 +319,7 @@ fn every_object_in_deploy_and_crds_is_typed_with_no_unknown_field() {
         }
     }
     assert!(errors.is_empty(), "{errors:#?}");
-    assert!(checked >= 19, "{checked} objects");
+    assert!(checked >= 22, "{checked} objects");
 }
 
 #[test]
