@@ -946,6 +946,16 @@ fn published_cas(cluster: &Cluster) -> Vec<String> {
     bundles.into_iter().next().unwrap_or_default()
 }
 
+/// Waits until `/readyz` is 503 with `why`.
+async fn wait_not_ready(server: &Server, why: &str) {
+    eventually(
+        &format!("/readyz says {why}"),
+        Duration::from_secs(10),
+        || async { server.ops_get("/readyz").await == (503, why.to_owned()) },
+    )
+    .await;
+}
+
 impl Cluster {
     /// A replica in pod `pod`: `--self-signed --webhook-configuration`, HOSTNAME set as in a pod.
     fn replica(&self, pod: &str) -> Server {
@@ -974,12 +984,7 @@ async fn self_signed_replicas_publish_their_cas_in_the_webhook_configuration() {
     let cluster = Cluster::with_example().await;
     let a = cluster.replica("pod-a");
     let why = "not ready: this server's CA is not in the caBundle yet: ValidatingWebhookConfiguration composition-webhook does not exist\n";
-    eventually(
-        "readyz says the configuration is missing",
-        Duration::from_secs(10),
-        || async { a.ops_get("/readyz").await == (503, why.to_owned()) },
-    )
-    .await;
+    wait_not_ready(&a, why).await;
 
     let mut config = webhook_configuration();
     let mut second = config["webhooks"][0].clone();
@@ -1049,12 +1054,7 @@ async fn without_rbac_on_the_webhook_configuration_readyz_says_what_to_grant() {
         .fail_webhook_configurations(hyper::Method::PATCH, Some(403));
     let a = cluster.replica("pod-a");
     let why = "not ready: this server's CA is not in the caBundle yet: the API server refused to patch ValidatingWebhookConfiguration composition-webhook: 403 Forbidden (RBAC must allow get and patch on validatingwebhookconfigurations named composition-webhook)\n";
-    eventually(
-        "readyz names the missing permission",
-        Duration::from_secs(10),
-        || async { a.ops_get("/readyz").await == (503, why.to_owned()) },
-    )
-    .await;
+    wait_not_ready(&a, why).await;
     assert!(published_cas(&cluster).is_empty());
     cluster
         .api

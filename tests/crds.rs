@@ -475,9 +475,30 @@ fn objects(kind: &str, corpus: &str) -> Vec<(String, Value)> {
     found
 }
 
+/// A hand-made broken object: its name, the object, and whether the API server refuses it.
+type Broken = (String, Value, bool);
+
+/// Each generated CRD's upstream file, kind, corpus folder and hand-made broken objects.
+fn definitions() -> [(&'static str, &'static str, &'static str, Vec<Broken>); 2] {
+    [
+        (
+            COMPOSITIONS_CRD_FILE,
+            "Composition",
+            "compositions",
+            broken_compositions(),
+        ),
+        (
+            XRDS_CRD_FILE,
+            "CompositeResourceDefinition",
+            "xrds",
+            broken_xrds(),
+        ),
+    ]
+}
+
 /// Hand-made Compositions, one mistake (or edge case) each: name, object, and whether the
 /// API server refuses it.
-fn broken_compositions() -> Vec<(String, Value, bool)> {
+fn broken_compositions() -> Vec<Broken> {
     let base = json!({
         "apiVersion": "apiextensions.crossplane.io/v1",
         "kind": "Composition",
@@ -606,7 +627,7 @@ fn broken_compositions() -> Vec<(String, Value, bool)> {
 }
 
 /// Hand-made XRDs, one mistake each (as [`broken_compositions`]).
-fn broken_xrds() -> Vec<(String, Value, bool)> {
+fn broken_xrds() -> Vec<Broken> {
     let base = json!({
         "apiVersion": "apiextensions.crossplane.io/v1",
         "kind": "CompositeResourceDefinition",
@@ -659,20 +680,7 @@ fn broken_xrds() -> Vec<(String, Value, bool)> {
 
 #[test]
 fn api_defaults_are_upstream_s() {
-    let cases = [
-        (
-            COMPOSITIONS_CRD_FILE,
-            "Composition",
-            "compositions",
-            broken_compositions(),
-        ),
-        (
-            XRDS_CRD_FILE,
-            "CompositeResourceDefinition",
-            "xrds",
-            broken_xrds(),
-        ),
-    ];
+    let cases = definitions();
     for ((file, kind, corpus, broken), (_, crd)) in cases.into_iter().zip(generated()) {
         let ours = v1_schema(&crd);
         let theirs = v1_schema(&upstream(file));
@@ -693,20 +701,7 @@ fn api_defaults_are_upstream_s() {
 
 #[test]
 fn the_api_server_would_validate_alike() {
-    let cases = [
-        (
-            COMPOSITIONS_CRD_FILE,
-            "Composition",
-            "compositions",
-            broken_compositions(),
-        ),
-        (
-            XRDS_CRD_FILE,
-            "CompositeResourceDefinition",
-            "xrds",
-            broken_xrds(),
-        ),
-    ];
+    let cases = definitions();
     for ((file, kind, corpus, broken), (_, crd)) in cases.into_iter().zip(generated()) {
         let ours = CompiledSchema::compile(&v1_schema(&crd)).expect("compiles");
         let theirs = CompiledSchema::compile(&v1_schema(&upstream(file))).expect("compiles");

@@ -414,15 +414,19 @@ pub fn write_bundle(path: &Path, pem: &str) -> Result<(), TlsError> {
 mod tests {
     use super::*;
 
+    fn generated(provider: &CryptoProvider) -> SelfSigned {
+        self_signed(
+            &["webhook.example.svc".into()],
+            "composition-webhook CA test",
+            provider,
+        )
+        .unwrap()
+    }
+
     #[test]
     fn a_renewed_self_signed_certificate_chains_to_the_same_ca() {
         let provider = provider();
-        let s = self_signed(
-            &["webhook.example.svc".into()],
-            "composition-webhook CA test",
-            &provider,
-        )
-        .unwrap();
+        let s = generated(&provider);
         let later = time::OffsetDateTime::now_utc() + time::Duration::days(250);
         let renewed = s.issuer.issue(later, &provider).unwrap();
         assert_ne!(renewed.key.cert[0], s.loaded.key.cert[0]);
@@ -441,12 +445,7 @@ mod tests {
     #[test]
     fn self_signed_chain_loads_and_round_trips_through_files() {
         let provider = provider();
-        let s = self_signed(
-            &["webhook.example.svc".into()],
-            "composition-webhook CA test",
-            &provider,
-        )
-        .unwrap();
+        let s = generated(&provider);
         assert_eq!(s.loaded.dns_names, ["webhook.example.svc"]);
         assert_eq!(s.loaded.key.cert.len(), 2);
         assert!(s.ca_pem.starts_with("-----BEGIN CERTIFICATE-----"));
