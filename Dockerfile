@@ -28,6 +28,9 @@ COPY Cargo.toml Cargo.lock ./
 COPY src ./src
 COPY crds ./crds
 COPY benches ./benches
+# The profile's line tables are left out of the image (139 MB with them, 29 MB without, on
+# x86_64-unknown-linux-gnu); symbols stay, for backtraces.
+ENV CARGO_PROFILE_RELEASE_STRIP=debuginfo
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
     cargo build --release --locked --bin composition-webhook --target "$(cat /rust-target)" \
