@@ -36,22 +36,10 @@ fn documents(path: &Path) -> Vec<Value> {
         .collect()
 }
 
-/// Every `*.yaml` file under `dir`, recursively.
+/// Every manifest under `dir`, recursively, as the CLI finds them.
 fn yaml_files(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).expect("read dir") {
-            let path = entry.expect("entry").path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if path.extension().is_some_and(|e| e == "yaml") {
-                out.push(path);
-            }
-        }
-    }
-    out.sort();
-    out
+    composition_webhook::document::collect_files(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
 }
 
 // ---------------------------------------------------------------------------------------

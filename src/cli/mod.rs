@@ -79,10 +79,10 @@ struct ValidateArgs {
     inputs: Vec<PathBuf>,
 }
 
-/// `--crds PATH...`: where schemas come from, for `validate` and `render`.
+/// `--crds PATH...`: where schemas come from, for `validate`, `render` and `serve`.
 #[derive(Debug, clap::Args)]
 struct CrdFiles {
-    /// A CRD or XRD file or directory (recursive; YAML, JSON, multi-document, List); repeat the flag for more.
+    /// A CRD or XRD file or directory (recursive; YAML, JSON, multi-document, List); repeat the flag for more. `serve` without it takes schemas from the cluster.
     #[arg(
         long = "crds",
         value_name = "PATH",

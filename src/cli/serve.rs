@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{EXIT_ALLOWED, EXIT_INPUT_ERROR, ModeArg, build_catalog, load_all};
+use super::{CrdFiles, EXIT_ALLOWED, EXIT_INPUT_ERROR, ModeArg, build_catalog, load_all};
 use crate::cluster::calls::CallObserver;
 use crate::cluster::{ClusterOptions, ClusterSchemas, ca_bundle, connect};
 use crate::server::logging::{self, LogFormat};
@@ -22,15 +22,8 @@ fn duration(s: &str) -> Result<Duration, String> {
 
 #[derive(Debug, clap::Args)]
 pub(super) struct ServeArgs {
-    /// CRD and XRD files or directories to take schemas from (repeatable; in the environment,
-    /// comma-separated). Without it, schemas come from the cluster's API server.
-    #[arg(
-        long = "crds",
-        value_name = "PATH",
-        env = "COMPOSITION_WEBHOOK_CRDS",
-        value_delimiter = ','
-    )]
-    crds: Vec<PathBuf>,
+    #[command(flatten)]
+    schemas: CrdFiles,
 
     /// Kubeconfig of the cluster to take schemas from [default: KUBECONFIG, ~/.kube/config,
     /// else the pod's service account].
@@ -200,10 +193,10 @@ pub(super) fn run(args: &ServeArgs) -> u8 {
         eprintln!("error: {e}");
         return EXIT_INPUT_ERROR;
     }
-    let files = if args.crds.is_empty() {
+    let files = if args.schemas.crds.is_empty() {
         None
     } else {
-        match file_schemas(&args.crds) {
+        match file_schemas(&args.schemas.crds) {
             Some(f) => Some(f),
             None => return EXIT_INPUT_ERROR,
         }

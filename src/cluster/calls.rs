@@ -28,29 +28,29 @@ pub struct ApiCall {
 /// Where calls are reported.
 pub type CallObserver = Arc<dyn Fn(ApiCall) + Send + Sync>;
 
-/// The webhook configurations' collection (only its own object is ever called).
-const WEBHOOK_CONFIGURATIONS: &str =
-    "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations";
+/// The resources the server calls, the `resource` labels of its metrics; any other path is
+/// `other`.
+const RESOURCES: [&str; 3] = [
+    super::definitions::Source::Crd.plural(),
+    super::definitions::Source::Xrd.plural(),
+    "validatingwebhookconfigurations",
+];
 
 /// The verb and resource of a request.
 pub fn classify<B>(request: &Request<B>) -> (&'static str, &'static str) {
     let path = request.uri().path();
     let query = request.uri().query().unwrap_or_default();
-    let resource = [
-        super::definitions::Source::Crd,
-        super::definitions::Source::Xrd,
-    ]
-    .into_iter()
-    .find(|s| path.starts_with(&s.path()))
-    .map(|s| s.plural())
-    .or_else(|| {
-        path.starts_with(WEBHOOK_CONFIGURATIONS)
-            .then_some("validatingwebhookconfigurations")
-    })
-    .unwrap_or("other");
+    // `/apis/{group}/{version}/{plural}`, then `/{name}` for one object.
+    let (resource, collection) = path
+        .strip_prefix("/apis/")
+        .and_then(|rest| {
+            let mut segments = rest.trim_end_matches('/').split('/');
+            let plural = segments.nth(2)?;
+            let resource = RESOURCES.into_iter().find(|r| *r == plural)?;
+            Some((resource, segments.next().is_none()))
+        })
+        .unwrap_or(("other", false));
     // A collection's path ends with the resource; an object's with its name.
-    let collection =
-        resource != "other" && path.trim_end_matches('/').rsplit('/').next() == Some(resource);
     let watch = query
         .split('&')
         .any(|kv| kv == "watch=true" || kv == "watch=1");
@@ -181,7 +181,9 @@ mod tests {
             ("list", "compositeresourcedefinitions")
         );
         assert_eq!(verb("/version"), ("get", "other"));
-        let patch = Request::patch(format!("{WEBHOOK_CONFIGURATIONS}/composition-webhook"))
+        let patch = Request::patch(
+            "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/composition-webhook",
+        )
             .body(())
             .expect("request");
         assert_eq!(

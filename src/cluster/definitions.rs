@@ -36,7 +36,7 @@ impl Source {
     }
 
     /// The resource (plural), as RBAC rules and metrics name it.
-    pub fn plural(self) -> &'static str {
+    pub const fn plural(self) -> &'static str {
         match self {
             Source::Crd => "customresourcedefinitions",
             Source::Xrd => "compositeresourcedefinitions",

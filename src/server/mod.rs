@@ -222,7 +222,11 @@ pub async fn run(
         .with_state(state);
 
     let (ready_tx, ready_rx) = watch::channel(Readiness::ready("serving"));
-    let ops_router = operations::router(ready_rx, published, metrics.clone(), schemas.clone());
+    let ops_router = operations::router(
+        std::iter::once(ready_rx).chain(published).collect(),
+        metrics.clone(),
+        schemas.clone(),
+    );
     let (stop_tx, stop_rx) = watch::channel(false);
 
     let watcher = watch_files.map(|(cert, key, interval, served)| {

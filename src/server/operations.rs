@@ -46,17 +46,16 @@ impl Readiness {
 
 #[derive(Clone)]
 struct Ops {
-    serving: watch::Receiver<Readiness>,
-    published: Option<watch::Receiver<Readiness>>,
+    gates: Vec<watch::Receiver<Readiness>>,
     metrics: Arc<Metrics>,
     schemas: Arc<dyn ServedSchemas>,
 }
 
-/// The router of the operations port; `serving` turns not ready when shutting down,
-/// `published` (with `--self-signed`) until the API server trusts the generated CA.
+/// The router of the operations port. `/readyz` answers the first of `gates` that is not
+/// ready (shutting down; with `--webhook-configuration`, the CA not trusted yet), else the
+/// schemas' readiness.
 pub fn router(
-    serving: watch::Receiver<Readiness>,
-    published: Option<watch::Receiver<Readiness>>,
+    gates: Vec<watch::Receiver<Readiness>>,
     metrics: Arc<Metrics>,
     schemas: Arc<dyn ServedSchemas>,
 ) -> Router {
@@ -66,21 +65,19 @@ pub fn router(
         .route("/metrics", get(metrics_text))
         .route("/debug/schemas", get(debug_schemas))
         .with_state(Ops {
-            serving,
-            published,
+            gates,
             metrics,
             schemas,
         })
 }
 
 async fn readyz(State(ops): State<Ops>) -> Response {
-    let serving = ops.serving.borrow().clone();
-    let published = ops.published.as_ref().map(|p| p.borrow().clone());
-    let r = match published {
-        _ if !serving.ready => serving,
-        Some(p) if !p.ready => p,
-        _ => ops.schemas.readiness(),
-    };
+    let r = ops
+        .gates
+        .iter()
+        .map(|g| g.borrow().clone())
+        .find(|g| !g.ready)
+        .unwrap_or_else(|| ops.schemas.readiness());
     let code = if r.ready {
         StatusCode::OK
     } else {
