@@ -407,7 +407,14 @@ fn in_process(case: &Case, body: &[u8]) -> InProcess {
         let echo = review::salvage(body);
         let request = review::decode(Some("application/json"), body).expect("the review decodes");
         let uid = request.uid.clone();
-        let decision = admission::decide(request, &catalog, Mode::Loose, true, |_, _| None);
+        let decision = admission::decide(
+            request,
+            &catalog,
+            Mode::Loose,
+            true,
+            Duration::from_secs(9),
+            |_, _| None,
+        );
         let allowed = decision.answer.allowed;
         let warnings = decision.answer.warnings.len();
         let out = review::encode(echo.answer_version(), &uid, decision.answer);

@@ -28,6 +28,39 @@ use serde_saphyr::{Budget, MessageFormatter, Spanned, UserMessageFormatter};
 /// Largest input accepted, in bytes (64 MiB); larger inputs are rejected before parsing.
 pub const MAX_INPUT_BYTES: usize = 64 * 1024 * 1024;
 
+/// How deeply JSON `bytes` nest arrays and objects (strings skipped, no recursion), counting
+/// no further than just past `stop`: a scan that bounds what a recursive reader will face.
+pub fn json_depth(bytes: &[u8], stop: usize) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    let (mut in_string, mut escaped) = (false, false);
+    for &b in bytes {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > deepest {
+                    deepest = depth;
+                    if deepest > stop {
+                        break;
+                    }
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
+}
+
 /// Deepest nesting of sequences and mappings accepted.
 pub const MAX_DEPTH: usize = 256;
 

@@ -387,6 +387,8 @@ pub enum Stage {
     Schema,
     /// Composed resources rendered from a mock XR, validated against their CRDs.
     Rendered,
+    /// The review's budget (memory, work, time) ran out before the checks were done.
+    Limits,
 }
 
 impl Stage {
@@ -398,6 +400,7 @@ impl Stage {
             Stage::Crds => "crds",
             Stage::Schema => "schema",
             Stage::Rendered => "rendered",
+            Stage::Limits => "limits",
         }
     }
 }

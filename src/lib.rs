@@ -68,6 +68,7 @@
 //! assert_eq!(doc.line_of(&first.error.field), Some(11));
 //! ```
 
+pub mod budget;
 pub mod checks;
 pub mod cli;
 pub mod cluster;

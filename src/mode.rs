@@ -50,6 +50,9 @@ impl Mode {
             (Stage::Crds, _) => Severity::Warning,
             (Stage::Schema | Stage::Rendered, Mode::Warn) => Severity::Warning,
             (Stage::Schema | Stage::Rendered, _) => Severity::Error,
+            // Not validated to the end: only strict refuses what it could not check.
+            (Stage::Limits, Mode::Strict) => Severity::Error,
+            (Stage::Limits, _) => Severity::Warning,
         }
     }
 }

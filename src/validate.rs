@@ -6,6 +6,7 @@
 
 use serde_json::Value;
 
+use crate::budget::{self, Budget, Exceeded};
 use crate::checks::{self, schema_aware, schema_aware::lookup::SchemaSource};
 use crate::findings::{BadValue, ErrorType, FieldError, Finding, Path, Stage};
 use crate::mode::{self, Mode, ModeSource, Verdict};
@@ -50,6 +51,8 @@ pub struct Report {
     pub findings: Vec<Finding>,
     /// Allowed or denied, and how.
     pub verdict: Verdict,
+    /// Why validation stopped before its end (the budget, the deadline), if it did.
+    pub stopped: Option<Exceeded>,
 }
 
 impl Report {
@@ -66,26 +69,45 @@ impl Report {
 pub struct Validator<'a> {
     schemas: &'a dyn SchemaSource,
     options: Options,
+    budget: Budget,
 }
 
 impl<'a> Validator<'a> {
-    /// A validator using `schemas`.
+    /// A validator using `schemas`, each validation within the default [`budget::Limits`].
     pub fn new(schemas: &'a dyn SchemaSource, options: Options) -> Self {
-        Validator { schemas, options }
+        Validator {
+            schemas,
+            options,
+            budget: Budget::default(),
+        }
+    }
+
+    /// The same validator, each validation within `budget` (limits, deadline,
+    /// cancellation). Within a running budget (the server's, which also covers decoding),
+    /// that one counts.
+    pub fn with_budget(mut self, budget: Budget) -> Self {
+        self.budget = budget;
+        self
     }
 
     /// Validates a Composition given as JSON (from a file or an AdmissionReview): the
     /// Composition CRD's defaults are applied first, as the API server does; then, for files,
     /// what the API server would refuse (types, enums, required and unknown fields).
     pub fn validate_value(&self, value: &Value) -> Report {
-        self.validate_defaulted(&crate::model::with_api_defaults(value))
+        self.budget
+            .run(|| self.validate_defaulted(&crate::model::with_api_defaults(value)))
+            .0
     }
 
     /// As [`Validator::validate_value`], taking the JSON by value: the defaults are applied in
     /// place instead of to a copy (the webhook's case, where the object is read for this alone).
     pub fn validate_owned(&self, mut value: Value) -> Report {
-        schema::apply_defaults(&mut value, schema::composition_crd_schema());
-        self.validate_defaulted(&value)
+        self.budget
+            .run(|| {
+                schema::apply_defaults(&mut value, schema::composition_crd_schema());
+                self.validate_defaulted(&value)
+            })
+            .0
     }
 
     /// Validates a Composition to which the Composition CRD's defaults have been applied
@@ -105,7 +127,9 @@ impl<'a> Validator<'a> {
             .into_iter()
             .map(|e| Finding::new(Stage::Logical, e))
             .collect();
-        if !wrong_types {
+        // A document that already holds the review's memory (a 3 MiB array) is not copied
+        // into the model: its name and mode are read below, and the finding says why.
+        if !wrong_types && budget::check().is_ok() {
             match Composition::from_defaulted_value(defaulted) {
                 Ok(c) => return self.validate_with(&c, findings),
                 Err(e) => {
@@ -141,7 +165,7 @@ impl<'a> Validator<'a> {
 
     /// Validates a parsed Composition (defaults already applied).
     pub fn validate(&self, c: &Composition) -> Report {
-        self.validate_with(c, Vec::new())
+        self.budget.run(|| self.validate_with(c, Vec::new())).0
     }
 
     /// Runs the checks on a parsed Composition after `earlier` findings (the API server's). A
@@ -157,6 +181,7 @@ impl<'a> Validator<'a> {
                     .iter()
                     .flat_map(checks::patch_and_transform::validate_logical),
             );
+        let _ = budget::check();
         for e in logical {
             match findings.iter_mut().find(|f| f.error.field == e.field) {
                 Some(f) if f.error.error_type == e.error_type && f.error.detail.is_empty() => {
@@ -216,7 +241,7 @@ impl<'a> Validator<'a> {
         );
         // Rendering a Composition that is wrong by itself would only repeat its errors.
         let logical_errors = findings.iter().any(|f| f.stage == Stage::Logical);
-        if self.options.rendered && !logical_errors {
+        if self.options.rendered && !logical_errors && !budget::spent() {
             let rendered = checks::rendered::check(
                 c,
                 &steps,
@@ -241,6 +266,11 @@ impl<'a> Validator<'a> {
             Ok(c) => (c.mode, Some(c.source)),
             Err(_) => (Mode::Strict, None),
         };
+        let stopped = budget::exceeded();
+        if let Some(e) = &stopped {
+            let finding = stopped_finding(e, &mut findings);
+            findings.push(finding);
+        }
         findings.sort_by_key(|f| f.stage);
         mode::apply_mode(mode, &mut findings);
         let verdict = mode::verdict(&findings);
@@ -250,8 +280,38 @@ impl<'a> Validator<'a> {
             mode_source,
             findings,
             verdict,
+            stopped,
         }
     }
+}
+
+/// The finding for a validation the budget stopped. A render cut short proves nothing about
+/// the resources, so its findings are dropped (rendering is the last stage and does not
+/// start on a spent budget); the other stages' are kept (a check that did not run reports
+/// nothing).
+fn stopped_finding(e: &Exceeded, findings: &mut Vec<Finding>) -> Finding {
+    let place = budget::spent_at();
+    findings.retain(|f| f.stage != Stage::Rendered);
+    let what = if place.is_some() {
+        "rendering"
+    } else {
+        "validation"
+    };
+    let field = place.unwrap_or_else(|| "spec".to_string());
+    let error_type = if e.is_input() {
+        ErrorType::TooMany
+    } else {
+        ErrorType::Forbidden
+    };
+    Finding::new(
+        Stage::Limits,
+        FieldError::new(
+            error_type,
+            field,
+            BadValue::Omit,
+            format!("{what} {e}; the rest of the Composition was not validated"),
+        ),
+    )
 }
 
 /// What the API server refuses in a Composition before any webhook sees it: a value of the

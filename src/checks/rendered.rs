@@ -109,6 +109,9 @@ pub fn check(
     findings.extend(opaque_note(&rendered));
     let resources = std::mem::take(&mut rendered.resources);
     for resource in resources {
+        if crate::budget::step().is_err() {
+            break;
+        }
         // Findings of a step that a later, unrendered function may change are warnings.
         let changed_later = !rendered.changed_later(&resource.at).is_empty();
         findings.extend(check_resource(
@@ -168,6 +171,15 @@ fn check_resource(
 ) -> Vec<Finding> {
     let mut findings = Vec::new();
     for record in &resource.patches {
+        if let Outcome::NotRendered(message) = &record.outcome {
+            // Not an error of the Composition: say what was not checked.
+            let e = FieldError::invalid(
+                record.at.as_str(),
+                record.from.as_str(),
+                format!("not rendered: {message}; what it writes is not validated"),
+            );
+            findings.push(finding(e, true));
+        }
         if let Outcome::Failed(message) = &record.outcome
             && !has_finding(earlier, &record.at)
         {
@@ -201,8 +213,15 @@ fn check_resource(
     if let Some(o) = object.as_object_mut() {
         o.remove("status");
     }
+    // Validation walks the object and may copy parts of it (defaults, CEL).
+    if crate::budget::reserve_copy(&object).is_err() {
+        return findings;
+    }
     let result = validation::validate_resource(&compiled, &mut object, &root, &CEL_LIMITS);
     for (i, error) in result.errors.into_iter().enumerate() {
+        if crate::budget::step().is_err() {
+            break;
+        }
         let relative = relative(&error.field, root.as_str());
         let from_rule = i >= result.rules_from;
         if let Some(f) = judge(error, &relative, from_rule, &resource, mock, earlier) {
@@ -242,8 +261,12 @@ fn judge(
                 .is_some_and(|to| related(&tokens(to), relative))
         })
         .collect();
-    // A patch with its own error already explains what it writes.
-    if related.iter().any(|r| has_finding(earlier, &r.at)) {
+    // A patch with its own error already explains what it writes; one this tool could not
+    // render leaves its fields unknown.
+    if related
+        .iter()
+        .any(|r| has_finding(earlier, &r.at) || matches!(r.outcome, Outcome::NotRendered(_)))
+    {
         return None;
     }
     // With `policy.fromFieldPath: Required` the runtime does not create the resource until

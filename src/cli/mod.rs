@@ -21,6 +21,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand, ValueEnum};
 use serde_json::Value;
 
+use crate::budget::{Budget, Limits};
 use crate::document::{self, Document, DocumentError};
 use crate::mode::Mode;
 use crate::model::APIEXTENSIONS_GROUP;
@@ -74,9 +75,26 @@ struct ValidateArgs {
     #[arg(long, value_enum, default_value_t = OutputFormat::Text, env = "COMPOSITION_WEBHOOK_OUTPUT")]
     output: OutputFormat,
 
+    /// Memory one Composition may take while it is rendered and validated; past it the
+    /// Composition gets a finding instead of a result (an error in strict mode, a warning
+    /// in loose and warn).
+    #[arg(long, value_name = "BYTES", default_value_t = Limits::DEFAULT.memory_bytes, value_parser = review_memory, env = "COMPOSITION_WEBHOOK_REVIEW_MEMORY_BYTES")]
+    review_memory_bytes: usize,
+
     /// Files or directories holding Compositions (CRDs and XRDs among them are used as schemas); `-` reads standard input.
     #[arg(value_name = "FILE_OR_DIR", required = true)]
     inputs: Vec<PathBuf>,
+}
+
+/// `--review-memory-bytes`: at least 4 MiB (the largest real Compositions take about 1 MiB
+/// to validate).
+fn review_memory(s: &str) -> Result<usize, String> {
+    const MIN: usize = 4 * 1024 * 1024;
+    match s.parse::<usize>() {
+        Ok(n) if n >= MIN => Ok(n),
+        Ok(_) => Err(format!("must be at least {MIN} bytes (4 MiB)")),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// `--crds PATH...`: where schemas come from, for `validate`, `render` and `serve`.
@@ -168,7 +186,11 @@ fn run_validate(args: &ValidateArgs) -> u8 {
             as_api_server: true,
             rendered: !args.no_render,
         },
-    );
+    )
+    .with_budget(Budget::new(Limits {
+        memory_bytes: args.review_memory_bytes,
+        ..Limits::DEFAULT
+    }));
     let mut results = Vec::new();
     for document in &input_docs {
         for (prefix, value) in compositions_in(document, &mut stderr) {

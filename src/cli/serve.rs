@@ -7,7 +7,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{CrdFiles, EXIT_ALLOWED, EXIT_INPUT_ERROR, ModeArg, build_catalog, load_all};
+use super::{
+    CrdFiles, EXIT_ALLOWED, EXIT_INPUT_ERROR, ModeArg, build_catalog, load_all, review_memory,
+};
+use crate::budget::Limits;
 use crate::cluster::calls::CallObserver;
 use crate::cluster::{ClusterOptions, ClusterSchemas, ca_bundle, connect};
 use crate::server::logging::{self, LogFormat};
@@ -149,8 +152,14 @@ pub(super) struct ServeArgs {
     max_body_bytes: usize,
 
     /// Bytes of request bodies held at once across all requests.
-    #[arg(long, value_name = "BYTES", default_value_t = 256 * 1024 * 1024, env = "COMPOSITION_WEBHOOK_BODY_MEMORY_BYTES")]
+    #[arg(long, value_name = "BYTES", default_value_t = 64 * 1024 * 1024, env = "COMPOSITION_WEBHOOK_BODY_MEMORY_BYTES")]
     body_memory_bytes: usize,
+
+    /// Memory one review may hold while it is decoded, rendered and validated; past it the
+    /// review gets a finding instead of a result (an error in strict mode, a warning in
+    /// loose and warn).
+    #[arg(long, value_name = "BYTES", default_value_t = Limits::DEFAULT.memory_bytes, value_parser = review_memory, env = "COMPOSITION_WEBHOOK_REVIEW_MEMORY_BYTES")]
+    review_memory_bytes: usize,
 
     /// Connections served at once on the admission port.
     #[arg(
@@ -235,6 +244,10 @@ pub(super) fn run(args: &ServeArgs) -> u8 {
         max_body_bytes: args.max_body_bytes,
         body_memory_bytes: args.body_memory_bytes,
         workers,
+        review_limits: Limits {
+            memory_bytes: args.review_memory_bytes,
+            ..Limits::DEFAULT
+        },
         limits: https::ConnectionLimits {
             handshake_timeout: args.handshake_timeout,
             header_read_timeout: args.header_read_timeout,
@@ -245,6 +258,12 @@ pub(super) fn run(args: &ServeArgs) -> u8 {
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        // Objects nest as deep as the API server allows (10,000 levels), and some walks of
+        // them recurse: room for that on every thread (address space, not memory).
+        .thread_stack_size(REVIEW_STACK_BYTES)
+        // Reviews hold at most `workers` blocking threads; the rest is for the clients'
+        // DNS lookups and files. Bounded, so the stacks' address space is.
+        .max_blocking_threads(workers + 32)
         .build()
     {
         Ok(rt) => rt,
@@ -254,7 +273,7 @@ pub(super) fn run(args: &ServeArgs) -> u8 {
         }
     };
     let mut config = config;
-    runtime.block_on(async {
+    let code = runtime.block_on(async {
         let metrics = Arc::new(Metrics::new());
         let schemas: Arc<dyn ServedSchemas> = match files {
             Some(files) => Arc::new(files),
@@ -286,8 +305,17 @@ pub(super) fn run(args: &ServeArgs) -> u8 {
                 EXIT_INPUT_ERROR
             }
         }
-    })
+    });
+    // Reviews still running were cancelled with their connections; they stop at their next
+    // check, so this does not wait long.
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    code
 }
+
+/// The stack of the server's threads: a review nested 10,002 levels deep needs between 32
+/// and 96 MiB in a debug build (tests/bounded.rs), much less in release. Address space,
+/// touched only as deep as a review goes.
+pub const REVIEW_STACK_BYTES: usize = 256 * 1024 * 1024;
 
 /// The `--crds` files as a catalog; `None` (after logging why) when one cannot be loaded.
 fn file_schemas(paths: &[PathBuf]) -> Option<FileSchemas> {

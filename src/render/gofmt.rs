@@ -120,6 +120,8 @@ struct Printer {
     f: Flags,
     reordered: bool,
     good_arg_num: bool,
+    /// How much of `buf` the review's budget has been asked for.
+    charged: usize,
 }
 
 /// Go's `tooLarge`: widths and precisions beyond a million are refused.
@@ -189,13 +191,25 @@ const LDIGITS: &[u8; 17] = b"0123456789abcdefx";
 const UDIGITS: &[u8; 17] = b"0123456789ABCDEFX";
 
 impl Printer {
+    /// Asks the review's budget for what `buf` grew by since the last call; false once it
+    /// is spent. Called per verb and per element, so output repeated by `%[1]v` or wide
+    /// elements stops within one argument of the limit.
+    fn charge(&mut self) -> bool {
+        let grown = self.buf.len().saturating_sub(self.charged);
+        if grown > 4096 {
+            self.charged = self.buf.len();
+            return crate::budget::reserve(grown).is_ok();
+        }
+        !crate::budget::spent()
+    }
+
     fn do_printf(&mut self, format: &str, args: &[GoValue<'_>]) {
         let fb = format.as_bytes();
         let end = fb.len();
         let mut arg_num = 0usize;
         self.reordered = false;
         let mut i = 0usize;
-        while i < end {
+        while i < end && self.charge() {
             self.good_arg_num = true;
             let lasti = i;
             while i < end && fb.get(i) != Some(&b'%') {
@@ -411,6 +425,9 @@ impl Printer {
                     self.buf.push('[');
                 }
                 for (k, item) in items.iter().enumerate() {
+                    if !self.charge() {
+                        break;
+                    }
                     if k > 0 {
                         self.buf.push_str(if self.f.sharp_v { ", " } else { " " });
                     }
@@ -428,6 +445,9 @@ impl Printer {
                 let mut keys: Vec<&String> = m.keys().collect();
                 keys.sort();
                 for (k, key) in keys.into_iter().enumerate() {
+                    if !self.charge() {
+                        break;
+                    }
                     if k > 0 {
                         self.buf.push_str(if self.f.sharp_v { ", " } else { " " });
                     }
@@ -510,11 +530,16 @@ impl Printer {
         } else {
             ' '
         };
-        self.buf.extend(std::iter::repeat_n(c, n));
+        if room(n) {
+            self.buf.extend(std::iter::repeat_n(c, n));
+        }
     }
 
     /// Go's `pad`/`padString`: width counts runes.
     fn pad(&mut self, s: &str) {
+        if !room(s.len()) {
+            return;
+        }
         if !self.f.wid_present || self.f.wid == 0 {
             self.buf.push_str(s);
             return;
@@ -536,6 +561,9 @@ impl Printer {
         } else {
             4
         };
+        if !room(prec) {
+            return;
+        }
         let hex = format!("{u:X}");
         let mut s = String::from("U+");
         s.extend(std::iter::repeat_n('0', prec.saturating_sub(hex.len())));
@@ -579,6 +607,9 @@ impl Printer {
             }
         }
 
+        if !room(prec) {
+            return;
+        }
         // Digits, right to left.
         let mut rev: Vec<u8> = Vec::with_capacity(prec.max(24));
         loop {
@@ -854,6 +885,9 @@ impl Digits {
 /// Go's `strconv.FormatFloat(v, fmt, prec, 64)` for the formats `b e E f g G x X`
 /// (`prec` -1 is the shortest representation that reads back exactly).
 pub fn format_float(v: f64, fmt: u8, prec: i64) -> String {
+    if !room(usize::try_from(prec).unwrap_or(0)) {
+        return String::new();
+    }
     let bits = v.to_bits();
     let neg = bits >> 63 != 0;
     let mut exp = ((bits >> 52) & 0x7FF) as i64;
@@ -888,7 +922,12 @@ pub fn format_float(v: f64, fmt: u8, prec: i64) -> String {
         if neg {
             out.push('-');
         }
-        let _ = write!(out, "{:.*}", usize::try_from(prec).unwrap_or(0), abs);
+        // Rust's formatter panics past 65,535 digits; a float64 has no more than
+        // MAX_FRACTION_DIGITS after the point, the rest are zeros.
+        let prec = usize::try_from(prec).unwrap_or(0);
+        let exact = prec.min(MAX_FRACTION_DIGITS);
+        let _ = write!(out, "{abs:.exact$}");
+        pad_zeros(&mut out, prec - exact);
         return out;
     }
     let (digs, prec) = if shortest {
@@ -908,11 +947,33 @@ pub fn format_float(v: f64, fmt: u8, prec: i64) -> String {
             }
             _ => (1, prec),
         };
-        let frac = usize::try_from(digits - 1).unwrap_or(0);
+        // No more than MAX_SIGNIFICANT_DIGITS are significant; Digits reads the missing
+        // ones as zeros, as Go's decimal does.
+        let frac = usize::try_from(digits - 1)
+            .unwrap_or(0)
+            .min(MAX_SIGNIFICANT_DIGITS);
         (Digits::from_sci(&format!("{abs:.frac$e}")), prec)
     };
     format_digits(&mut out, shortest, neg, &digs, prec, fmt);
     out
+}
+
+/// The most digits after the decimal point a float64 has (the smallest subnormal,
+/// 2^-1074, has 1074).
+const MAX_FRACTION_DIGITS: usize = 1074;
+/// The most significant decimal digits a float64 has (767); more are zeros.
+const MAX_SIGNIFICANT_DIGITS: usize = 800;
+
+/// Appends `n` zeros.
+fn pad_zeros(out: &mut String, n: usize) {
+    out.extend(std::iter::repeat_n('0', n));
+}
+
+/// Whether `n` more bytes of output fit in the review's budget. Go allows widths and
+/// precisions up to a million, for every element of a slice or map: the budget decides how
+/// much of that is written (a spent budget discards the result anyway).
+fn room(n: usize) -> bool {
+    n <= 1024 || crate::budget::reserve(n).is_ok()
 }
 
 /// Go's `formatDigits`.

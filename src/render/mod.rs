@@ -158,6 +158,9 @@ pub fn render(c: &Composition, steps: &[PatchAndTransformStep], xr: &Value) -> R
 fn render_set(set: &ResourceSet<'_>, out: &mut Rendered) {
     let environment = environment(set, &mut out.composite);
     for (i, template) in set.resources.iter().enumerate() {
+        if crate::budget::step().is_err() {
+            return;
+        }
         let at = set.at.child("resources").index(i);
         // A template without a base patches the resource an earlier step rendered.
         let earlier = template.name.as_deref().and_then(|n| {
@@ -166,10 +169,14 @@ fn render_set(set: &ResourceSet<'_>, out: &mut Rendered) {
                 .position(|r| r.name.as_deref() == Some(n))
         });
         let start = if template.base.is_object() {
-            Some(template.base.clone())
+            Some(&template.base)
         } else {
-            earlier.and_then(|e| out.resources[e].object.clone())
+            earlier.and_then(|e| out.resources[e].object.as_ref())
         };
+        if start.is_some_and(|s| crate::budget::reserve_copy(s).is_err()) {
+            return;
+        }
+        let start = start.cloned();
         let mut rendered = RenderedResource {
             at,
             name: template.name.clone(),
@@ -179,7 +186,16 @@ fn render_set(set: &ResourceSet<'_>, out: &mut Rendered) {
         if let Some(mut object) = start {
             metadata(&mut object, &out.composite, template.name.as_deref());
             for (patch_at, p) in expand_patches(set, i, template) {
-                let record = apply(&patch_at, p, &out.composite, &environment, &mut object);
+                // Each record holds a few strings: a patch set of a thousand patches used by
+                // a thousand templates is a million of them.
+                let cost = crate::budget::step().and_then(|()| crate::budget::reserve(256));
+                if cost.is_err() {
+                    break;
+                }
+                let record = crate::budget::at(
+                    || patch_at.clone(),
+                    || apply(&patch_at, p, &out.composite, &environment, &mut object),
+                );
                 rendered.patches.push(record);
             }
             rendered.object = Some(object);
@@ -199,6 +215,9 @@ fn environment(set: &ResourceSet<'_>, composite: &mut Value) -> Value {
     };
     let mut data = Value::Object(env.default_data.clone().unwrap_or_default());
     for p in &env.patches {
+        if crate::budget::step().is_err() {
+            break;
+        }
         match patch::direction(p.effective_type()) {
             Some((Direction::In, _)) => {
                 patch::apply(p, composite, &mut data);
@@ -224,6 +243,9 @@ fn expand_patches<'a>(
         if p.effective_type() != model::PATCH_SET {
             out.push((at.child("patches").index(j).as_str().to_string(), p));
             continue;
+        }
+        if crate::budget::steps(1).is_err() {
+            break;
         }
         let name = p.patch_set_name.as_deref().unwrap_or_default();
         if let Some((k, ps)) = set

@@ -33,6 +33,9 @@ pub enum Outcome {
     NotRun,
     /// The runtime fails with this message.
     Failed(String),
+    /// This tool cannot run the patch where Crossplane can (see
+    /// [`transform::TransformError::NotRendered`]); the destination is left as it was.
+    NotRendered(String),
 }
 
 /// Which way a patch type copies.
@@ -91,7 +94,12 @@ pub fn apply(patch: &Patch, from: &Value, to: &mut Value) -> Outcome {
     };
     let output = match transform::apply_all(&patch.transforms, input) {
         Ok(v) => v,
-        Err(e) => return Outcome::Failed(e.to_string()),
+        Err(e) => {
+            return match e.inner() {
+                transform::TransformError::NotRendered(m) => Outcome::NotRendered(m.clone()),
+                _ => Outcome::Failed(e.to_string()),
+            };
+        }
     };
     // The destination defaults to the source path.
     let Some(dest) = patch
@@ -138,6 +146,10 @@ pub fn apply(patch: &Patch, from: &Value, to: &mut Value) -> Outcome {
         vec![dest_path]
     };
     for target in &targets {
+        // Every target gets a copy: one large value written to many places adds up.
+        if let Err(e) = crate::budget::reserve_copy(&output) {
+            return Outcome::Failed(format!("not rendered: writing {target} {e}"));
+        }
         if let Err(e) = paved::merge_value(to, target, output.clone(), merge) {
             return Outcome::Failed(format!("cannot patch to object: {e}"));
         }
@@ -150,7 +162,12 @@ fn read(from: &Value, source: &str, required: bool) -> Result<Value, Outcome> {
     let path = fieldpath::parse(source)
         .map_err(|e| Outcome::Failed(format!("cannot parse path {source:?}: {e}")))?;
     match paved::find(from, &path) {
-        Ok(Some(v)) => Ok(v.clone()),
+        Ok(Some(v)) => {
+            // Each patch copies its source: a large one read by many patches adds up.
+            crate::budget::reserve_copy(v)
+                .map_err(|e| Outcome::Failed(format!("not rendered: copying {source} {e}")))?;
+            Ok(v.clone())
+        }
         Ok(None) => Err(Outcome::Skipped {
             source: source.to_string(),
             required,

@@ -37,10 +37,34 @@ pub enum SetError {
     /// `[*]` crosses a value that is neither an array nor an object.
     #[error("{0:?}: unexpected wildcard usage")]
     Wildcard(String),
+    /// Growing an array to the index, or copying the value, would spend the review's budget.
+    #[error("{0} {1}")]
+    Budget(String, crate::budget::Exceeded),
+}
+
+/// Makes room in `array` for `index`, within the review's budget: an index such as
+/// `[4294967295]` would otherwise ask for hundreds of gigabytes at once.
+fn grow(array: &mut Vec<Value>, index: usize, at: impl FnOnce() -> String) -> Result<(), SetError> {
+    if array.len() <= index {
+        let more = index + 1 - array.len();
+        crate::budget::reserve(crate::budget::values(more)).map_err(|e| {
+            let what = format!("growing {} to {} elements", at(), index.saturating_add(1));
+            SetError::Budget(what, e)
+        })?;
+        array.resize(index + 1, Value::Null);
+    }
+    Ok(())
 }
 
 fn prefix(path: &[Segment]) -> String {
     Segments(path.to_vec()).to_string()
+}
+
+/// `before` followed by `segment`: the path of the child being made.
+fn segments_to(before: &[Segment], segment: &Segment) -> Vec<Segment> {
+    let mut at = before.to_vec();
+    at.push(segment.clone());
+    at
 }
 
 /// The value at `path`.
@@ -113,9 +137,7 @@ pub fn set(object: &mut Value, path: &Segments, value: Value) -> Result<(), SetE
                 .as_array_mut()
                 .ok_or_else(|| SetError::WrongKind(prefix(parents), "array"))?;
             let index = *index as usize;
-            if array.len() <= index {
-                array.resize(index + 1, Value::Null);
-            }
+            grow(array, index, || prefix(parents))?;
             array[index] = value;
         }
     }
@@ -129,35 +151,37 @@ fn child_mut<'a>(
     next: &Segment,
     before: &[Segment],
 ) -> Result<&'a mut Value, SetError> {
-    let empty = || match next {
-        Segment::Index(i) => Value::Array(vec![Value::Null; *i as usize + 1]),
-        Segment::Field(_) => Value::Object(Map::new()),
+    let at = || prefix(&segments_to(before, segment));
+    let empty = || -> Result<Value, SetError> {
+        Ok(match next {
+            Segment::Index(i) => {
+                let mut array = Vec::new();
+                grow(&mut array, *i as usize, at)?;
+                Value::Array(array)
+            }
+            Segment::Field(_) => Value::Object(Map::new()),
+        })
     };
     let child = match segment {
         Segment::Field(name) => it
             .as_object_mut()
             .ok_or_else(|| SetError::WrongKind(prefix(before), "object"))?
             .entry(name.clone())
-            .or_insert_with(empty),
+            .or_insert(Value::Null),
         Segment::Index(index) => {
             let array = it
                 .as_array_mut()
                 .ok_or_else(|| SetError::WrongKind(prefix(before), "array"))?;
             let index = *index as usize;
-            if array.len() <= index {
-                array.resize(index + 1, Value::Null);
-            }
+            grow(array, index, || prefix(before))?;
             &mut array[index]
         }
     };
     if child.is_null() {
-        *child = empty();
+        *child = empty()?;
     } else if let (Segment::Index(i), Some(array)) = (next, child.as_array_mut()) {
         // An existing array is extended so that the next index exists.
-        let needed = *i as usize + 1;
-        if array.len() < needed {
-            array.resize(needed, Value::Null);
-        }
+        grow(array, *i as usize, at)?;
     }
     Ok(child)
 }
@@ -181,6 +205,8 @@ pub fn merge_value(
 ) -> Result<(), SetError> {
     let merged = match (merge, get(object, path)) {
         (Some(m), Ok(existing)) if !existing.is_null() && !value.is_null() => {
+            crate::budget::reserve_copy(existing)
+                .map_err(|e| SetError::Budget(format!("merging into {path}"), e))?;
             let mut dst = existing.clone();
             merge_into(&mut dst, value, m);
             dst

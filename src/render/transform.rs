@@ -34,6 +34,7 @@ use crate::model::{
     MATH_MULTIPLY, MapTransform, MatchTransform, MatchTransformPattern, MathTransform,
     StringTransform, Transform, TransformIoType, kinds, string_kinds,
 };
+use regexp::RegexpError;
 
 /// Why a transform failed, in Crossplane's words.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -46,6 +47,13 @@ pub enum TransformError {
         /// Why it failed.
         error: Box<TransformError>,
     },
+    /// This tool cannot run the transform where Crossplane can (a regexp whose program here
+    /// is larger than the review's memory): no error of the Composition.
+    #[error("not rendered: {0}")]
+    NotRendered(String),
+    /// The review's budget ran out (a chain of transforms that keeps growing its value).
+    #[error("not rendered: the value {0}")]
+    Budget(crate::budget::Exceeded),
     /// The transform lacks the configuration of its type (`given transform type math
     /// requires configuration`).
     #[error("given transform type {0} requires configuration")]
@@ -133,6 +141,9 @@ pub enum Reason {
     /// A string transform's regexp does not compile.
     #[error("could not compile regexp: {0}")]
     RegexpCompile(String),
+    /// This tool cannot run the transform (see [`TransformError::NotRendered`]).
+    #[error("not rendered: {0}")]
+    NotRendered(String),
     /// A string transform's regexp does not match, or has no such group.
     #[error("regexp {} had no matches for group {group}", gofmt::quote(.regexp))]
     RegexpNoMatch {
@@ -176,6 +187,9 @@ pub enum Reason {
 /// Why a pattern of a match transform failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum MatchError {
+    /// This tool cannot run the pattern (see [`TransformError::NotRendered`]).
+    #[error("not rendered: {0}")]
+    NotRendered(String),
     /// The pattern type is unknown.
     #[error("unsupported pattern type '{0}'")]
     PatternType(String),
@@ -195,6 +209,7 @@ pub enum MatchError {
 pub fn apply_all(transforms: &[Transform], input: Value) -> Result<Value, TransformError> {
     let mut value = input;
     for (index, t) in transforms.iter().enumerate() {
+        crate::budget::step().map_err(TransformError::Budget)?;
         value = apply(t, value).map_err(|e| TransformError::AtIndex {
             index,
             error: Box::new(e),
@@ -215,9 +230,16 @@ pub fn apply(t: &Transform, input: Value) -> Result<Value, TransformError> {
         kinds::CONVERT => convert(t.convert.as_ref().ok_or_else(missing)?, input),
         _ => return Err(TransformError::TypeNotSupported(kind.to_string())),
     };
-    result.map_err(|reason| TransformError::Resolve {
-        kind: kind.to_string(),
-        reason,
+    result.map_err(|reason| match reason {
+        Reason::NotRendered(m)
+        | Reason::MatchPattern {
+            error: MatchError::NotRendered(m),
+            ..
+        } => TransformError::NotRendered(m),
+        reason => TransformError::Resolve {
+            kind: kind.to_string(),
+            reason,
+        },
     })
 }
 
@@ -347,7 +369,10 @@ fn pattern_matches(p: &MatchTransformPattern, input: &Value) -> Result<bool, Mat
                 .regexp
                 .as_ref()
                 .ok_or(MatchError::Required(MATCH_REGEXP))?;
-            let re = regexp::compile(pattern).map_err(MatchError::Compile)?;
+            let re = regexp::compile(pattern).map_err(|e| match e {
+                RegexpError::Invalid(m) => MatchError::Compile(m),
+                RegexpError::TooLarge(m) => MatchError::NotRendered(m),
+            })?;
             match input {
                 Value::Null => Err(MatchError::InputType("null")),
                 Value::String(s) => Ok(re.is_match(s)),
@@ -390,7 +415,10 @@ fn string(s: &StringTransform, input: Value) -> Result<Value, Reason> {
         }
         string_kinds::REGEXP => {
             let r = s.regexp.as_ref().ok_or_else(|| missing("regexp"))?;
-            let re = regexp::compile(&r.r#match).map_err(Reason::RegexpCompile)?;
+            let re = regexp::compile(&r.r#match).map_err(|e| match e {
+                RegexpError::Invalid(m) => Reason::RegexpCompile(m),
+                RegexpError::TooLarge(m) => Reason::NotRendered(m),
+            })?;
             let text = gofmt::sprint_v(&input);
             // Group 0, the whole match, by default.
             let group = r.group.unwrap_or(0);

@@ -54,6 +54,7 @@ pub fn decide(
     schemas: &dyn SchemaSource,
     default_mode: Mode,
     rendered: bool,
+    time: Duration,
     started: impl FnOnce(Mode, &str) -> Option<Answer>,
 ) -> Decision {
     let op = operation_name(&request.operation);
@@ -114,6 +115,16 @@ pub fn decide(
         },
     )
     .validate_owned(Value::Object(object));
+    // Stopped by the deadline or a cancellation: the answer goes by the mode, as for a
+    // review that never started.
+    if report.stopped.as_ref().is_some_and(|e| !e.is_input()) {
+        return Decision {
+            answer: deadline_answer(report.mode, &name, time),
+            outcome: Outcome::DeadlineExceeded,
+            mode: Some(report.mode),
+            report: None,
+        };
+    }
     let answer = answer::for_report(&report, &name);
     let outcome = match (answer.allowed, answer.warnings.is_empty()) {
         (false, _) => Outcome::Denied,
@@ -221,6 +232,7 @@ mod tests {
                 &catalog,
                 Mode::Loose,
                 true,
+                Duration::from_secs(9),
                 none,
             );
             assert_eq!((d.answer.allowed, d.outcome), (true, Outcome::Allowed));
@@ -230,6 +242,7 @@ mod tests {
             &catalog,
             Mode::Loose,
             true,
+            Duration::from_secs(9),
             none,
         );
         assert!(d.answer.allowed);
@@ -244,6 +257,7 @@ mod tests {
             &catalog,
             Mode::Loose,
             true,
+            Duration::from_secs(9),
             none,
         );
         assert_eq!(d.outcome, Outcome::Malformed);
@@ -266,8 +280,39 @@ mod tests {
             &Catalog::new(),
             Mode::Loose,
             true,
+            Duration::from_secs(9),
             |mode, name| Some(deadline_answer(mode, name, Duration::ZERO)),
         );
+        assert_eq!(
+            (d.outcome, d.mode, d.report.is_none()),
+            (Outcome::DeadlineExceeded, Some(Mode::Strict), true)
+        );
+        assert_eq!(d.answer.status.unwrap().code, 504);
+    }
+
+    #[test]
+    fn cancelled_validation_answers_by_mode() {
+        let mut body = base("CREATE", APIEXTENSIONS_GROUP, "Composition");
+        body["object"] = serde_json::json!({
+            "apiVersion": "apiextensions.crossplane.io/v1", "kind": "Composition",
+            "metadata": {"name": "c", "annotations": {crate::model::MODE_ANNOTATION: "strict"}},
+            "spec": {"compositeTypeRef": {"apiVersion": "example.org/v1", "kind": "XDb"},
+                "resources": [{"name": "db", "base": {"apiVersion": "example.org/v1", "kind": "Db"},
+                    "patches": [{"fromFieldPath": "spec.size", "toFieldPath": "spec.size"}]}]},
+        });
+        let cancel = crate::budget::Cancel::new();
+        cancel.cancel();
+        let budget = crate::budget::Budget::default().with_cancel(cancel);
+        let (d, _) = budget.run(|| {
+            decide(
+                request(body),
+                &Catalog::new(),
+                Mode::Loose,
+                true,
+                Duration::from_secs(9),
+                |_, _| None,
+            )
+        });
         assert_eq!(
             (d.outcome, d.mode, d.report.is_none()),
             (Outcome::DeadlineExceeded, Some(Mode::Strict), true)

@@ -132,6 +132,7 @@ mod tests {
             mode_source: None,
             verdict: mode::verdict(&findings),
             findings,
+            stopped: None,
         }
     }
 

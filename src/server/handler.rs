@@ -24,6 +24,7 @@ use super::deadline;
 use super::metrics::{Metrics, Outcome, ReviewLabels};
 use super::review::{self, Answer, Echo, ReviewError};
 use super::schemas::ServedSchemas;
+use crate::budget::{Budget, Cancel, Limits};
 use crate::mode::Mode;
 
 /// What the review handler needs.
@@ -40,6 +41,8 @@ pub struct ReviewState {
     pub body_memory: Arc<Semaphore>,
     /// Reviews that may be decoded and validated at once.
     pub workers: Arc<Semaphore>,
+    /// The memory and work one review may take.
+    pub limits: Limits,
     /// Metrics.
     pub metrics: Arc<Metrics>,
 }
@@ -196,6 +199,10 @@ async fn handle(
     let echo = review::salvage(&bytes);
     tracing::trace!(uid = echo.uid.as_deref().unwrap_or_default(), body = %String::from_utf8_lossy(&bytes), "request body");
 
+    // Stops the review's work once its answer is given, or its caller has gone (the
+    // connection closed, the server stopping): a worker is never held past that.
+    let cancel = Cancel::new();
+    let _cancel_on_drop = CancelOnDrop(cancel.clone());
     // Known once the object is decoded: the mode and name a late answer goes by.
     let known: Arc<OnceLock<(Mode, String)>> = Arc::new(OnceLock::new());
     // Set once a worker has the review: from then on it is decoded without waiting.
@@ -211,6 +218,11 @@ async fn handle(
                 let _permit = permit;
                 // The body's memory stays reserved until the review is done, however late.
                 let _memory = memory;
+                // Decoding counts against the review's memory too.
+                let review_budget = Budget::new(state.limits)
+                    .with_deadline(deadline.into_std())
+                    .with_cancel(cancel);
+                review_budget.run(move || {
                 let request = review::decode(content_type.as_deref(), &bytes)?;
                 let size = bytes.len();
                 drop(bytes);
@@ -231,6 +243,7 @@ async fn handle(
                     schemas.as_ref(),
                     state.default_mode,
                     state.rendered,
+                    budget,
                     |mode, name| {
                         let _ = known.set((mode, name.to_string()));
                         // Past the deadline (a zero budget, or a long wait for a worker) the
@@ -240,6 +253,8 @@ async fn handle(
                     },
                 );
                 Ok::<_, ReviewError>((operation, decision))
+                })
+                .0
             })
             .await
         }
@@ -294,6 +309,15 @@ async fn handle(
                 )),
             }
         }
+    }
+}
+
+/// Cancels a review's work when dropped.
+struct CancelOnDrop(Cancel);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.cancel();
     }
 }
 

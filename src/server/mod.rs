@@ -97,6 +97,8 @@ pub struct ServeConfig {
     pub body_memory_bytes: usize,
     /// Reviews decoded and validated at once.
     pub workers: usize,
+    /// The memory and work one review may take.
+    pub review_limits: crate::budget::Limits,
     /// Connection limits.
     pub limits: https::ConnectionLimits,
     /// How long in-flight reviews may take to finish on shutdown.
@@ -215,6 +217,7 @@ pub async fn run(
             config.body_memory_bytes.max(config.max_body_bytes),
         )),
         workers: Arc::new(Semaphore::new(config.workers.max(1))),
+        limits: config.review_limits,
         metrics: metrics.clone(),
     });
     let router = Router::new()

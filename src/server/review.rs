@@ -121,7 +121,17 @@ pub enum ReviewError {
     /// Validation failed (a bug).
     #[error("internal error while validating: {0}")]
     Internal(String),
+    /// Nested deeper than the API server allows.
+    #[error(
+        "the request body nests more than {MAX_DEPTH} levels deep: the API server accepts objects of at most 10000 levels, 10002 in an AdmissionReview"
+    )]
+    TooDeep,
 }
+
+/// The deepest nesting of a review: the API server decodes objects up to 10,000 levels
+/// (Go's `encoding/json` limit, which sigs.k8s.io/json keeps), and the review puts the
+/// object two levels down (`request.object`).
+pub const MAX_DEPTH: usize = 10_002;
 
 /// What an answer must echo, salvaged from any body, even a truncated or malformed one.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -149,7 +159,15 @@ pub fn decode(content_type: Option<&str>, body: &[u8]) -> Result<Request, Review
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(ReviewError::Empty);
     }
-    let review: Review = match serde_json::from_slice(body) {
+    // serde_json stops at 128 levels by default; the API server allows 10,000. The scan
+    // bounds the recursion below (on threads whose stacks have room for it).
+    if crate::document::json_depth(body, MAX_DEPTH) > MAX_DEPTH {
+        return Err(ReviewError::TooDeep);
+    }
+    let mut de = serde_json::Deserializer::from_slice(body);
+    de.disable_recursion_limit();
+    let review = Review::deserialize(&mut de).and_then(|r| de.end().map(|()| r));
+    let review: Review = match review {
         Ok(review) => review,
         Err(e) => {
             // Another version or kind need not have this request's shape: say so first.
@@ -424,8 +442,21 @@ mod tests {
         );
         assert_eq!(
             err(None, &deep),
-            "the request body is not a valid AdmissionReview: recursion limit exceeded at line 1 column 189"
+            "the request body nests more than 10002 levels deep: the API server accepts objects of at most 10000 levels, 10002 in an AdmissionReview"
         );
+        // As deep as the API server allows: read.
+        let deep = format!(
+            r#"{{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{{"uid":"u","kind":{{"group":"","version":"v1","kind":"C"}},"operation":"CREATE","object":{{"spec":{}{}}}}}}}"#,
+            "[".repeat(9_999),
+            "]".repeat(9_999)
+        );
+        let request = std::thread::Builder::new()
+            .stack_size(256 << 20)
+            .spawn(move || decode(None, deep.as_bytes()).map(|r| r.uid))
+            .expect("thread")
+            .join()
+            .expect("no overflow");
+        assert_eq!(request.ok().as_deref(), Some("u"));
     }
 
     #[test]

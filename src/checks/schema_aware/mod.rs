@@ -76,6 +76,9 @@ pub fn check(
             patch_sets: set.patch_sets,
         };
         for (j, p) in res.patches.iter().enumerate() {
+            if crate::budget::step().is_err() {
+                return errs;
+            }
             errs.extend(check_patch(
                 p,
                 &ctx,

@@ -99,6 +99,10 @@ fn check_patch_set(p: &Patch, ctx: &PatchContext<'_>, at: &Path) -> Vec<FieldErr
             continue;
         }
         for (l, inner) in set.patches.iter().enumerate() {
+            // A patch set is checked again for every template that uses it.
+            if crate::budget::step().is_err() {
+                return errs;
+            }
             // Nested patch sets are a logical error.
             if inner.effective_type() == PATCH_SET {
                 continue;

@@ -14,15 +14,41 @@ use regex::{Regex, RegexBuilder};
 
 use crate::checks::go_regexp;
 
+/// Why a pattern was not compiled.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(super) enum RegexpError {
+    /// Go refuses it, with Go's message.
+    #[error("{0}")]
+    Invalid(String),
+    /// Go compiles it, but its program here would be larger than the review's memory
+    /// allows: a limit of this tool, not an error of the pattern.
+    #[error("{0}")]
+    TooLarge(String),
+}
+
 /// Compiles `pattern` as Go's `regexp.Compile` does, or gives Go's error message
 /// (``error parsing regexp: missing closing ): `(a` ``).
-pub(super) fn compile(pattern: &str) -> Result<Regex, String> {
-    go_regexp::check(pattern).map_err(|e| e.go_message())?;
+pub(super) fn compile(pattern: &str) -> Result<Regex, RegexpError> {
+    go_regexp::check(pattern).map_err(|e| RegexpError::Invalid(e.go_message()))?;
     let translated = translate(pattern);
+    // Go compiles whatever its parser accepts; the regex crate stops at a size of its own
+    // (10 MiB by default), which is no error of the pattern. The review's budget decides.
+    let limit = crate::budget::remaining()
+        .unwrap_or(MAX_COMPILED_BYTES)
+        .min(MAX_COMPILED_BYTES);
     RegexBuilder::new(&translated)
         .octal(true)
+        .size_limit(limit)
         .build()
         .map_err(|e| {
+            if let regex::Error::CompiledTooBig(_) = e {
+                return RegexpError::TooLarge(format!(
+                    "the compiled regexp `{}` would take more than {} MiB here (Go's is \
+                     smaller)",
+                    shorten(pattern),
+                    limit / (1024 * 1024)
+                ));
+            }
             // Only Rust's own limits get here; keep its reason in Go's frame.
             let reason = e.to_string();
             let reason = reason
@@ -31,9 +57,20 @@ pub(super) fn compile(pattern: &str) -> Result<Regex, String> {
                 .unwrap_or_default()
                 .trim_start_matches("error: ")
                 .to_string();
-            format!("error parsing regexp: {reason}: `{pattern}`")
+            RegexpError::Invalid(format!("error parsing regexp: {reason}: `{pattern}`"))
         })
 }
+
+/// The first 80 characters of a pattern, for messages.
+fn shorten(pattern: &str) -> String {
+    match pattern.char_indices().nth(80) {
+        Some((i, _)) => format!("{}...", &pattern[..i]),
+        None => pattern.to_string(),
+    }
+}
+
+/// The largest compiled program outside a budget: above what Go's parser accepts.
+const MAX_COMPILED_BYTES: usize = 256 * 1024 * 1024;
 
 const DIGIT: &str = "0-9";
 const WORD: &str = "0-9A-Za-z_";

@@ -1,0 +1,581 @@
+//! The budget of one validation: memory, work and time, checked as the work goes.
+//!
+//! A Composition of a few kilobytes can ask the renderer for gigabytes (`toFieldPath:
+//! a[4294967295]`, `%999999v` chained through Format transforms, one large patch set applied
+//! a thousand times) or minutes of CPU. The webhook sits in the API server's write path, so
+//! no such input may crash, starve or stall it: every review runs inside [`Budget::run`],
+//! and the code that grows data or loops over input asks the budget first.
+//!
+//! - [`reserve`] before an allocation whose size the input decides (an array grown to an
+//!   index, a format width): refused when it would pass the memory limit, so the allocation
+//!   never happens;
+//! - [`step`] in every loop over input: counts work, and stops the loop once the budget is
+//!   spent, the deadline has passed or the review was cancelled (the server's deadline
+//!   answer, shutdown), so a worker is never held past its review's time.
+//!
+//! Once spent, the budget stays spent: every later [`step`] and [`reserve`] fails, so the
+//! work unwinds at the next check, and [`Budget::run`] returns why ([`Exceeded`]). The
+//! engine turns that into a finding.
+//!
+//! Memory is what the review's thread holds: with [`CountingAllocator`] as the global
+//! allocator (the binary's), bytes allocated minus bytes freed on this thread since the
+//! review started; without it (the library used elsewhere), the sum of the reservations.
+//! Outside [`Budget::run`] nothing is limited.
+
+use std::alloc::{GlobalAlloc, Layout};
+use std::cell::{Cell, RefCell};
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+/// The limits of one validation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Bytes the validation may hold at once.
+    pub memory_bytes: usize,
+    /// Steps of work (patches applied, transforms run, values walked, ...).
+    pub steps: u64,
+}
+
+impl Limits {
+    /// The default limits: 32 MiB and a million steps. Every Composition of the test corpus
+    /// validates within 4 MiB and 5,000 steps (a step is a patch applied, a transform, a
+    /// resource validated, ...).
+    pub const DEFAULT: Limits = Limits {
+        memory_bytes: 32 * 1024 * 1024,
+        steps: 1_000_000,
+    };
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits::DEFAULT
+    }
+}
+
+/// Why a validation stopped before its end.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Exceeded {
+    /// More memory than the limit.
+    #[error("exceeds the memory budget of {} per review", bytes(*limit))]
+    Memory {
+        /// The limit in bytes.
+        limit: usize,
+    },
+    /// More work than the limit.
+    #[error("exceeds the work budget of {limit} steps per review")]
+    Work {
+        /// The limit in steps.
+        limit: u64,
+    },
+    /// The deadline passed.
+    #[error("did not finish before the deadline")]
+    Deadline,
+    /// The review was cancelled (its answer was already given, or the server is stopping).
+    #[error("was cancelled")]
+    Cancelled,
+}
+
+impl Exceeded {
+    /// Whether the input itself asked for too much (memory or work), as opposed to running
+    /// out of time, which depends on the machine.
+    pub fn is_input(&self) -> bool {
+        matches!(self, Exceeded::Memory { .. } | Exceeded::Work { .. })
+    }
+}
+
+/// `64 MiB`, `1.5 KiB`, `100 bytes`.
+fn bytes(n: usize) -> String {
+    const UNITS: [&str; 3] = ["KiB", "MiB", "GiB"];
+    let mut value = n as f64;
+    let mut unit = None;
+    for u in UNITS {
+        if value < 1024.0 {
+            break;
+        }
+        value /= 1024.0;
+        unit = Some(u);
+    }
+    match unit {
+        None => format!("{n} bytes"),
+        Some(u) if value.fract() == 0.0 => format!("{value:.0} {u}"),
+        Some(u) => format!("{value:.1} {u}"),
+    }
+}
+
+/// Sets a [`Budget`]'s cancellation from another thread.
+#[derive(Debug, Clone, Default)]
+pub struct Cancel(Arc<AtomicBool>);
+
+impl Cancel {
+    /// A cancellation not yet given.
+    pub fn new() -> Self {
+        Cancel::default()
+    }
+
+    /// Stops the validation at its next check.
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether [`Cancel::cancel`] was called.
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// The budget of one validation: its limits, deadline and cancellation.
+#[derive(Debug, Clone, Default)]
+pub struct Budget {
+    limits: Limits,
+    deadline: Option<Instant>,
+    cancel: Option<Cancel>,
+}
+
+impl Budget {
+    /// A budget with `limits`, no deadline and no cancellation.
+    pub fn new(limits: Limits) -> Self {
+        Budget {
+            limits,
+            deadline: None,
+            cancel: None,
+        }
+    }
+
+    /// The same budget, stopping at `deadline`.
+    pub fn with_deadline(mut self, deadline: Instant) -> Self {
+        self.deadline = Some(deadline);
+        self
+    }
+
+    /// The same budget, stopped by `cancel`.
+    pub fn with_cancel(mut self, cancel: Cancel) -> Self {
+        self.cancel = Some(cancel);
+        self
+    }
+
+    /// The limits.
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// Runs `f` within this budget on the current thread; returns its result and, when the
+    /// budget was spent on the way, why. Nested runs use the outer budget.
+    pub fn run<R>(&self, f: impl FnOnce() -> R) -> (R, Option<Exceeded>) {
+        if ACTIVE.with(|a| a.borrow().is_some()) {
+            return (f(), None);
+        }
+        let state = State {
+            limits: self.limits,
+            deadline: self.deadline,
+            cancel: self.cancel.clone(),
+            start_net: net_allocated(),
+            reserved: 0,
+            steps: 0,
+            exceeded: None,
+            at: None,
+        };
+        ACTIVE.with(|a| *a.borrow_mut() = Some(state));
+        // Cleared however `f` ends, so a panic does not leave a spent budget on a pooled
+        // thread.
+        struct Clear;
+        impl Drop for Clear {
+            fn drop(&mut self) {
+                ACTIVE.with(|a| a.borrow_mut().take());
+            }
+        }
+        let clear = Clear;
+        let out = f();
+        let exceeded = ACTIVE.with(|a| a.borrow().as_ref().and_then(|s| s.exceeded.clone()));
+        drop(clear);
+        (out, exceeded)
+    }
+}
+
+/// What the running budget has used.
+struct State {
+    limits: Limits,
+    deadline: Option<Instant>,
+    cancel: Option<Cancel>,
+    /// Net bytes allocated on this thread when the run started.
+    start_net: isize,
+    /// Bytes reserved, counted when no [`CountingAllocator`] measures them.
+    reserved: usize,
+    steps: u64,
+    exceeded: Option<Exceeded>,
+    /// Where the work was when the budget was spent.
+    at: Option<String>,
+}
+
+impl State {
+    fn held(&self) -> usize {
+        if COUNTING.load(Ordering::Relaxed) {
+            usize::try_from(net_allocated().saturating_sub(self.start_net)).unwrap_or(0)
+        } else {
+            self.reserved
+        }
+    }
+
+    fn fail(&mut self, e: Exceeded) -> Exceeded {
+        if self.exceeded.is_none() {
+            self.exceeded = Some(e.clone());
+            self.at = AT.with(|at| at.borrow().clone());
+        }
+        self.exceeded.clone().unwrap_or(e)
+    }
+}
+
+thread_local! {
+    static ACTIVE: RefCell<Option<State>> = const { RefCell::new(None) };
+    /// The place the work is at, for the finding (set by the renderer per patch).
+    static AT: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+/// How many steps pass between two looks at the clock.
+const CLOCK_EVERY: u64 = 64;
+
+/// One step of work. Fails once the budget is spent (now or before), the deadline has
+/// passed or the validation was cancelled; loops over input stop on the first failure.
+pub fn step() -> Result<(), Exceeded> {
+    steps(1)
+}
+
+/// `n` steps of work at once (a walk over `n` values), as [`step`].
+pub fn steps(n: u64) -> Result<(), Exceeded> {
+    ACTIVE.with(|a| {
+        let mut a = a.borrow_mut();
+        let Some(s) = a.as_mut() else {
+            return Ok(());
+        };
+        if let Some(e) = &s.exceeded {
+            return Err(e.clone());
+        }
+        let before = s.steps;
+        s.steps = s.steps.saturating_add(n);
+        if s.steps > s.limits.steps {
+            let limit = s.limits.steps;
+            return Err(s.fail(Exceeded::Work { limit }));
+        }
+        if s.cancel.as_ref().is_some_and(Cancel::is_cancelled) {
+            return Err(s.fail(Exceeded::Cancelled));
+        }
+        if before / CLOCK_EVERY != s.steps / CLOCK_EVERY || n > 1 {
+            if s.deadline.is_some_and(|d| Instant::now() >= d) {
+                return Err(s.fail(Exceeded::Deadline));
+            }
+            if s.held() > s.limits.memory_bytes {
+                let limit = s.limits.memory_bytes;
+                return Err(s.fail(Exceeded::Memory { limit }));
+            }
+        }
+        Ok(())
+    })
+}
+
+/// Checks the memory held, the deadline and the cancellation without counting a step: at
+/// the boundaries of work that allocates without steps (decoding, copying a document).
+pub fn check() -> Result<(), Exceeded> {
+    ACTIVE.with(|a| {
+        let mut a = a.borrow_mut();
+        let Some(s) = a.as_mut() else {
+            return Ok(());
+        };
+        if let Some(e) = &s.exceeded {
+            return Err(e.clone());
+        }
+        if s.cancel.as_ref().is_some_and(Cancel::is_cancelled) {
+            return Err(s.fail(Exceeded::Cancelled));
+        }
+        if s.deadline.is_some_and(|d| Instant::now() >= d) {
+            return Err(s.fail(Exceeded::Deadline));
+        }
+        if s.held() > s.limits.memory_bytes {
+            let limit = s.limits.memory_bytes;
+            return Err(s.fail(Exceeded::Memory { limit }));
+        }
+        Ok(())
+    })
+}
+
+/// Asks for `bytes` more memory before allocating them: fails when the validation would
+/// then hold more than its limit (or the budget is already spent).
+pub fn reserve(bytes: usize) -> Result<(), Exceeded> {
+    ACTIVE.with(|a| {
+        let mut a = a.borrow_mut();
+        let Some(s) = a.as_mut() else {
+            return Ok(());
+        };
+        if let Some(e) = &s.exceeded {
+            return Err(e.clone());
+        }
+        let limit = s.limits.memory_bytes;
+        if s.held().saturating_add(bytes) > limit {
+            return Err(s.fail(Exceeded::Memory { limit }));
+        }
+        if !COUNTING.load(Ordering::Relaxed) {
+            s.reserved = s.reserved.saturating_add(bytes);
+        }
+        Ok(())
+    })
+}
+
+/// Why the running budget is spent, if it is (no further work should start then).
+pub fn exceeded() -> Option<Exceeded> {
+    ACTIVE.with(|a| a.borrow().as_ref().and_then(|s| s.exceeded.clone()))
+}
+
+/// The bytes the running validation may still take, if it runs within a budget.
+pub fn remaining() -> Option<usize> {
+    ACTIVE.with(|a| {
+        a.borrow()
+            .as_ref()
+            .map(|s| s.limits.memory_bytes.saturating_sub(s.held()))
+    })
+}
+
+/// Whether the running budget is spent (no further work should start).
+pub fn spent() -> bool {
+    ACTIVE.with(|a| a.borrow().as_ref().is_some_and(|s| s.exceeded.is_some()))
+}
+
+/// The place the work was at when the budget was spent, if it was set with [`at`].
+pub fn spent_at() -> Option<String> {
+    ACTIVE.with(|a| a.borrow().as_ref().and_then(|s| s.at.clone()))
+}
+
+/// Runs `f` with `place` as where the work is (a patch's path), for the finding if the
+/// budget is spent inside it.
+pub fn at<R>(place: impl FnOnce() -> String, f: impl FnOnce() -> R) -> R {
+    let active = ACTIVE.with(|a| a.borrow().is_some());
+    if !active {
+        return f();
+    }
+    let previous = AT.with(|at| at.replace(Some(place())));
+    let out = f();
+    AT.with(|at| *at.borrow_mut() = previous);
+    out
+}
+
+/// The size in bytes of `n` JSON values in an array, for [`reserve`].
+pub const fn values(n: usize) -> usize {
+    n.saturating_mul(size_of::<serde_json::Value>())
+}
+
+/// Bytes a JSON value holds, roughly (its nodes and strings), counting one [`step`] per
+/// node: what a copy of it costs.
+pub fn size_of_value(v: &serde_json::Value) -> usize {
+    use serde_json::Value;
+    let mut total = 0usize;
+    let mut stack = vec![v];
+    while let Some(v) = stack.pop() {
+        total = total.saturating_add(size_of::<Value>());
+        match v {
+            Value::String(s) => total = total.saturating_add(s.len()),
+            Value::Array(a) => stack.extend(a),
+            Value::Object(m) => {
+                for (k, v) in m {
+                    // Key, index entry and hash.
+                    total = total.saturating_add(k.len() + 48);
+                    stack.push(v);
+                }
+            }
+            _ => {}
+        }
+    }
+    total
+}
+
+/// Reserves what a copy of `v` costs (see [`size_of_value`]) and counts its nodes as steps.
+pub fn reserve_copy(v: &serde_json::Value) -> Result<(), Exceeded> {
+    if !ACTIVE.with(|a| a.borrow().is_some()) {
+        return Ok(());
+    }
+    let size = size_of_value(v);
+    steps((size / size_of::<serde_json::Value>()) as u64 / 8 + 1)?;
+    reserve(size)
+}
+
+impl fmt::Display for Limits {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} and {} steps", bytes(self.memory_bytes), self.steps)
+    }
+}
+
+// The allocator that measures each thread's memory.
+
+/// Whether a [`CountingAllocator`] is the global allocator.
+static COUNTING: AtomicBool = AtomicBool::new(false);
+
+thread_local! {
+    /// Bytes allocated minus bytes freed on this thread (negative when it frees what
+    /// another thread allocated).
+    static NET: Cell<isize> = const { Cell::new(0) };
+    /// The highest `NET` since [`reset_peak`].
+    static PEAK: Cell<isize> = const { Cell::new(0) };
+}
+
+/// Runs `f` and returns, with its result, the most bytes this thread held at once during it
+/// above what it held before (0 without [`CountingAllocator`]): for tests that check a
+/// validation kept to its budget.
+pub fn peak_during<R>(f: impl FnOnce() -> R) -> (R, usize) {
+    let start = net_allocated();
+    let _ = PEAK.try_with(|p| p.set(start));
+    let out = f();
+    let peak = PEAK.try_with(Cell::get).unwrap_or(start);
+    (
+        out,
+        usize::try_from(peak.saturating_sub(start)).unwrap_or(0),
+    )
+}
+
+fn net_allocated() -> isize {
+    NET.try_with(Cell::get).unwrap_or(0)
+}
+
+fn count(delta: isize) {
+    // `try_with`: a thread being torn down has no counter left; its frees do not count.
+    let _ = NET.try_with(|n| {
+        let now = n.get().wrapping_add(delta);
+        n.set(now);
+        if delta > 0 {
+            let _ = PEAK.try_with(|p| {
+                if now > p.get() {
+                    p.set(now)
+                }
+            });
+        }
+    });
+}
+
+/// A global allocator that counts, per thread, the bytes allocated and freed through it, so
+/// that a [`Budget`] knows what its validation holds. Wraps another allocator:
+///
+/// ```ignore
+/// #[global_allocator]
+/// static GLOBAL: CountingAllocator<mimalloc::MiMalloc> = CountingAllocator(mimalloc::MiMalloc);
+/// ```
+pub struct CountingAllocator<A>(pub A);
+
+// SAFETY: every call is passed to the inner allocator unchanged; counting touches only a
+// thread-local integer.
+unsafe impl<A: GlobalAlloc> GlobalAlloc for CountingAllocator<A> {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        COUNTING.store(true, Ordering::Relaxed);
+        count(layout.size() as isize);
+        // SAFETY: the caller's contract is passed on.
+        unsafe { self.0.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        count(layout.size() as isize);
+        // SAFETY: the caller's contract is passed on.
+        unsafe { self.0.alloc_zeroed(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        count(-(layout.size() as isize));
+        // SAFETY: the caller's contract is passed on.
+        unsafe { self.0.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        count(new_size as isize - layout.size() as isize);
+        // SAFETY: the caller's contract is passed on.
+        unsafe { self.0.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nothing_is_limited_outside_a_run() {
+        assert_eq!(reserve(usize::MAX), Ok(()));
+        assert_eq!(steps(u64::MAX), Ok(()));
+        assert!(!spent());
+    }
+
+    #[test]
+    fn memory_is_refused_before_it_is_taken_and_stays_spent() {
+        let budget = Budget::new(Limits {
+            memory_bytes: 1000,
+            steps: 100,
+        });
+        let ((first, second, after), exceeded) = budget.run(|| {
+            let first = reserve(600);
+            let second = reserve(600);
+            (first, second, step())
+        });
+        let spent = Exceeded::Memory { limit: 1000 };
+        assert_eq!(first, Ok(()));
+        assert_eq!(second, Err(spent.clone()));
+        assert_eq!(after, Err(spent.clone()));
+        assert_eq!(exceeded, Some(spent));
+        // The next run starts afresh.
+        assert_eq!(budget.run(|| reserve(600)), (Ok(()), None));
+    }
+
+    #[test]
+    fn work_deadline_and_cancellation_stop_loops() {
+        let budget = Budget::new(Limits {
+            memory_bytes: 1 << 20,
+            steps: 10,
+        });
+        let (done, exceeded) = budget.run(|| (0..100).take_while(|_| step().is_ok()).count());
+        assert_eq!(done, 10);
+        assert_eq!(exceeded, Some(Exceeded::Work { limit: 10 }));
+
+        let past = Budget::default().with_deadline(Instant::now());
+        let (done, exceeded) = past.run(|| (0..1000).take_while(|_| step().is_ok()).count());
+        assert!(done < CLOCK_EVERY as usize, "{done}");
+        assert_eq!(exceeded, Some(Exceeded::Deadline));
+
+        let cancel = Cancel::new();
+        let budget = Budget::default().with_cancel(cancel.clone());
+        let (done, exceeded) = budget.run(|| {
+            (0..1000)
+                .take_while(|i| {
+                    if *i == 5 {
+                        cancel.cancel();
+                    }
+                    step().is_ok()
+                })
+                .count()
+        });
+        assert_eq!(done, 5);
+        assert_eq!(exceeded, Some(Exceeded::Cancelled));
+    }
+
+    #[test]
+    fn the_place_is_kept_for_the_finding() {
+        let budget = Budget::new(Limits {
+            memory_bytes: 10,
+            steps: 10,
+        });
+        let (at, exceeded) = budget.run(|| {
+            at(
+                || "spec.resources[0].patches[1]".into(),
+                || reserve(11).err(),
+            );
+            spent_at()
+        });
+        assert_eq!(at.as_deref(), Some("spec.resources[0].patches[1]"));
+        assert!(exceeded.is_some_and(|e| e.is_input()));
+    }
+
+    #[test]
+    fn messages_name_the_limits() {
+        assert_eq!(
+            Exceeded::Memory { limit: 64 << 20 }.to_string(),
+            "exceeds the memory budget of 64 MiB per review"
+        );
+        assert_eq!(bytes(1536), "1.5 KiB");
+        assert_eq!(bytes(100), "100 bytes");
+        assert_eq!(
+            size_of_value(&serde_json::json!([1, "ab"])),
+            3 * size_of::<serde_json::Value>() + 2
+        );
+    }
+}
