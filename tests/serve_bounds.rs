@@ -1,0 +1,149 @@
+//! What one client costs the others, over real TLS against the real binary: a review waiting
+//! for a worker is answered at its deadline by its own Composition's mode; slow bodies hold
+//! only the memory they have sent; an answer when memory is short still echoes the uid and
+//! the version; and a Composition with thousands of errors gets a bounded denial.
+
+mod webhook;
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio::io::AsyncWriteExt;
+use webhook::raw::{Ending, exchange, post_head};
+use webhook::{
+    Client, Server, ScratchDir, assert_healthy, composition, composition_review, project_dir,
+    review, start, wait_metric,
+};
+
+const MODE_ANNOTATION: &str = "crossplane.io/composition-schema-aware-validation-mode";
+const IN_FLIGHT: &str = "composition_webhook_reviews_in_flight";
+
+/// A valid Composition with `n` resources: about a millisecond each to validate in a debug
+/// build, so thousands hold a worker for seconds.
+fn many_resources(name: &str, n: usize) -> Value {
+    let mut c = composition();
+    c["metadata"] = json!({"name": name});
+    let resources: Vec<Value> = (0..n)
+        .map(|i| {
+            json!({
+                "name": format!("r{i}"),
+                "base": {"apiVersion": "compute.gcp.upbound.io/v1beta1", "kind": "Subnetwork",
+                         "spec": {"forProvider": {"region": "us-west2", "ipCidrRange": "172.16.0.0/16"}}},
+                "patches": [{"fromFieldPath": "spec.id", "toFieldPath": "spec.forProvider.region"}],
+            })
+        })
+        .collect();
+    c["spec"]["resources"] = json!(resources);
+    c
+}
+
+/// The example Composition named `name` in `mode`, made invalid (two resources share a name).
+fn invalid(name: &str, mode: &str) -> Value {
+    let mut c = composition();
+    c["metadata"] = json!({"name": name, "annotations": {MODE_ANNOTATION: mode}});
+    c["spec"]["resources"][0]["name"] = json!("same");
+    c["spec"]["resources"][1]["name"] = json!("same");
+    c
+}
+
+/// POSTs `review` with `?timeout=` and returns its `response` and how long it took.
+async fn timed_review(client: &Client, review: &Value, timeout: &str) -> (Value, Duration) {
+    let started = Instant::now();
+    let reply = client
+        .request(
+            "POST",
+            &format!("/validate?timeout={timeout}"),
+            Some("application/json"),
+            serde_json::to_vec(review).expect("json"),
+        )
+        .await;
+    let elapsed = started.elapsed();
+    let v = reply.answer_json();
+    assert_eq!(v["apiVersion"], review["apiVersion"], "{v}");
+    assert_eq!(v["response"]["uid"], review["request"]["uid"], "{v}");
+    (v["response"].clone(), elapsed)
+}
+
+/// Waits (asynchronously) for a log line with `message` and `uid`.
+async fn wait_log(server: &Server, message: &str, uid: &str, timeout: Duration) {
+    let end = Instant::now() + timeout;
+    while !server
+        .logs()
+        .iter()
+        .any(|v| v["message"] == message && v["uid"] == uid)
+    {
+        assert!(
+            Instant::now() < end,
+            "no {message:?} for {uid} in {:#?}",
+            server.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thousands_of_errors_get_a_bounded_denial() {
+    // 3,000 resources, each patching from a patchSet that does not exist.
+    let mut c = composition();
+    c["metadata"] = json!({"name": "many-errors"});
+    let resources: Vec<Value> = (0..3000)
+        .map(|i| {
+            let mut r = c["spec"]["resources"][0].clone();
+            r["name"] = json!(format!("r{i}"));
+            r["patches"] = json!([{"type": "PatchSet", "patchSetName": "missing"}]);
+            r
+        })
+        .collect();
+    c["spec"]["resources"] = json!(resources);
+
+    // How many errors there are, as the CLI reports them all.
+    let dir = ScratchDir::new("many-errors");
+    let file = dir.path("composition.json");
+    std::fs::write(&file, serde_json::to_vec(&c).expect("json")).expect("write");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_composition-webhook"))
+        .current_dir(project_dir())
+        .args(["validate", "--output", "json", "--crds", "testdata/crds"])
+        .args(["--crds", "testdata/example/definition.yaml"])
+        .arg(&file)
+        .output()
+        .expect("validate");
+    let report: Value = serde_json::from_slice(&out.stdout).expect("JSON report");
+    let errors = report["compositions"][0]["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .filter(|f| f["severity"] == "error")
+        .count();
+    assert!(errors >= 3000, "{errors}");
+
+    let mut server = start(&[]);
+    let reply = server
+        .client()
+        .post_json(&composition_review("v1", "uid-many", "CREATE", c))
+        .await;
+    eprintln!(
+        "{errors} errors: a {}-byte answer",
+        reply.body.len()
+    );
+    assert!(reply.body.len() < 64 * 1024, "{}", reply.body.len());
+    let response = reply.answer_json()["response"].clone();
+    assert_eq!(response["allowed"], false);
+    let status = &response["status"];
+    assert_eq!((&status["code"], &status["reason"]), (&json!(422), &json!("Invalid")));
+    let causes = status["details"]["causes"].as_array().expect("causes");
+    let tail = format!(
+        "and {} more errors; run `composition-webhook validate` on the Composition to see all",
+        errors + 1 - causes.len()
+    );
+    assert_eq!(causes.len(), 101);
+    assert_eq!(causes[100], json!({"message": tail}));
+    let message = status["message"].as_str().expect("message");
+    assert!(
+        message.starts_with(
+            "Composition.apiextensions.crossplane.io \"many-errors\" is invalid: [spec.resources[0].patches[0].patchSetName: "
+        ),
+        "{message}"
+    );
+    assert!(message.ends_with(&format!("{tail}]")), "{message}");
+    assert_healthy(&mut server).await;
+}
