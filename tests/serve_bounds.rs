@@ -82,6 +82,63 @@ async fn wait_log(server: &Server, message: &str, uid: &str, timeout: Duration) 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_review_waiting_for_a_worker_is_answered_by_its_own_mode() {
+    let mut server = start(&["--workers", "1", "--log-level", "debug"]);
+    let client = server.client();
+
+    // The only worker validates a Composition that takes seconds.
+    let slow = composition_review("v1", "uid-slow", "CREATE", many_resources("slow", 4000));
+    let slow_task = {
+        let client = client.clone();
+        tokio::spawn(async move { timed_review(&client, &slow, "30s").await })
+    };
+    wait_log(&server, "reviewing", "uid-slow", Duration::from_secs(20)).await;
+
+    // Meanwhile, two invalid Compositions with a 1 s timeout (a 900 ms budget) wait for it.
+    let strict = composition_review(
+        "v1beta1",
+        "uid-strict",
+        "CREATE",
+        invalid("strict-one", "strict"),
+    );
+    let loose = composition_review("v1", "uid-loose", "CREATE", invalid("loose-one", "loose"));
+    let (strict, loose) = tokio::join!(
+        timed_review(&client, &strict, "1s"),
+        timed_review(&client, &loose, "1s")
+    );
+    eprintln!(
+        "behind a busy worker: strict answered in {:?}, loose in {:?}",
+        strict.1, loose.1
+    );
+    for (_, elapsed) in [&strict, &loose] {
+        assert!(
+            *elapsed >= Duration::from_millis(850) && *elapsed < Duration::from_millis(1200),
+            "{elapsed:?}"
+        );
+    }
+    let why = "validation did not finish within 900ms, the time left before the API server's webhook timeout";
+    // Strict, as its annotation says (the server's default is loose): denied.
+    assert_eq!(
+        strict.0,
+        json!({"uid": "uid-strict", "allowed": false, "status": {
+            "status": "Failure", "code": 504, "reason": "Timeout",
+            "message": format!("Composition \"strict-one\" was not validated: {why}; strict mode denies what it cannot check. Try again; if it persists, give the webhook more CPU or raise timeoutSeconds in its ValidatingWebhookConfiguration"),
+        }})
+    );
+    // Loose: admitted, with a warning naming it.
+    assert_eq!(
+        loose.0,
+        json!({"uid": "uid-loose", "allowed": true, "status": {},
+               "warnings": [format!("Composition \"loose-one\": admitted without validation (loose mode): {why}")]})
+    );
+
+    let (slow, elapsed) = slow_task.await.expect("slow review");
+    eprintln!("the slow review took {elapsed:?}");
+    assert_eq!(slow["allowed"], true, "{slow}");
+    assert_healthy(&mut server).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn thousands_of_errors_get_a_bounded_denial() {
     // 3,000 resources, each patching from a patchSet that does not exist.
     let mut c = composition();

@@ -193,6 +193,8 @@ async fn handle(
         Ok(b) => b,
         Err((error, prefix)) => return Handled::unreadable(review::salvage(&prefix), &error),
     };
+    // The uid, the apiVersion and the Composition's mode and name, read before waiting for a
+    // worker: a deadline answer goes by them.
     let echo = review::salvage(&bytes);
     tracing::trace!(uid = echo.uid.as_deref().unwrap_or_default(), body = %String::from_utf8_lossy(&bytes), "request body");
 
@@ -247,9 +249,9 @@ async fn handle(
     tokio::pin!(job);
     let finished = match timeout_at(deadline, &mut job).await {
         Ok(done) => Some(done),
-        Err(_elapsed) if known.get().is_some() => None,
-        // Not decoded yet, so the mode is unknown: once decoded (work bounded by the body
-        // size), the job answers by the mode without validating.
+        Err(_elapsed) if known.get().is_some() || echo.object.is_some() => None,
+        // Not decoded yet, and the mode could not be salvaged: once decoded (work bounded by
+        // the body size), the job answers by the mode without validating.
         Err(_elapsed) if working.load(Ordering::Acquire) => Some(job.await),
         // Still waiting for a worker: for at most half the margin.
         Err(_elapsed) => timeout_at(late, &mut job).await.ok(),
@@ -280,6 +282,7 @@ async fn handle(
             let (mode, name) = known
                 .get()
                 .cloned()
+                .or_else(|| echo.composition(state.default_mode))
                 .unwrap_or_else(|| (state.default_mode, String::new()));
             Handled {
                 echo,
