@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
 use webhook::raw::{Ending, exchange, post_head};
 use webhook::{
-    Client, Server, ScratchDir, assert_healthy, composition, composition_review, project_dir,
+    Client, ScratchDir, Server, assert_healthy, composition, composition_review, project_dir,
     review, start, wait_metric,
 };
 
@@ -139,6 +139,120 @@ async fn a_review_waiting_for_a_worker_is_answered_by_its_own_mode() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_chunked_bodies_hold_only_what_they_have_sent() {
+    // With the default 8 MiB per body and 256 MiB in all, 32 bodies without a length used to
+    // reserve everything up front, and every other review waited for their deadlines.
+    let mut server = start(&[]);
+    let client = server.client();
+    let mut slow = Vec::new();
+    for _ in 0..32 {
+        let tls = client.connect().await.expect("connect");
+        slow.push(tokio::spawn(async move {
+            let (_rd, mut wr) = tokio::io::split(tls);
+            wr.write_all(&post_head("/validate?timeout=30s", None))
+                .await?;
+            // A byte every 200 ms, for at most 20 s.
+            for _ in 0..100 {
+                wr.write_all(b"1\r\n \r\n").await?;
+                wr.flush().await?;
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Ok::<_, std::io::Error>(())
+        }));
+    }
+    wait_metric(&server, IN_FLIGHT, 32.0, Duration::from_secs(10)).await;
+    let started = Instant::now();
+    let response = client.review(&review("uid-beside-slow")).await;
+    let elapsed = started.elapsed();
+    eprintln!("review beside 32 slow chunked bodies answered in {elapsed:?}");
+    assert_eq!(response["allowed"], true, "{response}");
+    assert!(elapsed < Duration::from_secs(1), "{elapsed:?}");
+    for task in slow {
+        task.abort();
+    }
+    assert_healthy(&mut server).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_without_memory_echo_the_uid_and_version() {
+    let mut server = start(&["--max-body-bytes", "65536", "--body-memory-bytes", "65536"]);
+    let client = server.client();
+    let padded = |uid: &str, size: usize| {
+        let mut r = composition_review("v1beta1", uid, "CREATE", composition());
+        let len = serde_json::to_vec(&r).expect("json").len();
+        r["request"]["object"]["metadata"]["annotations"] =
+            json!({"padding": "x".repeat(size - len - 30)});
+        let body = serde_json::to_vec(&r).expect("json");
+        assert!(
+            body.len() <= size && body.len() > size - 100,
+            "{}",
+            body.len()
+        );
+        body
+    };
+
+    // One body takes nearly all the memory, and stalls.
+    let big = padded("uid-big", 65_000);
+    let tls = client.connect().await.expect("connect");
+    let (mut big_rd, mut big_wr) = tokio::io::split(tls);
+    big_wr
+        .write_all(&post_head("/validate?timeout=10s", Some(big.len())))
+        .await
+        .expect("head");
+    big_wr.write_all(&big[..64_000]).await.expect("body");
+    big_wr.flush().await.expect("flush");
+    wait_metric(&server, IN_FLIGHT, 1.0, Duration::from_secs(5)).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    // Another gets none before its deadline: 503, with its uid, in its version.
+    let small = padded("uid-busy", 8_000);
+    let started = Instant::now();
+    let ending = exchange(
+        &client,
+        post_head("/validate?timeout=1s", Some(small.len())),
+        small.clone(),
+    )
+    .await;
+    let elapsed = started.elapsed();
+    eprintln!("no memory: answered in {elapsed:?}");
+    let Ending::Answered { status: 200, body } = ending else {
+        panic!("expected an answer: {ending:?}");
+    };
+    let v: Value = serde_json::from_slice(&body).expect("JSON");
+    let message = format!(
+        "the webhook is busy: no memory for a {}-byte body before the deadline; try again",
+        small.len()
+    );
+    assert_eq!(v["apiVersion"], "admission.k8s.io/v1beta1", "{v}");
+    assert_eq!(
+        v["response"],
+        json!({"uid": "uid-busy", "allowed": false, "status": {
+            "status": "Failure", "code": 503, "reason": "ServiceUnavailable", "message": message}})
+    );
+    assert!(elapsed < Duration::from_millis(1200), "{elapsed:?}");
+
+    // The first body, once whole, is validated.
+    big_wr.write_all(&big[64_000..]).await.expect("rest");
+    big_wr.flush().await.expect("flush");
+    let ending = tokio::time::timeout(
+        Duration::from_secs(10),
+        webhook::raw::read_response(&mut big_rd),
+    )
+    .await
+    .expect("an answer");
+    let Ending::Answered { status: 200, body } = ending else {
+        panic!("expected an answer: {ending:?}");
+    };
+    let v: Value = serde_json::from_slice(&body).expect("JSON");
+    assert_eq!(
+        (&v["response"]["uid"], &v["response"]["allowed"]),
+        (&json!("uid-big"), &json!(true)),
+        "{v}"
+    );
+    assert_healthy(&mut server).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn thousands_of_errors_get_a_bounded_denial() {
     // 3,000 resources, each patching from a patchSet that does not exist.
     let mut c = composition();
@@ -178,15 +292,15 @@ async fn thousands_of_errors_get_a_bounded_denial() {
         .client()
         .post_json(&composition_review("v1", "uid-many", "CREATE", c))
         .await;
-    eprintln!(
-        "{errors} errors: a {}-byte answer",
-        reply.body.len()
-    );
+    eprintln!("{errors} errors: a {}-byte answer", reply.body.len());
     assert!(reply.body.len() < 64 * 1024, "{}", reply.body.len());
     let response = reply.answer_json()["response"].clone();
     assert_eq!(response["allowed"], false);
     let status = &response["status"];
-    assert_eq!((&status["code"], &status["reason"]), (&json!(422), &json!("Invalid")));
+    assert_eq!(
+        (&status["code"], &status["reason"]),
+        (&json!(422), &json!("Invalid"))
+    );
     let causes = status["details"]["causes"].as_array().expect("causes");
     let tail = format!(
         "and {} more errors; run `composition-webhook validate` on the Composition to see all",
