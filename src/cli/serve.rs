@@ -152,7 +152,8 @@ pub(super) struct ServeArgs {
     #[arg(long, value_name = "BYTES", default_value_t = 256 * 1024 * 1024, env = "COMPOSITION_WEBHOOK_BODY_MEMORY_BYTES")]
     body_memory_bytes: usize,
 
-    /// Connections served at once on the admission port.
+    /// Connections served at once on the admission port; when all are taken, the longest
+    /// idle one is closed to make room.
     #[arg(
         long,
         value_name = "N",
@@ -161,13 +162,28 @@ pub(super) struct ServeArgs {
     )]
     max_connections: usize,
 
+    /// Connections served at once on the operations port.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 64,
+        env = "COMPOSITION_WEBHOOK_OPERATIONS_MAX_CONNECTIONS"
+    )]
+    operations_max_connections: usize,
+
     /// Time a client has to complete the TLS handshake.
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = duration, env = "COMPOSITION_WEBHOOK_HANDSHAKE_TIMEOUT")]
     handshake_timeout: Duration,
 
-    /// Time a client has to send a request's headers.
+    /// Time a client has to send a request's headers, from their first byte (the first
+    /// request's from the handshake).
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = duration, env = "COMPOSITION_WEBHOOK_HEADER_READ_TIMEOUT")]
     header_read_timeout: Duration,
+
+    /// Time a connection stays open with no request in flight (the API server keeps its
+    /// connections for the next reviews).
+    #[arg(long, value_name = "DURATION", default_value = "90s", value_parser = duration, env = "COMPOSITION_WEBHOOK_IDLE_TIMEOUT")]
+    idle_timeout: Duration,
 
     /// On SIGTERM, how long in-flight reviews may take to finish.
     #[arg(long, value_name = "DURATION", default_value = "25s", value_parser = duration, env = "COMPOSITION_WEBHOOK_DRAIN_TIMEOUT")]
@@ -238,8 +254,10 @@ pub(super) fn run(args: &ServeArgs) -> u8 {
         limits: https::ConnectionLimits {
             handshake_timeout: args.handshake_timeout,
             header_read_timeout: args.header_read_timeout,
+            idle_timeout: args.idle_timeout,
             max_connections: args.max_connections.max(1),
         },
+        operations_max_connections: args.operations_max_connections.max(1),
         drain_timeout: args.drain_timeout,
         ca_publisher: None,
     };
