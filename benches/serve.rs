@@ -405,7 +405,8 @@ fn in_process(case: &Case, body: &[u8]) -> InProcess {
     }
     let once = || {
         let echo = review::salvage(body);
-        let request = review::decode(Some("application/json"), body).expect("the review decodes");
+        let request =
+            review::decode(Some("application/json"), body, usize::MAX).expect("the review decodes");
         let uid = request.uid.clone();
         let decision = admission::decide(
             request,
@@ -436,7 +437,8 @@ fn in_process(case: &Case, body: &[u8]) -> InProcess {
     let total = median(&mut || {
         once();
     });
-    let request = review::decode(Some("application/json"), body).expect("the review decodes");
+    let request =
+        review::decode(Some("application/json"), body, usize::MAX).expect("the review decodes");
     let value = Value::Object(request.object.expect("an object"));
     let validator = Validator::new(&catalog, Options::default());
     let stages = vec![
@@ -449,7 +451,9 @@ fn in_process(case: &Case, body: &[u8]) -> InProcess {
         (
             "decode",
             median(&mut || {
-                std::hint::black_box(review::decode(Some("application/json"), body).ok());
+                std::hint::black_box(
+                    review::decode(Some("application/json"), body, usize::MAX).ok(),
+                );
             }),
         ),
         (

@@ -3,7 +3,7 @@
 //! default review and body memory). It checks, and fails on, what issue "Bounded by
 //! construction" asks of a webhook in the API server's write path:
 //!
-//! - the server's RSS stays under the deployment's memory limit (384 MiB), sampled every
+//! - the server's RSS stays under the deployment's memory limit (512 MiB), sampled every
 //!   100 ms and read from `VmHWM` at the end;
 //! - every answer comes within its review's timeout (`?timeout=`, 2 s or 10 s);
 //! - a strict, invalid Composition is never admitted (valid ones always are, in every mode);
@@ -33,7 +33,7 @@ use serde_json::Value;
 use tokio::sync::Mutex;
 use webhook::{Server, composition_review, project_dir, yaml_documents};
 
-const MEMORY_LIMIT_KIB: u64 = 384 * 1024;
+const MEMORY_LIMIT_KIB: u64 = 512 * 1024;
 
 /// What the answer to a request must be.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

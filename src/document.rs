@@ -28,10 +28,27 @@ use serde_saphyr::{Budget, MessageFormatter, Spanned, UserMessageFormatter};
 /// Largest input accepted, in bytes (64 MiB); larger inputs are rejected before parsing.
 pub const MAX_INPUT_BYTES: usize = 64 * 1024 * 1024;
 
-/// How deeply JSON `bytes` nest arrays and objects (strings skipped, no recursion), counting
-/// no further than just past `stop`: a scan that bounds what a recursive reader will face.
-pub fn json_depth(bytes: &[u8], stop: usize) -> usize {
-    let (mut depth, mut deepest) = (0usize, 0usize);
+/// The shape of a JSON text, read without building it: how deep it nests and about how many
+/// values it holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct JsonShape {
+    /// How deeply arrays and objects nest (counted no further than just past the scan's
+    /// `stop`).
+    pub depth: usize,
+    /// Values (arrays, objects, and the elements and members they hold): at least as many
+    /// as the text has.
+    pub values: usize,
+}
+
+/// Scans JSON `bytes` for their [`JsonShape`] (strings skipped, no recursion), stopping once
+/// they nest deeper than `stop`: what a recursive reader will face, and the nodes it will
+/// build.
+pub fn json_shape(bytes: &[u8], stop: usize) -> JsonShape {
+    let mut shape = JsonShape {
+        depth: 0,
+        values: 1,
+    };
+    let mut depth = 0usize;
     let (mut in_string, mut escaped) = (false, false);
     for &b in bytes {
         if in_string {
@@ -47,18 +64,21 @@ pub fn json_depth(bytes: &[u8], stop: usize) -> usize {
             b'"' => in_string = true,
             b'[' | b'{' => {
                 depth += 1;
-                if depth > deepest {
-                    deepest = depth;
-                    if deepest > stop {
+                // The container's first element or member.
+                shape.values += 1;
+                if depth > shape.depth {
+                    shape.depth = depth;
+                    if depth > stop {
                         break;
                     }
                 }
             }
+            b',' => shape.values += 1,
             b']' | b'}' => depth = depth.saturating_sub(1),
             _ => {}
         }
     }
-    deepest
+    shape
 }
 
 /// Deepest nesting of sequences and mappings accepted.

@@ -1,6 +1,6 @@
 //! The adversarial suite of issue "Bounded by construction": every hostile Composition of
 //! `tests/adversary/mod.rs` through the real binary, as `validate` and as `serve`. None may
-//! crash or panic it, take more memory than the deployment's limit (384 MiB) or more time
+//! crash or panic it, take more memory than the deployment's limit (deploy/) or more time
 //! than the review's deadline; each ends with a finding that says which budget it spent
 //! (an error in strict mode, a warning in loose and warn), or with its ordinary verdict.
 
@@ -16,8 +16,20 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use webhook::{ScratchDir, Server, composition_review, project_dir};
 
-/// The deployment's memory limit (deploy/base/deployment.yaml).
-const MEMORY_LIMIT_KIB: u64 = 384 * 1024;
+/// The deployment's memory limit (deploy/base/deployment.yaml), in KiB.
+fn memory_limit_kib() -> u64 {
+    let deployment = webhook::yaml_documents(&project_dir().join("deploy/base/deployment.yaml"));
+    let limit =
+        deployment[0]["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["memory"]
+            .as_str()
+            .expect("a memory limit")
+            .to_string();
+    let mib: u64 = limit
+        .strip_suffix("Mi")
+        .and_then(|n| n.parse().ok())
+        .expect("a limit in Mi");
+    mib * 1024
+}
 
 fn crds() -> Vec<PathBuf> {
     vec![
@@ -35,7 +47,9 @@ fn validate(composition: &Value, extra: &[&str]) -> (i32, Value, u64) {
     let mut cmd = Command::new("/usr/bin/time");
     cmd.arg("-f").arg("peak-rss-kib=%M");
     cmd.arg(env!("CARGO_BIN_EXE_composition-webhook"));
-    cmd.arg("validate").args(["--output", "json"]);
+    // The webhook's budget, not the command line's larger default.
+    cmd.arg("validate")
+        .args(["--output", "json", "--review-memory-bytes", "67108864"]);
     for c in crds() {
         cmd.arg("--crds").arg(c);
     }
@@ -109,7 +123,7 @@ fn budget_spenders_end_with_a_finding_in_every_mode() {
         assert_eq!(f["severity"], "warning", "{name}: {f}");
         assert!(
             f["message"].as_str().is_some_and(|m| m
-                .contains("exceeds the memory budget of 32 MiB per review")
+                .contains("exceeds the memory budget of 64 MiB per review")
                 || m.contains("exceeds the work budget")),
             "{name}: {f}"
         );
@@ -121,7 +135,7 @@ fn budget_spenders_end_with_a_finding_in_every_mode() {
             (0, Some(true)),
             "{name}: {report:#}"
         );
-        assert!(peak < MEMORY_LIMIT_KIB, "{name}: peak RSS {peak} KiB");
+        assert!(peak < memory_limit_kib(), "{name}: peak RSS {peak} KiB");
         eprintln!("{name}: {elapsed:?}, peak RSS {} MiB", peak / 1024);
 
         let (code, report, _) = validate(&make(Some("strict")), &[]);
@@ -168,7 +182,7 @@ fn large_programs_are_no_invalid_patterns() {
         ) && messages[0].ends_with("what it writes is not validated"),
         "{messages:?}"
     );
-    assert!(peak < MEMORY_LIMIT_KIB, "peak RSS {peak} KiB");
+    assert!(peak < memory_limit_kib(), "peak RSS {peak} KiB");
 }
 
 /// An array of 1.5 million elements (3 MiB of JSON) with rendering off, then on.
@@ -176,7 +190,7 @@ fn large_programs_are_no_invalid_patterns() {
 fn long_arrays_stay_within_the_memory_limit() {
     for extra in [&["--no-render"][..], &[]] {
         let (code, report, peak) = validate(&hostile::long_array(None, 1_500_000), extra);
-        assert!(peak < MEMORY_LIMIT_KIB, "{extra:?}: peak RSS {peak} KiB");
+        assert!(peak < memory_limit_kib(), "{extra:?}: peak RSS {peak} KiB");
         assert!(code == 0 || code == 1, "{report:#}");
         eprintln!("long array {extra:?}: peak RSS {} MiB", peak / 1024);
     }
@@ -226,7 +240,8 @@ async fn serve_answers_every_hostile_review_in_time() {
                 );
             }
             eprintln!(
-                "{name} {mode}: {elapsed:?}, allowed {allowed:?}, {}",
+                "{name} {mode}: {elapsed:?}, peak RSS {} MiB, allowed {allowed:?}, {}",
+                server.peak_rss_kib() / 1024,
                 response["status"]["message"]
                     .as_str()
                     .or(response["warnings"][0].as_str())
@@ -244,7 +259,7 @@ async fn serve_answers_every_hostile_review_in_time() {
         }
     }
     let peak = server.peak_rss_kib();
-    assert!(peak < MEMORY_LIMIT_KIB, "peak RSS {peak} KiB");
+    assert!(peak < memory_limit_kib(), "peak RSS {peak} KiB");
     eprintln!("serve: peak RSS {} MiB", peak / 1024);
 }
 
@@ -306,7 +321,7 @@ async fn nesting_the_api_server_accepts_is_validated() {
     for (uid, mode) in [("deep-strict", "strict"), ("deep-loose", "loose")] {
         let body = hostile::deep_review(uid, Some(mode), 10_002);
         assert_eq!(
-            composition_webhook::document::json_depth(&body, 20_000),
+            composition_webhook::document::json_shape(&body, 20_000).depth,
             10_002
         );
         let v = client

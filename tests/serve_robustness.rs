@@ -8,48 +8,24 @@
 
 mod webhook;
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use rustls_pki_types::ServerName;
 use serde_json::{Value, json};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
-use webhook::{Client, Server, composition_review, project_dir, yaml_documents};
+use webhook::raw::{
+    chunked, exchange, post_head, post_raw, read_response, review_answer, review_request,
+    until_closed,
+};
+use webhook::{Client, assert_healthy, response_of, review, start, wait_metric};
 
 const MIB: usize = 1024 * 1024;
 /// The default `--max-body-bytes`.
 const DEFAULT_LIMIT: usize = 8 * MIB;
 const TOO_LARGE: &str = "the request body is larger than the limit of 8388608 bytes (the API server sends at most 3 MiB per object)";
-
-fn crds() -> Vec<PathBuf> {
-    vec![
-        project_dir().join("testdata/crds"),
-        project_dir().join("testdata/example/definition.yaml"),
-    ]
-}
-
-fn start(extra: &[&str]) -> Server {
-    let crds = crds();
-    let refs: Vec<&Path> = crds.iter().map(PathBuf::as_path).collect();
-    Server::start(&refs, extra)
-}
-
-fn composition() -> Value {
-    yaml_documents(&project_dir().join("testdata/example/composition.yaml"))
-        .into_iter()
-        .find(|d| d["kind"] == "Composition")
-        .expect("a Composition")
-}
-
-/// A v1 CREATE review of the example Composition (which is allowed).
-fn review(uid: &str) -> Value {
-    composition_review("v1", uid, "CREATE", composition())
-}
 
 /// A review whose Composition carries an annotation of `padding` bytes.
 fn padded_review(uid: &str, padding: usize) -> Vec<u8> {
@@ -69,26 +45,6 @@ fn nested_review(uid: &str, depth: usize) -> Vec<u8> {
     body.into_bytes()
 }
 
-/// The server still runs and allows a normal review.
-async fn assert_healthy(server: &mut Server) {
-    assert!(
-        server.is_running(),
-        "the server exited: {:#?}",
-        server.logs()
-    );
-    let response = server.client().review(&review("uid-after")).await;
-    assert_eq!(response["allowed"], true, "{response}");
-}
-
-/// The `response` of an answer, after checking it is a v1 AdmissionReview.
-fn response_of(body: &[u8]) -> Value {
-    let v: Value = serde_json::from_slice(body)
-        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(body)));
-    assert_eq!(v["apiVersion"], "admission.k8s.io/v1", "{v}");
-    assert_eq!(v["kind"], "AdmissionReview", "{v}");
-    v["response"].clone()
-}
-
 /// The `response` of a 400 BadRequest denial.
 fn bad_request(uid: &str, message: &str) -> Value {
     json!({
@@ -96,202 +52,6 @@ fn bad_request(uid: &str, message: &str) -> Value {
         "allowed": false,
         "status": {"status": "Failure", "code": 400, "reason": "BadRequest", "message": message},
     })
-}
-
-/// The value of a metric sample (`name{labels}`), from the operations port.
-async fn metric(server: &Server, sample: &str) -> Option<f64> {
-    let (status, text) = server.ops_get("/metrics").await;
-    assert_eq!(status, 200);
-    text.lines()
-        .find_map(|l| l.strip_prefix(sample)?.strip_prefix(' '))
-        .and_then(|v| v.trim().parse().ok())
-}
-
-/// Waits up to `timeout` for a metric sample to have `value`.
-async fn wait_metric(server: &Server, sample: &str, value: f64, timeout: Duration) {
-    let end = Instant::now() + timeout;
-    loop {
-        let got = metric(server, sample).await;
-        if got == Some(value) {
-            return;
-        }
-        assert!(
-            Instant::now() < end,
-            "{sample} is {got:?}, not {value}, after {timeout:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-// ---------------------------------------------------------------------------------------
-// Raw HTTP/1.1 over TLS, for requests a well-behaved client library would not send.
-
-/// How a raw exchange ended.
-#[derive(Debug)]
-enum Ending {
-    /// A complete response.
-    Answered { status: u16, body: Vec<u8> },
-    /// The connection ended (end of stream, or an error) before a complete response.
-    Closed {
-        received: usize,
-        error: Option<String>,
-    },
-}
-
-impl Ending {
-    /// The `response` of an HTTP 200 AdmissionReview.
-    fn response(&self) -> Value {
-        match self {
-            Ending::Answered { status: 200, body } => response_of(body),
-            Ending::Answered { status, body } => panic!(
-                "expected HTTP 200, got {status}: {}",
-                String::from_utf8_lossy(body)
-            ),
-            Ending::Closed { received, error } => panic!(
-                "expected an answer; the connection ended after {received} bytes ({error:?})"
-            ),
-        }
-    }
-}
-
-/// The head of a POST to `path`, with a Content-Length or chunked.
-fn post_head(path: &str, content_length: Option<usize>) -> Vec<u8> {
-    let length = match content_length {
-        Some(n) => format!("content-length: {n}\r\n"),
-        None => "transfer-encoding: chunked\r\n".to_string(),
-    };
-    format!(
-        "POST {path} HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n{length}\r\n"
-    )
-    .into_bytes()
-}
-
-/// `body` in the chunked transfer coding, 64 KiB a chunk.
-fn chunked(body: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(body.len() + body.len() / 1000 + 16);
-    for chunk in body.chunks(64 * 1024) {
-        out.extend_from_slice(format!("{:x}\r\n", chunk.len()).as_bytes());
-        out.extend_from_slice(chunk);
-        out.extend_from_slice(b"\r\n");
-    }
-    out.extend_from_slice(b"0\r\n\r\n");
-    out
-}
-
-/// A complete response at the start of `buf`, if there is one.
-fn parse_response(buf: &[u8]) -> Option<Ending> {
-    let end = buf.windows(4).position(|w| w == b"\r\n\r\n")? + 4;
-    let head = String::from_utf8_lossy(&buf[..end]);
-    let status = head.split(' ').nth(1)?.parse().ok()?;
-    let length: usize = head
-        .lines()
-        .find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.trim()
-                .eq_ignore_ascii_case("content-length")
-                .then(|| v.trim().parse().ok())?
-        })
-        .unwrap_or(0);
-    (buf.len() >= end + length).then(|| Ending::Answered {
-        status,
-        body: buf[end..end + length].to_vec(),
-    })
-}
-
-/// Reads until a complete response or the end of the connection.
-async fn read_response<R: AsyncRead + Unpin>(r: &mut R) -> Ending {
-    let mut buf = Vec::new();
-    let mut chunk = vec![0u8; 16 * 1024];
-    loop {
-        if let Some(done) = parse_response(&buf) {
-            return done;
-        }
-        match r.read(&mut chunk).await {
-            Ok(0) => {
-                return Ending::Closed {
-                    received: buf.len(),
-                    error: None,
-                };
-            }
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            Err(e) => {
-                return Ending::Closed {
-                    received: buf.len(),
-                    error: Some(e.to_string()),
-                };
-            }
-        }
-    }
-}
-
-/// Sends `head` and `body` on a new connection while reading, and returns how the exchange
-/// ended (the server may answer, and close, before the body is all sent).
-async fn exchange(client: &Client, head: Vec<u8>, body: Vec<u8>) -> Ending {
-    let tls = client.connect().await.expect("connect");
-    let (mut rd, mut wr) = tokio::io::split(tls);
-    let writer = tokio::spawn(async move {
-        wr.write_all(&head).await?;
-        for chunk in body.chunks(64 * 1024) {
-            wr.write_all(chunk).await?;
-        }
-        wr.flush().await?;
-        Ok::<_, std::io::Error>(wr)
-    });
-    let ending = tokio::time::timeout(Duration::from_secs(20), read_response(&mut rd))
-        .await
-        .expect("an answer or a close within 20 s");
-    writer.abort();
-    ending
-}
-
-/// A POST of `body` (Content-Length) to `/validate?timeout=10s` on a raw connection.
-async fn post_raw(client: &Client, body: Vec<u8>) -> Ending {
-    exchange(
-        client,
-        post_head("/validate?timeout=10s", Some(body.len())),
-        body,
-    )
-    .await
-}
-
-/// The request of a review over any hyper client connection.
-fn review_request(uri: &str, review: &Value) -> hyper::Request<Full<Bytes>> {
-    hyper::Request::builder()
-        .method("POST")
-        .uri(uri)
-        .header("host", "localhost")
-        .header("content-type", "application/json")
-        .body(Full::new(Bytes::from(
-            serde_json::to_vec(review).expect("json"),
-        )))
-        .expect("request")
-}
-
-/// The `response` of a review's answer, after checking HTTP 200 and the echoed uid.
-async fn review_answer(resp: hyper::Response<hyper::body::Incoming>, uid: &str) -> Value {
-    assert_eq!(resp.status(), 200);
-    let body = resp.into_body().collect().await.expect("body").to_bytes();
-    let response = response_of(&body);
-    assert_eq!(response["uid"], uid, "{response}");
-    response
-}
-
-/// Reads until the connection ends; the time it took and how it ended.
-async fn until_closed<R: AsyncRead + Unpin>(r: &mut R, limit: Duration) -> (Duration, String) {
-    let started = Instant::now();
-    let mut chunk = [0u8; 1024];
-    let how = tokio::time::timeout(limit, async {
-        loop {
-            match r.read(&mut chunk).await {
-                Ok(0) => return "end of stream".to_string(),
-                Ok(_) => {}
-                Err(e) => return format!("error: {e}"),
-            }
-        }
-    })
-    .await
-    .unwrap_or_else(|_| panic!("the connection was still open after {limit:?}"));
-    (started.elapsed(), how)
 }
 
 // ---------------------------------------------------------------------------------------

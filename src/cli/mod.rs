@@ -21,7 +21,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand, ValueEnum};
 use serde_json::Value;
 
-use crate::budget::{Budget, Limits};
+use crate::budget::{self, Budget, Limits};
 use crate::document::{self, Document, DocumentError};
 use crate::mode::Mode;
 use crate::model::APIEXTENSIONS_GROUP;
@@ -78,7 +78,7 @@ struct ValidateArgs {
     /// Memory one Composition may take while it is rendered and validated; past it the
     /// Composition gets a finding instead of a result (an error in strict mode, a warning
     /// in loose and warn).
-    #[arg(long, value_name = "BYTES", default_value_t = Limits::DEFAULT.memory_bytes, value_parser = review_memory, env = "COMPOSITION_WEBHOOK_REVIEW_MEMORY_BYTES")]
+    #[arg(long, value_name = "BYTES", default_value_t = budget::CLI_MEMORY_BYTES, value_parser = review_memory, env = "COMPOSITION_WEBHOOK_REVIEW_MEMORY_BYTES")]
     review_memory_bytes: usize,
 
     /// Files or directories holding Compositions (CRDs and XRDs among them are used as schemas); `-` reads standard input.

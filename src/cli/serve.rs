@@ -19,9 +19,38 @@ use crate::server::operations::Readiness;
 use crate::server::{self, FileSchemas, ServeConfig, ServedSchemas, TlsSource, deadline, https};
 use tokio::sync::watch;
 
+/// The longest duration a flag takes: more is a typo, and deadlines must not overflow.
+const MAX_DURATION: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// A duration flag: more than zero (a zero timeout would fail every connection), at most
+/// [`MAX_DURATION`].
 fn duration(s: &str) -> Result<Duration, String> {
-    deadline::parse_go_duration(s).map_err(|e| e.to_string())
+    let d = deadline::parse_go_duration(s).map_err(|e| e.to_string())?;
+    if d.is_zero() || d > MAX_DURATION {
+        return Err("must be more than 0s and at most 24h".to_string());
+    }
+    Ok(d)
 }
+
+/// A count flag from `min` to `max`.
+fn count(min: usize, max: usize) -> impl Fn(&str) -> Result<usize, String> + Clone {
+    move |s| {
+        let n: usize = s
+            .parse()
+            .map_err(|_| format!("expected a whole number from {min} to {max}"))?;
+        if !(min..=max).contains(&n) {
+            return Err(format!("must be from {min} to {max}"));
+        }
+        Ok(n)
+    }
+}
+
+/// The smallest `--max-body-bytes`: an AdmissionReview's envelope alone takes about 1 KiB.
+const MIN_BODY_BYTES: usize = 4096;
+/// The largest `--max-body-bytes` (the API server sends at most 3 MiB per object).
+const MAX_BODY_BYTES: usize = 1 << 30;
+/// The largest `--body-memory-bytes`.
+const MAX_BODY_MEMORY_BYTES: usize = 64 << 30;
 
 #[derive(Debug, clap::Args)]
 pub(super) struct ServeArgs {
@@ -56,6 +85,7 @@ pub(super) struct ServeArgs {
         long,
         value_name = "N",
         default_value_t = 50,
+        value_parser = clap::value_parser!(u32).range(1..=10_000),
         env = "COMPOSITION_WEBHOOK_LIST_PAGE_SIZE"
     )]
     list_page_size: u32,
@@ -143,40 +173,59 @@ pub(super) struct ServeArgs {
     )]
     ca_bundle_out: Option<PathBuf>,
 
-    /// Reviews decoded and validated at once [default: the number of CPUs].
-    #[arg(long, value_name = "N", env = "COMPOSITION_WEBHOOK_WORKERS")]
+    /// Reviews decoded and validated at once, 1 to 1024 [default: the number of CPUs].
+    #[arg(long, value_name = "N", value_parser = count(1, 1024), env = "COMPOSITION_WEBHOOK_WORKERS")]
     workers: Option<usize>,
 
-    /// Largest request body read, in bytes.
-    #[arg(long, value_name = "BYTES", default_value_t = server::DEFAULT_MAX_BODY_BYTES, env = "COMPOSITION_WEBHOOK_MAX_BODY_BYTES")]
+    /// Largest request body read, in bytes (4096 to 1 GiB).
+    #[arg(long, value_name = "BYTES", default_value_t = server::DEFAULT_MAX_BODY_BYTES, value_parser = count(MIN_BODY_BYTES, MAX_BODY_BYTES), env = "COMPOSITION_WEBHOOK_MAX_BODY_BYTES")]
     max_body_bytes: usize,
 
-    /// Bytes of request bodies held at once across all requests.
-    #[arg(long, value_name = "BYTES", default_value_t = 64 * 1024 * 1024, env = "COMPOSITION_WEBHOOK_BODY_MEMORY_BYTES")]
+    /// Bytes of request bodies held at once across all requests (at least --max-body-bytes,
+    /// at most 64 GiB).
+    #[arg(long, value_name = "BYTES", default_value_t = 64 * 1024 * 1024, value_parser = count(MIN_BODY_BYTES, MAX_BODY_MEMORY_BYTES), env = "COMPOSITION_WEBHOOK_BODY_MEMORY_BYTES")]
     body_memory_bytes: usize,
 
-    /// Memory one review may hold while it is decoded, rendered and validated; past it the
-    /// review gets a finding instead of a result (an error in strict mode, a warning in
-    /// loose and warn).
+    /// Memory one review may hold while it is decoded, rendered and validated (at least 4
+    /// MiB); past it the review gets a finding instead of a result (an error in strict mode,
+    /// a warning in loose and warn).
     #[arg(long, value_name = "BYTES", default_value_t = Limits::DEFAULT.memory_bytes, value_parser = review_memory, env = "COMPOSITION_WEBHOOK_REVIEW_MEMORY_BYTES")]
     review_memory_bytes: usize,
 
-    /// Connections served at once on the admission port.
+    /// Connections served at once on the admission port (1 to 1000000); when all are taken,
+    /// the longest idle one is closed to make room.
     #[arg(
         long,
         value_name = "N",
         default_value_t = 1024,
+        value_parser = count(1, 1_000_000),
         env = "COMPOSITION_WEBHOOK_MAX_CONNECTIONS"
     )]
     max_connections: usize,
+
+    /// Connections served at once on the operations port (1 to 65536).
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 64,
+        value_parser = count(1, 65_536),
+        env = "COMPOSITION_WEBHOOK_OPERATIONS_MAX_CONNECTIONS"
+    )]
+    operations_max_connections: usize,
 
     /// Time a client has to complete the TLS handshake.
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = duration, env = "COMPOSITION_WEBHOOK_HANDSHAKE_TIMEOUT")]
     handshake_timeout: Duration,
 
-    /// Time a client has to send a request's headers.
+    /// Time a client has to send a request's headers, from their first byte (the first
+    /// request's from the handshake).
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = duration, env = "COMPOSITION_WEBHOOK_HEADER_READ_TIMEOUT")]
     header_read_timeout: Duration,
+
+    /// Time a connection stays open with no request in flight (the API server keeps its
+    /// connections for the next reviews).
+    #[arg(long, value_name = "DURATION", default_value = "90s", value_parser = duration, env = "COMPOSITION_WEBHOOK_IDLE_TIMEOUT")]
+    idle_timeout: Duration,
 
     /// On SIGTERM, how long in-flight reviews may take to finish.
     #[arg(long, value_name = "DURATION", default_value = "25s", value_parser = duration, env = "COMPOSITION_WEBHOOK_DRAIN_TIMEOUT")]
@@ -196,8 +245,25 @@ pub(super) struct ServeArgs {
     log_level: String,
 }
 
+impl ServeArgs {
+    /// What the flags' own parsers cannot check: how they go together.
+    fn check(&self) -> Result<(), String> {
+        if self.body_memory_bytes < self.max_body_bytes {
+            return Err(format!(
+                "--body-memory-bytes ({}) must be at least --max-body-bytes ({}): a body of the largest size must fit",
+                self.body_memory_bytes, self.max_body_bytes
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// Runs `serve`: 0 after a clean shutdown, 2 when it cannot start.
 pub(super) fn run(args: &ServeArgs) -> u8 {
+    if let Err(e) = args.check() {
+        eprintln!("error: {e}");
+        return EXIT_INPUT_ERROR;
+    }
     if let Err(e) = logging::init(args.log_format, &args.log_level) {
         eprintln!("error: {e}");
         return EXIT_INPUT_ERROR;
@@ -251,8 +317,10 @@ pub(super) fn run(args: &ServeArgs) -> u8 {
         limits: https::ConnectionLimits {
             handshake_timeout: args.handshake_timeout,
             header_read_timeout: args.header_read_timeout,
-            max_connections: args.max_connections.max(1),
+            idle_timeout: args.idle_timeout,
+            max_connections: args.max_connections,
         },
+        operations_max_connections: args.operations_max_connections,
         drain_timeout: args.drain_timeout,
         ca_publisher: None,
     };
@@ -387,7 +455,7 @@ async fn cluster_schemas(
     });
     let options = ClusterOptions {
         fail_on_data_errors: args.fail_on_data_errors,
-        page_size: args.list_page_size.max(1),
+        page_size: args.list_page_size,
         request_timeout: args.api_timeout,
         ..ClusterOptions::default()
     };

@@ -203,6 +203,22 @@ impl Printer {
         !crate::budget::spent()
     }
 
+    /// Whether `n` more bytes of output fit in the review's budget, counting the new
+    /// buffer a growing `buf` is copied into (twice its capacity: the old one is freed only
+    /// after the copy).
+    fn room(&self, n: usize) -> bool {
+        if n <= 1024 {
+            return true;
+        }
+        let needed = self.buf.len().saturating_add(n);
+        let grown = if needed > self.buf.capacity() {
+            needed.max(self.buf.capacity().saturating_mul(2))
+        } else {
+            0
+        };
+        crate::budget::reserve(n.max(grown)).is_ok()
+    }
+
     fn do_printf(&mut self, format: &str, args: &[GoValue<'_>]) {
         let fb = format.as_bytes();
         let end = fb.len();
@@ -530,14 +546,14 @@ impl Printer {
         } else {
             ' '
         };
-        if room(n) {
+        if self.room(n) {
             self.buf.extend(std::iter::repeat_n(c, n));
         }
     }
 
     /// Go's `pad`/`padString`: width counts runes.
     fn pad(&mut self, s: &str) {
-        if !room(s.len()) {
+        if !self.room(s.len()) {
             return;
         }
         if !self.f.wid_present || self.f.wid == 0 {

@@ -16,7 +16,9 @@ use super::answer;
 use super::metrics::Outcome;
 use super::review::{Answer, Request, ReviewError};
 use super::warnings::{self, Warning};
+use crate::budget::{Exceeded, Limits};
 use crate::checks::schema_aware::lookup::SchemaSource;
+use crate::findings::{BadValue, ErrorType, FieldError, Finding, Stage};
 use crate::mode::{self, Mode};
 use crate::model::{APIEXTENSIONS_GROUP, LEGACY_MODE_ANNOTATION, MODE_ANNOTATION};
 use crate::validate::{Options, Report, Validator};
@@ -139,6 +141,46 @@ pub fn decide(
     }
 }
 
+/// The decision on a Composition whose JSON alone holds more values than a review's memory
+/// allows (`values` of them): a finding by the mode, as for a budget spent in validation.
+pub fn over_budget(mode: Mode, name: &str, values: usize, limits: Limits) -> Decision {
+    let exceeded = Exceeded::Memory {
+        limit: limits.memory_bytes,
+    };
+    let mut findings = vec![Finding::new(
+        Stage::Limits,
+        FieldError::new(
+            ErrorType::TooMany,
+            "spec",
+            BadValue::Omit,
+            format!(
+                "reading the Composition ({values} JSON values) {exceeded}; it was not validated"
+            ),
+        ),
+    )];
+    mode::apply_mode(mode, &mut findings);
+    let report = Report {
+        name: name.to_string(),
+        mode,
+        mode_source: None,
+        verdict: mode::verdict(&findings),
+        findings,
+        stopped: Some(exceeded),
+    };
+    let answer = answer::for_report(&report, name);
+    let outcome = if answer.allowed {
+        Outcome::Warned
+    } else {
+        Outcome::Denied
+    };
+    Decision {
+        answer,
+        outcome,
+        mode: Some(mode),
+        report: Some(report),
+    }
+}
+
 /// The mode annotations among `metadata.annotations` (only those: the others, such as a
 /// large `last-applied-configuration`, are not copied).
 fn mode_annotations(metadata: Option<&Value>) -> BTreeMap<String, String> {
@@ -211,7 +253,7 @@ mod tests {
             "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
             "request": body,
         });
-        super::super::review::decode(None, review.to_string().as_bytes()).unwrap()
+        super::super::review::decode(None, review.to_string().as_bytes(), usize::MAX).unwrap()
     }
 
     fn base(op: &str, group: &str, kind: &str) -> serde_json::Value {

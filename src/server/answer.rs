@@ -9,6 +9,9 @@
 //!   deny with 403 `Forbidden` (`cannot get validation mode: ...`,
 //!   `cannot get the needed CRDs: [...]`), as Crossplane does.
 //! - Findings of warning severity become warnings, in allowed and denied answers alike.
+//! - A denial is bounded like the warnings: at most [`MAX_ERRORS`] causes and errors in the
+//!   message, each at most [`MAX_ERROR_CHARS`] characters, [`MAX_ERRORS_CHARS`] in all; what
+//!   is left out is counted in a last cause and a last entry, `and N more errors`.
 
 use kube_core::Status;
 use kube_core::response::{StatusCause, StatusDetails};
@@ -18,6 +21,14 @@ use super::warnings::{self, Warning};
 use crate::findings::{BadValue, Finding, Severity, Stage};
 use crate::model::APIEXTENSIONS_GROUP;
 use crate::validate::Report;
+
+/// Causes, and errors in a message, at most (the API server passes a denial on whole: 10,000
+/// errors would be a 3 MB answer).
+pub const MAX_ERRORS: usize = 100;
+/// Characters of one error at most; a longer one loses its middle.
+pub const MAX_ERROR_CHARS: usize = 1024;
+/// Characters of all errors together at most, in the message and in the causes each.
+pub const MAX_ERRORS_CHARS: usize = 16 * 1024;
 
 /// The answer for a validated Composition. `name` is how the Composition is called in
 /// messages (its name, or its generateName on a create that asks for one).
@@ -39,14 +50,26 @@ pub fn for_report(report: &Report, name: &str) -> Answer {
         .iter()
         .filter(|f| f.severity == Severity::Error)
         .collect();
-    let causes = errors
-        .iter()
-        .map(|f| StatusCause {
+    let mut causes = Vec::new();
+    let mut budget = Budget::default();
+    for f in &errors {
+        let message = warnings::truncate(&f.error.body(), MAX_ERROR_CHARS);
+        if !budget.take(f.error.field.chars().count() + message.chars().count()) {
+            continue;
+        }
+        causes.push(StatusCause {
             reason: f.error.error_type.cause_type().to_string(),
-            message: f.error.body(),
+            message,
             field: f.error.field.clone(),
-        })
-        .collect();
+        });
+    }
+    if budget.left_out > 0 {
+        causes.push(StatusCause {
+            reason: String::new(),
+            message: more(budget.left_out),
+            field: String::new(),
+        });
+    }
     let details = StatusDetails {
         name: name.to_string(),
         group: APIEXTENSIONS_GROUP.to_string(),
@@ -60,22 +83,23 @@ pub fn for_report(report: &Report, name: &str) -> Answer {
             let first = errors.first().map_or(Stage::Crds, |f| f.stage);
             let (head, rest): (Vec<&Finding>, Vec<&Finding>) =
                 errors.iter().partition(|f| f.stage == first);
+            let mut budget = Budget::default();
             let mut message = match first {
-                Stage::Mode => format!("cannot get validation mode: {}", list(&head)),
+                Stage::Mode => format!("cannot get validation mode: {}", list(&head, &mut budget)),
                 _ => format!(
                     "cannot get the needed CRDs: [{}]",
-                    messages(&head).join(", ")
+                    bounded_messages(&head, &mut budget).join(", ")
                 ),
             };
             if !rest.is_empty() {
-                message.push_str(&format!("; and {}", list(&rest)));
+                message.push_str(&format!("; and {}", list(&rest, &mut budget)));
             }
             Status::failure(&message, "Forbidden").with_code(403)
         }
         _ => Status::failure(
             &format!(
                 "Composition.{APIEXTENSIONS_GROUP} {name:?} is invalid: {}",
-                list(&errors)
+                list(&errors, &mut Budget::default())
             ),
             "Invalid",
         )
@@ -97,10 +121,55 @@ fn messages(findings: &[&Finding]) -> Vec<String> {
 }
 
 /// As the API server prints an error list: one error bare, several in brackets.
-fn list(findings: &[&Finding]) -> String {
-    match messages(findings).as_slice() {
+fn list(findings: &[&Finding], budget: &mut Budget) -> String {
+    match bounded_messages(findings, budget).as_slice() {
         [one] => one.clone(),
         many => format!("[{}]", many.join(", ")),
+    }
+}
+
+/// [`messages`] within `budget`, each shortened to [`MAX_ERROR_CHARS`], the last one counting
+/// those left out.
+fn bounded_messages(findings: &[&Finding], budget: &mut Budget) -> Vec<String> {
+    let before = budget.left_out;
+    let mut out: Vec<String> = messages(findings)
+        .into_iter()
+        .map(|m| warnings::truncate(&m, MAX_ERROR_CHARS))
+        .filter(|m| budget.take(m.chars().count()))
+        .collect();
+    if budget.left_out > before {
+        out.push(more(budget.left_out - before));
+    }
+    out
+}
+
+/// The last entry of a shortened list.
+fn more(n: usize) -> String {
+    format!(
+        "and {n} more error{}; run `composition-webhook validate` on the Composition to see all",
+        if n == 1 { "" } else { "s" }
+    )
+}
+
+/// How many errors, and characters, a list may still take.
+#[derive(Default)]
+struct Budget {
+    taken: usize,
+    chars: usize,
+    left_out: usize,
+}
+
+impl Budget {
+    /// Whether an error of `chars` characters fits; if not, it is counted as left out (and
+    /// so is every later one, so that the list keeps its order).
+    fn take(&mut self, chars: usize) -> bool {
+        if self.left_out > 0 || self.taken == MAX_ERRORS || self.chars + chars > MAX_ERRORS_CHARS {
+            self.left_out += 1;
+            return false;
+        }
+        self.taken += 1;
+        self.chars += chars;
+        true
     }
 }
 
@@ -210,5 +279,63 @@ mod tests {
         let a = for_report(&report(Mode::Loose, vec![schema_error(), missing()]), "c");
         assert!(!a.allowed);
         assert_eq!(a.warnings.len(), 1);
+    }
+
+    fn duplicate(i: usize) -> Finding {
+        Finding::new(
+            Stage::Logical,
+            FieldError::duplicate(format!("spec.resources[{i}].name"), "r"),
+        )
+    }
+
+    #[test]
+    fn denials_are_bounded_with_a_count_of_the_rest() {
+        let a = for_report(
+            &report(Mode::Loose, (0..10_000).map(duplicate).collect()),
+            "c",
+        );
+        let s = a.status.unwrap();
+        let causes = s.details.unwrap().causes;
+        assert_eq!(causes.len(), MAX_ERRORS + 1);
+        assert_eq!(causes[99].field, "spec.resources[99].name");
+        assert_eq!(
+            (causes[100].field.as_str(), causes[100].message.as_str()),
+            (
+                "",
+                "and 9900 more errors; run `composition-webhook validate` on the Composition to see all"
+            )
+        );
+        assert!(s.message.starts_with(
+            r#"Composition.apiextensions.crossplane.io "c" is invalid: [spec.resources[0].name: Duplicate value: "r", "#
+        ));
+        assert!(s.message.ends_with(
+            r#"spec.resources[99].name: Duplicate value: "r", and 9900 more errors; run `composition-webhook validate` on the Composition to see all]"#
+        ), "{}", s.message);
+        // Long errors: fewer fit, and each is shortened.
+        let long = |i: usize| {
+            Finding::new(
+                Stage::Schema,
+                FieldError::invalid(format!("spec.x[{i}]"), "v".repeat(5000), "bad"),
+            )
+        };
+        let a = for_report(&report(Mode::Strict, (0..50).map(long).collect()), "c");
+        let s = a.status.unwrap();
+        assert!(s.message.chars().count() < MAX_ERRORS_CHARS + 500);
+        let causes = s.details.unwrap().causes;
+        let total: usize = causes.iter().map(|c| c.message.chars().count()).sum();
+        assert!(total <= MAX_ERRORS_CHARS, "{total}");
+        assert!(
+            causes
+                .iter()
+                .all(|c| c.message.chars().count() <= MAX_ERROR_CHARS)
+        );
+        let kept = causes.len() - 1;
+        assert_eq!(
+            causes[kept].message,
+            format!(
+                "and {} more errors; run `composition-webhook validate` on the Composition to see all",
+                50 - kept
+            )
+        );
     }
 }

@@ -23,13 +23,12 @@ pub fn margin(timeout: Duration) -> Duration {
     (timeout.min(MAX_TIMEOUT) / 10).clamp(Duration::from_millis(50), Duration::from_secs(1))
 }
 
-/// The `timeout` parameter of a query string, if present and valid.
+/// The `timeout` parameter of a query string, if present and valid. The query is
+/// percent-decoded first: Go's client escapes `µs` as `%C2%B5s`.
 pub fn timeout_from_query(query: Option<&str>) -> Option<Duration> {
-    query?
-        .split('&')
-        .filter_map(|pair| pair.split_once('='))
-        .find(|(k, _)| *k == "timeout")
-        .and_then(|(_, v)| parse_go_duration(v).ok())
+    form_urlencoded::parse(query?.as_bytes())
+        .find(|(k, _)| k == "timeout")
+        .and_then(|(_, v)| parse_go_duration(&v).ok())
 }
 
 /// A Go duration that cannot be read.
@@ -75,6 +74,19 @@ mod tests {
             Some(Duration::from_secs(9))
         );
         assert_eq!(timeout_from_query(Some("timeout=soon")), None);
+        // As Go's url.Values encodes it.
+        assert_eq!(
+            timeout_from_query(Some("timeout=500%C2%B5s")),
+            Some(Duration::from_micros(500))
+        );
+        assert_eq!(
+            timeout_from_query(Some("timeout=10s")),
+            Some(Duration::from_secs(10))
+        );
+        assert_eq!(
+            timeout_from_query(Some("timeout=1m30%73")),
+            Some(Duration::from_secs(90))
+        );
         assert_eq!(timeout_from_query(None), None);
         assert_eq!(budget(DEFAULT_TIMEOUT), Duration::from_secs(9));
         assert_eq!(budget(Duration::from_secs(1)), Duration::from_millis(900));

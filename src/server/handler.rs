@@ -14,9 +14,9 @@ use axum::body::Body;
 use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use http_body_util::BodyExt;
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::{Instant, timeout_at};
 
 use super::admission::{self, Decision};
@@ -177,25 +177,17 @@ async fn handle(
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<usize>().ok());
-    // Reserve the whole body's memory up front (the API server always sends a length), so
-    // that requests never hold part of the budget while waiting for more of it.
-    let reserve = declared
-        .unwrap_or(state.max_body_bytes)
-        .clamp(1, state.max_body_bytes);
-    let permits = u32::try_from(reserve).unwrap_or(u32::MAX);
-    let Ok(Ok(memory)) = timeout_at(
+    let limits = BodyLimits {
+        max: state.max_body_bytes,
+        memory: &state.body_memory,
         deadline,
-        state.body_memory.clone().acquire_many_owned(permits),
-    )
-    .await
-    else {
-        let error = ReviewError::Busy { bytes: reserve };
-        return Handled::unreadable(Echo::default(), &error);
     };
-    let bytes = match read_body(body, state.max_body_bytes, declared, deadline).await {
-        Ok(b) => b,
-        Err((error, prefix)) => return Handled::unreadable(review::salvage(&prefix), &error),
+    let (bytes, memory) = match read_body(body, declared, &limits).await {
+        Ok(read) => read,
+        Err((error, echo)) => return Handled::unreadable(echo, &error),
     };
+    // The uid, the apiVersion and the Composition's mode and name, read before waiting for a
+    // worker: a deadline answer goes by them.
     let echo = review::salvage(&bytes);
     tracing::trace!(uid = echo.uid.as_deref().unwrap_or_default(), body = %String::from_utf8_lossy(&bytes), "request body");
 
@@ -207,6 +199,7 @@ async fn handle(
     let known: Arc<OnceLock<(Mode, String)>> = Arc::new(OnceLock::new());
     // Set once a worker has the review: from then on it is decoded without waiting.
     let working = Arc::new(AtomicBool::new(false));
+    let salvaged = echo.composition(state.default_mode);
     let job = {
         let state = state.clone();
         let known = known.clone();
@@ -223,7 +216,18 @@ async fn handle(
                     .with_deadline(deadline.into_std())
                     .with_cancel(cancel);
                 review_budget.run(move || {
-                let request = review::decode(content_type.as_deref(), &bytes)?;
+                let max_tree = state.limits.memory_bytes;
+                let request = match review::decode(content_type.as_deref(), &bytes, max_tree) {
+                    Ok(request) => request,
+                    // Too large to read within the budget: judged by the mode salvaged.
+                    Err(ReviewError::OverBudget { values }) => {
+                        let (mode, name) =
+                            salvaged.unwrap_or_else(|| (state.default_mode, String::new()));
+                        let decision = admission::over_budget(mode, &name, values, state.limits);
+                        return Ok(("unknown", decision));
+                    }
+                    Err(e) => return Err(e),
+                };
                 let size = bytes.len();
                 drop(bytes);
                 let operation = admission::operation_name(&request.operation);
@@ -262,9 +266,9 @@ async fn handle(
     tokio::pin!(job);
     let finished = match timeout_at(deadline, &mut job).await {
         Ok(done) => Some(done),
-        Err(_elapsed) if known.get().is_some() => None,
-        // Not decoded yet, so the mode is unknown: once decoded (work bounded by the body
-        // size), the job answers by the mode without validating.
+        Err(_elapsed) if known.get().is_some() || echo.object.is_some() => None,
+        // Not decoded yet, and the mode could not be salvaged: once decoded (work bounded by
+        // the body size), the job answers by the mode without validating.
         Err(_elapsed) if working.load(Ordering::Acquire) => Some(job.await),
         // Still waiting for a worker: for at most half the margin.
         Err(_elapsed) => timeout_at(late, &mut job).await.ok(),
@@ -295,6 +299,7 @@ async fn handle(
             let (mode, name) = known
                 .get()
                 .cloned()
+                .or_else(|| echo.composition(state.default_mode))
                 .unwrap_or_else(|| (state.default_mode, String::new()));
             Handled {
                 echo,
@@ -321,59 +326,129 @@ impl Drop for CancelOnDrop {
     }
 }
 
-/// Reads the body up to `limit` bytes before `deadline`. On failure, returns what was read,
-/// from which the uid can often still be salvaged.
-async fn read_body(
-    mut body: Body,
-    limit: usize,
-    declared: Option<usize>,
+/// What a body may take.
+struct BodyLimits<'a> {
+    /// The largest body read.
+    max: usize,
+    /// Memory shared by all requests' bodies.
+    memory: &'a Arc<Semaphore>,
+    /// When reading (and waiting for memory) ends.
     deadline: Instant,
-) -> Result<Bytes, (ReviewError, Bytes)> {
-    if declared.is_some_and(|n| n > limit) {
-        // Read only what fits, to salvage the uid, then refuse.
-        let prefix = read_prefix(&mut body, limit.min(64 * 1024), deadline).await;
-        return Err((ReviewError::TooLarge { limit }, prefix));
-    }
-    let mut buf = BytesMut::with_capacity(declared.unwrap_or(0).min(limit));
-    loop {
-        match timeout_at(deadline, body.frame()).await {
-            Err(_) => {
-                return Err((
-                    ReviewError::Body("the body did not arrive before the deadline".to_string()),
-                    buf.freeze(),
-                ));
-            }
-            Ok(None) => return Ok(buf.freeze()),
-            Ok(Some(Err(e))) => return Err((ReviewError::Body(e.to_string()), buf.freeze())),
-            Ok(Some(Ok(frame))) => {
-                let Ok(data) = frame.into_data() else {
-                    continue; // Trailers.
-                };
-                if buf.len() + data.len() > limit {
-                    let room = limit - buf.len();
-                    buf.extend_from_slice(&data[..room]);
-                    return Err((ReviewError::TooLarge { limit }, buf.freeze()));
-                }
-                buf.extend_from_slice(&data);
-            }
-        }
-    }
 }
 
-async fn read_prefix(body: &mut Body, max: usize, deadline: Instant) -> Bytes {
-    let mut buf = BytesMut::new();
-    while buf.len() < max {
-        match timeout_at(deadline, body.frame()).await {
-            Ok(Some(Ok(frame))) => {
-                if let Ok(data) = frame.into_data() {
-                    let take = data.len().min(max - buf.len());
-                    buf.extend_from_slice(&data[..take]);
-                }
+/// How much of a refused body is read, for its uid.
+const PREFIX: usize = 64 * 1024;
+
+/// Reads the body up to `limits.max` bytes before the deadline, reserving memory as it grows
+/// (a request holds only what it has sent, never what it announces). On failure, returns the
+/// echo salvaged from what arrived.
+async fn read_body(
+    mut body: Body,
+    declared: Option<usize>,
+    limits: &BodyLimits<'_>,
+) -> Result<(Bytes, Reserved), (ReviewError, Echo)> {
+    // Announced too large: read only a prefix, with memory to spare, to salvage the uid.
+    let too_large = declared.is_some_and(|n| n > limits.max);
+    let max = if too_large {
+        limits.max.min(PREFIX)
+    } else {
+        limits.max
+    };
+    let mut read = Reading {
+        buf: Vec::new(),
+        reserved: None,
+    };
+    let error = loop {
+        let frame = match timeout_at(limits.deadline, body.frame()).await {
+            Err(_) => {
+                break ReviewError::Body("the body did not arrive before the deadline".to_string());
             }
-            _ => break,
+            Ok(None) if too_large => break ReviewError::TooLarge { limit: limits.max },
+            Ok(None) => return Ok((Bytes::from(read.buf), read.reserved)),
+            Ok(Some(Err(e))) => break ReviewError::Body(e.to_string()),
+            Ok(Some(Ok(frame))) => frame,
+        };
+        let Ok(data) = frame.into_data() else {
+            continue; // Trailers.
+        };
+        let needed = read.buf.len() + data.len();
+        if needed > max {
+            let error = ReviewError::TooLarge { limit: limits.max };
+            return Err((error, read.salvage(&data)));
         }
+        // A refused body's prefix takes only memory that is free; a body to validate waits
+        // for it until the deadline.
+        let wait = (!too_large).then_some(limits.deadline);
+        if !read.grow(needed, max, limits.memory, wait).await {
+            if too_large {
+                break ReviewError::TooLarge { limit: limits.max };
+            }
+            let bytes = declared.unwrap_or(needed);
+            return Err((ReviewError::Busy { bytes }, read.salvage(&data)));
+        }
+        read.buf.extend_from_slice(&data);
+    };
+    Err((error, review::salvage(&read.buf)))
+}
+
+/// Memory reserved for a body; released when dropped.
+type Reserved = Option<OwnedSemaphorePermit>;
+
+/// A body being read, and the memory reserved for its buffer (as much as its capacity).
+struct Reading {
+    buf: Vec<u8>,
+    reserved: Reserved,
+}
+
+impl Reading {
+    /// Makes room for `needed` bytes in all, reserving the memory before the buffer grows
+    /// (doubling, up to `max`). Waits for memory until `wait`, or not at all; false when
+    /// there was none.
+    async fn grow(
+        &mut self,
+        needed: usize,
+        max: usize,
+        memory: &Arc<Semaphore>,
+        wait: Option<Instant>,
+    ) -> bool {
+        let capacity = self.buf.capacity();
+        if needed <= capacity {
+            return true;
+        }
+        let target = needed.max(capacity.saturating_mul(2)).min(max);
+        let Ok(more) = u32::try_from(target - capacity) else {
+            return false;
+        };
+        let permit = match wait {
+            Some(deadline) => timeout_at(deadline, memory.clone().acquire_many_owned(more))
+                .await
+                .ok()
+                .and_then(Result::ok),
+            None => memory.clone().try_acquire_many_owned(more).ok(),
+        };
+        let Some(permit) = permit else {
+            return false;
+        };
+        match &mut self.reserved {
+            Some(held) => held.merge(permit),
+            None => self.reserved = Some(permit),
+        }
+        self.buf.reserve_exact(target - self.buf.len());
+        true
     }
-    buf.freeze()
+
+    /// The echo of a body cut short before `pending` (a frame that arrived but was not
+    /// kept): salvaged from the bytes read and as much of `pending` as fits in the buffer
+    /// without growing it, or from `pending` alone when nothing was read before it.
+    fn salvage(mut self, pending: &[u8]) -> Echo {
+        if self.buf.is_empty() {
+            return review::salvage(&pending[..pending.len().min(PREFIX)]);
+        }
+        let room = self.buf.capacity() - self.buf.len();
+        self.buf
+            .extend_from_slice(&pending[..pending.len().min(room)]);
+        review::salvage(&self.buf)
+    }
 }
 
 /// Denials and problems at info/warn with their reasons; every review at debug.

@@ -7,7 +7,9 @@
 //! - [`warnings`]: warnings shaped as the API server and kubectl need them;
 //! - [`deadline`]: the time a review may take (`?timeout=`);
 //! - [`handler`]: `POST /validate` (body limits, blocking pool, deadline);
-//! - [`https`]: the TLS accept loop with connection limits and a graceful drain;
+//! - [`connections`]: the accept loop of both ports (connection cap, timeouts, room made by
+//!   closing idle connections, graceful drain);
+//! - [`https`]: the admission port (TLS);
 //! - [`tls`]: certificates from files (reloaded) or self-signed;
 //! - [`operations`]: `/livez`, `/readyz`, `/metrics`, `/debug/schemas` on a plain-HTTP port;
 //! - [`schemas`]: where schemas come from (files or the cluster), as the server uses them;
@@ -16,6 +18,7 @@
 
 pub mod admission;
 pub mod answer;
+pub mod connections;
 pub mod deadline;
 pub mod handler;
 pub mod https;
@@ -99,8 +102,11 @@ pub struct ServeConfig {
     pub workers: usize,
     /// The memory and work one review may take.
     pub review_limits: crate::budget::Limits,
-    /// Connection limits.
+    /// Connection limits of the admission port.
     pub limits: https::ConnectionLimits,
+    /// Connections served at once on the operations port (its timeouts are the admission
+    /// port's).
+    pub operations_max_connections: usize,
     /// How long in-flight reviews may take to finish on shutdown.
     pub drain_timeout: Duration,
     /// Where a self-signed CA is published for the API server (the cluster shell patches the
@@ -149,6 +155,11 @@ pub async fn run(
     metrics: Arc<Metrics>,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServeError> {
+    let operations_limits = https::ConnectionLimits {
+        max_connections: config.operations_max_connections,
+        ..config.limits
+    };
+    raise_file_limit(&[config.limits, operations_limits]);
     let provider = tls::provider();
 
     let mut ca_pem = None;
@@ -262,17 +273,19 @@ pub async fn run(
         stop_rx.clone(),
         config.drain_timeout,
     ));
-    let (ops_done_tx, ops_done_rx) = tokio::sync::oneshot::channel::<()>();
-    let operations = tokio::spawn(async move {
-        let served = axum::serve(operations_listener, ops_router)
-            .with_graceful_shutdown(async move {
-                let _ = ops_done_rx.await;
-            })
-            .await;
-        if let Err(e) = served {
-            tracing::error!(error = %e, "operations port failed");
-        }
-    });
+    let (ops_stop_tx, ops_stop_rx) = watch::channel(false);
+    let operations = tokio::spawn(connections::serve(
+        connections::Port {
+            name: "operations",
+            requests: "requests",
+        },
+        operations_listener,
+        connections::Plain,
+        ops_router,
+        operations_limits,
+        ops_stop_rx,
+        config.drain_timeout,
+    ));
 
     shutdown.await;
     tracing::info!("shutting down: not ready, no new connections");
@@ -280,13 +293,33 @@ pub async fn run(
     let _ = stop_tx.send(true);
     let _ = admission.await;
     // The operations port outlives the drain, so probes and scrapes see it.
-    let _ = ops_done_tx.send(());
+    let _ = ops_stop_tx.send(true);
     let _ = operations.await;
     for task in [watcher, renewer].into_iter().flatten() {
         task.abort();
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Sockets and files the process holds besides the ports' connections: the API server's
+/// client connections, watches, certificate and schema files, standard streams.
+pub const OTHER_FILES: u64 = 256;
+
+/// Raises the soft limit on open files to the hard limit (many distributions start
+/// processes at 1024 soft), and warns when the ports' connection caps do not fit under it:
+/// past the limit, accepting fails for every client alike.
+fn raise_file_limit(ports: &[https::ConnectionLimits]) {
+    let needed = ports.iter().map(|p| p.most_sockets() as u64).sum::<u64>() + OTHER_FILES;
+    match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(limit) if limit < needed => tracing::warn!(
+            limit,
+            needed,
+            "the open-file limit is below what the connection caps need (--max-connections and --operations-max-connections, each plus a quarter for connections closing, plus {OTHER_FILES}); lower the caps or raise the limit"
+        ),
+        Ok(limit) => tracing::debug!(limit, needed, "open-file limit"),
+        Err(e) => tracing::warn!(error = %e, "cannot read or raise the open-file limit"),
+    }
 }
 
 /// Completes on SIGTERM (what the kubelet sends) or SIGINT.

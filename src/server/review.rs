@@ -7,6 +7,7 @@
 //! uid is salvaged from whatever part of the body parses, and the answer is a denial that
 //! says what was wrong.
 
+use std::collections::BTreeMap;
 use std::fmt;
 
 use k8s_openapi::api::authentication::v1::UserInfo;
@@ -17,6 +18,9 @@ use kube_core::{Status, TypeMeta};
 use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 use serde_json::{Map, Value};
+
+use crate::mode::{self, Mode};
+use crate::model::{APIEXTENSIONS_GROUP, LEGACY_MODE_ANNOTATION, MODE_ANNOTATION};
 
 /// `admission.k8s.io/v1`.
 pub const V1: &str = "admission.k8s.io/v1";
@@ -121,6 +125,14 @@ pub enum ReviewError {
     /// Validation failed (a bug).
     #[error("internal error while validating: {0}")]
     Internal(String),
+    /// The object's JSON tree would take more memory than a review may hold.
+    #[error(
+        "the object holds about {values} values, more than fit in the memory budget of one review"
+    )]
+    OverBudget {
+        /// How many values the body holds (at most).
+        values: usize,
+    },
     /// Nested deeper than the API server allows.
     #[error(
         "the request body nests more than {MAX_DEPTH} levels deep: the API server accepts objects of at most 10000 levels, 10002 in an AdmissionReview"
@@ -133,13 +145,34 @@ pub enum ReviewError {
 /// object two levels down (`request.object`).
 pub const MAX_DEPTH: usize = 10_002;
 
-/// What an answer must echo, salvaged from any body, even a truncated or malformed one.
+/// What one JSON value costs once read (the value, and an object member's key and index
+/// entry), for the memory a body's tree will take.
+pub const VALUE_BYTES: usize = 2 * size_of::<Value>() + 16;
+
+/// What an answer must echo, salvaged from any body, even a truncated or malformed one; and
+/// what a deadline or busy answer goes by (the Composition's mode and name), read before the
+/// review waits for a worker.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Echo {
     /// The review's apiVersion, when it is one this webhook speaks.
     pub api_version: Option<&'static str>,
     /// `request.uid`.
     pub uid: Option<String>,
+    /// Whether `request.kind` is an `apiextensions.crossplane.io` Composition, once read.
+    pub composition: Option<bool>,
+    /// `request.object`'s metadata, once read in full.
+    pub object: Option<ObjectEcho>,
+}
+
+/// The part of an object's metadata a deadline answer needs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ObjectEcho {
+    /// `metadata.name`.
+    pub name: Option<String>,
+    /// `metadata.generateName`.
+    pub generate_name: Option<String>,
+    /// The mode annotations (only those).
+    pub annotations: BTreeMap<String, String>,
 }
 
 impl Echo {
@@ -147,10 +180,41 @@ impl Echo {
     pub fn answer_version(&self) -> &'static str {
         self.api_version.unwrap_or(V1)
     }
+
+    /// The mode and the name of the Composition under review, as [`super::admission::decide`]
+    /// reads them (an invalid mode annotation means strict); `None` until the object's
+    /// metadata has been read, or when the object is not a Composition.
+    pub fn composition(&self, default_mode: Mode) -> Option<(Mode, String)> {
+        if self.composition == Some(false) {
+            return None;
+        }
+        let object = self.object.as_ref()?;
+        let mode = mode::mode_from_annotations(&object.annotations, default_mode)
+            .map_or(Mode::Strict, |c| c.mode);
+        let name =
+            super::admission::display_name(object.name.as_deref(), object.generate_name.as_deref());
+        Some((mode, name))
+    }
+
+    /// Whether everything salvage looks for is known.
+    fn complete(&self) -> bool {
+        self.api_version.is_some()
+            && self.uid.is_some()
+            && self.composition.is_some()
+            && self.object.is_some()
+    }
 }
 
 /// Reads a review. `content_type` is the request's `Content-Type` header, if any.
-pub fn decode(content_type: Option<&str>, body: &[u8]) -> Result<Request, ReviewError> {
+///
+/// A body whose JSON tree would take more than `max_tree_bytes` is not decoded
+/// ([`ReviewError::OverBudget`]): 3 MiB of JSON hold 1.5 million array elements, 100 MiB once
+/// read.
+pub fn decode(
+    content_type: Option<&str>,
+    body: &[u8],
+    max_tree_bytes: usize,
+) -> Result<Request, ReviewError> {
     if let Some(ct) = content_type
         && !is_json(ct)
     {
@@ -160,9 +224,17 @@ pub fn decode(content_type: Option<&str>, body: &[u8]) -> Result<Request, Review
         return Err(ReviewError::Empty);
     }
     // serde_json stops at 128 levels by default; the API server allows 10,000. The scan
-    // bounds the recursion below (on threads whose stacks have room for it).
-    if crate::document::json_depth(body, MAX_DEPTH) > MAX_DEPTH {
+    // bounds the recursion below (on threads whose stacks have room for it), and the tree
+    // it would build.
+    let shape = crate::document::json_shape(body, MAX_DEPTH);
+    if shape.depth > MAX_DEPTH {
         return Err(ReviewError::TooDeep);
+    }
+    let tree_bytes = shape.values.saturating_mul(VALUE_BYTES);
+    if tree_bytes > max_tree_bytes {
+        return Err(ReviewError::OverBudget {
+            values: shape.values,
+        });
     }
     let mut de = serde_json::Deserializer::from_slice(body);
     de.disable_recursion_limit();
@@ -201,19 +273,27 @@ fn is_json(content_type: &str) -> bool {
         .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
 }
 
-/// Salvages the apiVersion and `request.uid` from a body, reading as far as it parses and no
-/// further than needed.
+/// Salvages the apiVersion, `request.uid`, `request.kind` and the object's name and mode
+/// annotations from a body, reading as far as it parses and no further than needed: one
+/// streaming pass that builds no tree (other values are skipped with `IgnoredAny`).
 pub fn salvage(body: &[u8]) -> Echo {
     let mut echo = Echo::default();
     let mut de = serde_json::Deserializer::from_slice(body);
     // Errors are expected (truncated bodies, or the early stop): keep what was found.
-    let _ = de::Deserializer::deserialize_map(&mut de, Salvage { echo: &mut echo });
+    let _ = de::Deserializer::deserialize_map(&mut de, Salvage(&mut echo));
     echo
 }
 
-struct Salvage<'e> {
-    echo: &'e mut Echo,
+/// The error that stops salvage once everything is known.
+fn done<E: de::Error>() -> E {
+    E::custom("done")
 }
+
+/// Keys are borrowed from the body unless they hold escapes.
+type Key<'de> = std::borrow::Cow<'de, str>;
+
+/// The envelope: `apiVersion` and `request`.
+struct Salvage<'e>(&'e mut Echo);
 
 impl<'de> Visitor<'de> for Salvage<'_> {
     type Value = ();
@@ -223,37 +303,33 @@ impl<'de> Visitor<'de> for Salvage<'_> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+        while let Some(key) = map.next_key::<Key<'de>>()? {
             match key.as_ref() {
                 "apiVersion" => {
-                    let v: std::borrow::Cow<'de, str> = map.next_value()?;
-                    self.echo.api_version = match v.as_ref() {
+                    let v: Key<'de> = map.next_value()?;
+                    self.0.api_version = match v.as_ref() {
                         V1 => Some(V1),
                         V1BETA1 => Some(V1BETA1),
                         _ => None,
                     };
                 }
-                "request" => map.next_value_seed(Uid {
-                    uid: &mut self.echo.uid,
-                })?,
+                "request" => map.next_value_seed(SalvageRequest(&mut *self.0))?,
                 _ => {
                     map.next_value::<IgnoredAny>()?;
                 }
             }
-            if self.echo.uid.is_some() && self.echo.api_version.is_some() {
-                // Everything needed is known: stop reading.
-                return Err(de::Error::custom("done"));
+            if self.0.complete() {
+                return Err(done());
             }
         }
         Ok(())
     }
 }
 
-struct Uid<'u> {
-    uid: &'u mut Option<String>,
-}
+/// The request: `uid`, `kind` and `object`.
+struct SalvageRequest<'e>(&'e mut Echo);
 
-impl<'de> DeserializeSeed<'de> for Uid<'_> {
+impl<'de> DeserializeSeed<'de> for SalvageRequest<'_> {
     type Value = ();
 
     fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
@@ -261,7 +337,7 @@ impl<'de> DeserializeSeed<'de> for Uid<'_> {
     }
 }
 
-impl<'de> Visitor<'de> for Uid<'_> {
+impl<'de> Visitor<'de> for SalvageRequest<'_> {
     type Value = ();
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
@@ -269,16 +345,129 @@ impl<'de> Visitor<'de> for Uid<'_> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
-            if key == "uid" {
-                let uid: String = map.next_value()?;
-                *self.uid = Some(uid);
-                // The rest of the request is not needed.
-                return Err(de::Error::custom("done"));
+        #[derive(Deserialize)]
+        struct Kind<'a> {
+            #[serde(default, borrow)]
+            group: Key<'a>,
+            #[serde(default, borrow)]
+            kind: Key<'a>,
+        }
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            match key.as_ref() {
+                "uid" => self.0.uid = Some(map.next_value()?),
+                "kind" => {
+                    let kind: Kind<'de> = map.next_value()?;
+                    self.0.composition =
+                        Some(kind.group == APIEXTENSIONS_GROUP && kind.kind == "Composition");
+                }
+                "object" => map.next_value_seed(SalvageObject(&mut *self.0))?,
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
             }
-            map.next_value::<IgnoredAny>()?;
+            if self.0.complete() {
+                return Err(done());
+            }
         }
         Ok(())
+    }
+}
+
+/// An object (or null): its metadata, read in full before it counts; the rest is skipped.
+struct SalvageObject<'e>(&'e mut Echo);
+
+impl<'de> DeserializeSeed<'de> for SalvageObject<'_> {
+    type Value = ();
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_option(self)
+    }
+}
+
+impl<'de> Visitor<'de> for SalvageObject<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an object")
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_some<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_map(self)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Metadata {
+            #[serde(default)]
+            name: Option<String>,
+            #[serde(default)]
+            generate_name: Option<String>,
+            #[serde(default)]
+            annotations: Option<ModeAnnotations>,
+        }
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            if key != "metadata" {
+                // Spec and the rest: skipped, not kept.
+                map.next_value::<IgnoredAny>()?;
+                continue;
+            }
+            let metadata: Option<Metadata> = map.next_value()?;
+            let metadata = metadata.unwrap_or(Metadata {
+                name: None,
+                generate_name: None,
+                annotations: None,
+            });
+            self.0.object = Some(ObjectEcho {
+                name: metadata.name,
+                generate_name: metadata.generate_name,
+                annotations: metadata.annotations.map(|a| a.0).unwrap_or_default(),
+            });
+            if self.0.complete() {
+                return Err(done());
+            }
+        }
+        if self.0.object.is_none() {
+            self.0.object = Some(ObjectEcho::default());
+        }
+        Ok(())
+    }
+}
+
+/// The mode annotations of an annotations map; the others are skipped.
+struct ModeAnnotations(BTreeMap<String, String>);
+
+impl<'de> Deserialize<'de> for ModeAnnotations {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Keep;
+        impl<'de> Visitor<'de> for Keep {
+            type Value = BTreeMap<String, String>;
+
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("annotations")
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut out = BTreeMap::new();
+                while let Some(key) = map.next_key::<Key<'de>>()? {
+                    if key == MODE_ANNOTATION || key == LEGACY_MODE_ANNOTATION {
+                        out.insert(key.into_owned(), map.next_value()?);
+                    } else {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+                Ok(out)
+            }
+        }
+        d.deserialize_map(Keep).map(ModeAnnotations)
     }
 }
 
@@ -368,7 +557,12 @@ mod tests {
 
     #[test]
     fn decodes_v1beta1_and_keeps_its_version() {
-        let r = decode(Some("application/json; charset=utf-8"), BODY.as_bytes()).unwrap();
+        let r = decode(
+            Some("application/json; charset=utf-8"),
+            BODY.as_bytes(),
+            usize::MAX,
+        )
+        .unwrap();
         assert_eq!(r.uid, "705ab4f5-6393-11e8-b7cc-42010a800002");
         assert_eq!(r.object.unwrap()["metadata"]["name"], "c");
     }
@@ -393,8 +587,74 @@ mod tests {
     }
 
     #[test]
+    fn salvages_the_mode_and_name_without_decoding() {
+        let review = |metadata: Value| {
+            json!({"apiVersion": V1BETA1, "kind": "AdmissionReview", "request": {
+                "uid": "u", "operation": "CREATE",
+                "kind": {"group": "apiextensions.crossplane.io", "version": "v1", "kind": "Composition"},
+                "object": {"apiVersion": "apiextensions.crossplane.io/v1", "kind": "Composition",
+                           "metadata": metadata, "spec": {"resources": [1, 2, 3]}},
+                "oldObject": null}})
+            .to_string()
+        };
+        let salvaged = |body: &str| salvage(body.as_bytes()).composition(Mode::Loose);
+        let strict = review(json!({"name": "c", "annotations": {
+            "kubectl.kubernetes.io/last-applied-configuration": "{...}",
+            MODE_ANNOTATION: "strict"}}));
+        assert_eq!(salvaged(&strict), Some((Mode::Strict, "c".to_string())));
+        let echo = salvage(strict.as_bytes());
+        assert_eq!(
+            (echo.api_version, echo.uid.as_deref()),
+            (Some(V1BETA1), Some("u"))
+        );
+        // No annotation: the default; an invalid one: strict; the legacy one is read.
+        assert_eq!(
+            salvaged(&review(json!({"generateName": "g-"}))),
+            Some((Mode::Loose, "g-*".to_string()))
+        );
+        assert_eq!(
+            salvaged(&review(
+                json!({"name": "c", "annotations": {MODE_ANNOTATION: "Strict"}})
+            )),
+            Some((Mode::Strict, "c".to_string()))
+        );
+        assert_eq!(
+            salvaged(&review(
+                json!({"name": "c", "annotations": {LEGACY_MODE_ANNOTATION: "strict"}})
+            )),
+            Some((Mode::Strict, "c".to_string()))
+        );
+        assert_eq!(
+            salvaged(&review(
+                json!({"name": "c", "annotations": {MODE_ANNOTATION: "warn", LEGACY_MODE_ANNOTATION: "strict"}})
+            )),
+            Some((Mode::Warn, "c".to_string()))
+        );
+        // Metadata cut short is not trusted; past it, the rest of the object need not arrive.
+        let cut = strict.find("strict").unwrap();
+        assert_eq!(salvaged(&strict[..cut]), None);
+        assert_eq!(salvage(&strict.as_bytes()[..cut]).uid.as_deref(), Some("u"));
+        let spec = strict.find("\"spec\"").unwrap();
+        assert_eq!(
+            salvaged(&strict[..spec + 3]),
+            Some((Mode::Strict, "c".to_string()))
+        );
+        // Not a Composition, or no object (DELETE).
+        let other = strict.replace(r#""kind":"Composition"}"#, r#""kind":"ConfigMap"}"#);
+        assert_eq!(salvage(other.as_bytes()).composition, Some(false));
+        assert_eq!(salvaged(&other), None);
+        let delete = json!({"apiVersion": V1, "request": {"uid": "d", "object": null}}).to_string();
+        let echo = salvage(delete.as_bytes());
+        assert_eq!((echo.uid.as_deref(), echo.object), (Some("d"), None));
+    }
+
+    #[test]
     fn refuses_what_is_not_a_review() {
-        let err = |ct: Option<&str>, b: &str| decode(ct, b.as_bytes()).unwrap_err().to_string();
+        let err = |ct: Option<&str>, b: &str| {
+            decode(ct, b.as_bytes(), usize::MAX)
+                .unwrap_err()
+                .to_string()
+        };
         assert_eq!(
             err(Some("text/plain"), BODY),
             r#"Content-Type "text/plain" is not supported: send an AdmissionReview as application/json, as the API server does"#
@@ -452,7 +712,7 @@ mod tests {
         );
         let request = std::thread::Builder::new()
             .stack_size(256 << 20)
-            .spawn(move || decode(None, deep.as_bytes()).map(|r| r.uid))
+            .spawn(move || decode(None, deep.as_bytes(), usize::MAX).map(|r| r.uid))
             .expect("thread")
             .join()
             .expect("no overflow");

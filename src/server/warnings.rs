@@ -89,7 +89,7 @@ fn single_line(s: &str) -> String {
 /// At most `max` characters. A longer text loses its middle, not its end: the end of a
 /// finding says what is specific to it (`string != boolean`, a suggested fix), the start says
 /// where it is.
-fn truncate(s: &str, max: usize) -> String {
+pub(crate) fn truncate(s: &str, max: usize) -> String {
     let chars: Vec<char> = s.chars().collect();
     if chars.len() <= max {
         return s.to_string();

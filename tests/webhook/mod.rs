@@ -1,6 +1,8 @@
 //! Helpers for the tests that drive the real `composition-webhook serve` binary over HTTPS.
 #![allow(dead_code)]
 
+pub mod raw;
+
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -472,4 +474,80 @@ pub fn yaml_documents(path: &Path) -> Vec<Value> {
         .into_iter()
         .map(|d| d.value)
         .collect()
+}
+
+// ---------------------------------------------------------------------------------------
+// The example: testdata/crds, the XRD and the Composition of testdata/example.
+
+/// The example's CRDs and XRD.
+pub fn crds() -> Vec<PathBuf> {
+    vec![
+        project_dir().join("testdata/crds"),
+        project_dir().join("testdata/example/definition.yaml"),
+    ]
+}
+
+/// Starts the server with the example's schemas and `extra` arguments.
+pub fn start(extra: &[&str]) -> Server {
+    let crds = crds();
+    let refs: Vec<&Path> = crds.iter().map(PathBuf::as_path).collect();
+    Server::start(&refs, extra)
+}
+
+/// The example Composition.
+pub fn composition() -> Value {
+    yaml_documents(&project_dir().join("testdata/example/composition.yaml"))
+        .into_iter()
+        .find(|d| d["kind"] == "Composition")
+        .expect("a Composition")
+}
+
+/// A v1 CREATE review of the example Composition (which is allowed).
+pub fn review(uid: &str) -> Value {
+    composition_review("v1", uid, "CREATE", composition())
+}
+
+/// The server still runs and allows a normal review.
+pub async fn assert_healthy(server: &mut Server) {
+    assert!(
+        server.is_running(),
+        "the server exited: {:#?}",
+        server.logs()
+    );
+    let response = server.client().review(&review("uid-after")).await;
+    assert_eq!(response["allowed"], true, "{response}");
+}
+
+/// The `response` of an answer, after checking it is a v1 AdmissionReview.
+pub fn response_of(body: &[u8]) -> Value {
+    let v: Value = serde_json::from_slice(body)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(body)));
+    assert_eq!(v["apiVersion"], "admission.k8s.io/v1", "{v}");
+    assert_eq!(v["kind"], "AdmissionReview", "{v}");
+    v["response"].clone()
+}
+
+/// The value of a metric sample (`name{labels}`), from the operations port.
+pub async fn metric(server: &Server, sample: &str) -> Option<f64> {
+    let (status, text) = server.ops_get("/metrics").await;
+    assert_eq!(status, 200);
+    text.lines()
+        .find_map(|l| l.strip_prefix(sample)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// Waits up to `timeout` for a metric sample to have `value`.
+pub async fn wait_metric(server: &Server, sample: &str, value: f64, timeout: Duration) {
+    let end = Instant::now() + timeout;
+    loop {
+        let got = metric(server, sample).await;
+        if got == Some(value) {
+            return;
+        }
+        assert!(
+            Instant::now() < end,
+            "{sample} is {got:?}, not {value}, after {timeout:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

@@ -1,0 +1,320 @@
+//! What one client costs the others, over real TLS against the real binary: a review waiting
+//! for a worker is answered at its deadline by its own Composition's mode; slow bodies hold
+//! only the memory they have sent; an answer when memory is short still echoes the uid and
+//! the version; and a Composition with thousands of errors gets a bounded denial.
+
+mod webhook;
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio::io::AsyncWriteExt;
+use webhook::raw::{Ending, exchange, post_head};
+use webhook::{
+    Client, ScratchDir, Server, assert_healthy, composition, composition_review, project_dir,
+    review, start, wait_metric,
+};
+
+const MODE_ANNOTATION: &str = "crossplane.io/composition-schema-aware-validation-mode";
+const IN_FLIGHT: &str = "composition_webhook_reviews_in_flight";
+
+/// A valid Composition with `n` resources: about a millisecond each to validate in a debug
+/// build, so thousands hold a worker for seconds.
+fn many_resources(name: &str, n: usize) -> Value {
+    let mut c = composition();
+    c["metadata"] = json!({"name": name});
+    let resources: Vec<Value> = (0..n)
+        .map(|i| {
+            json!({
+                "name": format!("r{i}"),
+                "base": {"apiVersion": "compute.gcp.upbound.io/v1beta1", "kind": "Subnetwork",
+                         "spec": {"forProvider": {"region": "us-west2", "ipCidrRange": "172.16.0.0/16"}}},
+                "patches": [{"fromFieldPath": "spec.id", "toFieldPath": "spec.forProvider.region"}],
+            })
+        })
+        .collect();
+    c["spec"]["resources"] = json!(resources);
+    c
+}
+
+/// The example Composition named `name` in `mode`, made invalid (two resources share a name).
+fn invalid(name: &str, mode: &str) -> Value {
+    let mut c = composition();
+    c["metadata"] = json!({"name": name, "annotations": {MODE_ANNOTATION: mode}});
+    c["spec"]["resources"][0]["name"] = json!("same");
+    c["spec"]["resources"][1]["name"] = json!("same");
+    c
+}
+
+/// POSTs `review` with `?timeout=` and returns its `response` and how long it took.
+async fn timed_review(client: &Client, review: &Value, timeout: &str) -> (Value, Duration) {
+    let started = Instant::now();
+    let reply = client
+        .request(
+            "POST",
+            &format!("/validate?timeout={timeout}"),
+            Some("application/json"),
+            serde_json::to_vec(review).expect("json"),
+        )
+        .await;
+    let elapsed = started.elapsed();
+    let v = reply.answer_json();
+    assert_eq!(v["apiVersion"], review["apiVersion"], "{v}");
+    assert_eq!(v["response"]["uid"], review["request"]["uid"], "{v}");
+    (v["response"].clone(), elapsed)
+}
+
+/// Waits (asynchronously) for a log line with `message` and `uid`.
+async fn wait_log(server: &Server, message: &str, uid: &str, timeout: Duration) {
+    let end = Instant::now() + timeout;
+    while !server
+        .logs()
+        .iter()
+        .any(|v| v["message"] == message && v["uid"] == uid)
+    {
+        assert!(
+            Instant::now() < end,
+            "no {message:?} for {uid} in {:#?}",
+            server.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_review_waiting_for_a_worker_is_answered_by_its_own_mode() {
+    let mut server = start(&["--workers", "1", "--log-level", "debug"]);
+    let client = server.client();
+
+    // The only worker validates a Composition that takes seconds.
+    let slow = composition_review("v1", "uid-slow", "CREATE", many_resources("slow", 4000));
+    let slow_task = {
+        let client = client.clone();
+        tokio::spawn(async move { timed_review(&client, &slow, "30s").await })
+    };
+    wait_log(&server, "reviewing", "uid-slow", Duration::from_secs(20)).await;
+
+    // Meanwhile, two invalid Compositions with a 1 s timeout (a 900 ms budget) wait for it.
+    let strict = composition_review(
+        "v1beta1",
+        "uid-strict",
+        "CREATE",
+        invalid("strict-one", "strict"),
+    );
+    let loose = composition_review("v1", "uid-loose", "CREATE", invalid("loose-one", "loose"));
+    let (strict, loose) = tokio::join!(
+        timed_review(&client, &strict, "1s"),
+        timed_review(&client, &loose, "1s")
+    );
+    eprintln!(
+        "behind a busy worker: strict answered in {:?}, loose in {:?}",
+        strict.1, loose.1
+    );
+    for (_, elapsed) in [&strict, &loose] {
+        assert!(
+            *elapsed >= Duration::from_millis(850) && *elapsed < Duration::from_millis(1200),
+            "{elapsed:?}"
+        );
+    }
+    let why = "validation did not finish within 900ms, the time left before the API server's webhook timeout";
+    // Strict, as its annotation says (the server's default is loose): denied.
+    assert_eq!(
+        strict.0,
+        json!({"uid": "uid-strict", "allowed": false, "status": {
+            "status": "Failure", "code": 504, "reason": "Timeout",
+            "message": format!("Composition \"strict-one\" was not validated: {why}; strict mode denies what it cannot check. Try again; if it persists, give the webhook more CPU or raise timeoutSeconds in its ValidatingWebhookConfiguration"),
+        }})
+    );
+    // Loose: admitted, with a warning naming it.
+    assert_eq!(
+        loose.0,
+        json!({"uid": "uid-loose", "allowed": true, "status": {},
+               "warnings": [format!("Composition \"loose-one\": admitted without validation (loose mode): {why}")]})
+    );
+
+    let (slow, elapsed) = slow_task.await.expect("slow review");
+    eprintln!("the slow review took {elapsed:?}");
+    assert_eq!(slow["allowed"], true, "{slow}");
+    assert_healthy(&mut server).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_chunked_bodies_hold_only_what_they_have_sent() {
+    // With the default 8 MiB per body and 256 MiB in all, 32 bodies without a length used to
+    // reserve everything up front, and every other review waited for their deadlines.
+    let mut server = start(&[]);
+    let client = server.client();
+    let mut slow = Vec::new();
+    for _ in 0..32 {
+        let tls = client.connect().await.expect("connect");
+        slow.push(tokio::spawn(async move {
+            let (_rd, mut wr) = tokio::io::split(tls);
+            wr.write_all(&post_head("/validate?timeout=30s", None))
+                .await?;
+            // A byte every 200 ms, for at most 20 s.
+            for _ in 0..100 {
+                wr.write_all(b"1\r\n \r\n").await?;
+                wr.flush().await?;
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Ok::<_, std::io::Error>(())
+        }));
+    }
+    wait_metric(&server, IN_FLIGHT, 32.0, Duration::from_secs(10)).await;
+    let started = Instant::now();
+    let response = client.review(&review("uid-beside-slow")).await;
+    let elapsed = started.elapsed();
+    eprintln!("review beside 32 slow chunked bodies answered in {elapsed:?}");
+    assert_eq!(response["allowed"], true, "{response}");
+    assert!(elapsed < Duration::from_secs(1), "{elapsed:?}");
+    for task in slow {
+        task.abort();
+    }
+    assert_healthy(&mut server).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_without_memory_echo_the_uid_and_version() {
+    let mut server = start(&["--max-body-bytes", "65536", "--body-memory-bytes", "65536"]);
+    let client = server.client();
+    let padded = |uid: &str, size: usize| {
+        let mut r = composition_review("v1beta1", uid, "CREATE", composition());
+        let len = serde_json::to_vec(&r).expect("json").len();
+        r["request"]["object"]["metadata"]["annotations"] =
+            json!({"padding": "x".repeat(size - len - 30)});
+        let body = serde_json::to_vec(&r).expect("json");
+        assert!(
+            body.len() <= size && body.len() > size - 100,
+            "{}",
+            body.len()
+        );
+        body
+    };
+
+    // One body takes nearly all the memory, and stalls.
+    let big = padded("uid-big", 65_000);
+    let tls = client.connect().await.expect("connect");
+    let (mut big_rd, mut big_wr) = tokio::io::split(tls);
+    big_wr
+        .write_all(&post_head("/validate?timeout=10s", Some(big.len())))
+        .await
+        .expect("head");
+    big_wr.write_all(&big[..64_000]).await.expect("body");
+    big_wr.flush().await.expect("flush");
+    wait_metric(&server, IN_FLIGHT, 1.0, Duration::from_secs(5)).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    // Another gets none before its deadline: 503, with its uid, in its version.
+    let small = padded("uid-busy", 8_000);
+    let started = Instant::now();
+    let ending = exchange(
+        &client,
+        post_head("/validate?timeout=1s", Some(small.len())),
+        small.clone(),
+    )
+    .await;
+    let elapsed = started.elapsed();
+    eprintln!("no memory: answered in {elapsed:?}");
+    let Ending::Answered { status: 200, body } = ending else {
+        panic!("expected an answer: {ending:?}");
+    };
+    let v: Value = serde_json::from_slice(&body).expect("JSON");
+    let message = format!(
+        "the webhook is busy: no memory for a {}-byte body before the deadline; try again",
+        small.len()
+    );
+    assert_eq!(v["apiVersion"], "admission.k8s.io/v1beta1", "{v}");
+    assert_eq!(
+        v["response"],
+        json!({"uid": "uid-busy", "allowed": false, "status": {
+            "status": "Failure", "code": 503, "reason": "ServiceUnavailable", "message": message}})
+    );
+    assert!(elapsed < Duration::from_millis(1200), "{elapsed:?}");
+
+    // The first body, once whole, is validated.
+    big_wr.write_all(&big[64_000..]).await.expect("rest");
+    big_wr.flush().await.expect("flush");
+    let ending = tokio::time::timeout(
+        Duration::from_secs(10),
+        webhook::raw::read_response(&mut big_rd),
+    )
+    .await
+    .expect("an answer");
+    let Ending::Answered { status: 200, body } = ending else {
+        panic!("expected an answer: {ending:?}");
+    };
+    let v: Value = serde_json::from_slice(&body).expect("JSON");
+    assert_eq!(
+        (&v["response"]["uid"], &v["response"]["allowed"]),
+        (&json!("uid-big"), &json!(true)),
+        "{v}"
+    );
+    assert_healthy(&mut server).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thousands_of_errors_get_a_bounded_denial() {
+    // 3,000 resources, each patching from a patchSet that does not exist.
+    let mut c = composition();
+    c["metadata"] = json!({"name": "many-errors"});
+    let resources: Vec<Value> = (0..3000)
+        .map(|i| {
+            let mut r = c["spec"]["resources"][0].clone();
+            r["name"] = json!(format!("r{i}"));
+            r["patches"] = json!([{"type": "PatchSet", "patchSetName": "missing"}]);
+            r
+        })
+        .collect();
+    c["spec"]["resources"] = json!(resources);
+
+    // How many errors there are, as the CLI reports them all.
+    let dir = ScratchDir::new("many-errors");
+    let file = dir.path("composition.json");
+    std::fs::write(&file, serde_json::to_vec(&c).expect("json")).expect("write");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_composition-webhook"))
+        .current_dir(project_dir())
+        .args(["validate", "--output", "json", "--crds", "testdata/crds"])
+        .args(["--crds", "testdata/example/definition.yaml"])
+        .arg(&file)
+        .output()
+        .expect("validate");
+    let report: Value = serde_json::from_slice(&out.stdout).expect("JSON report");
+    let errors = report["compositions"][0]["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .filter(|f| f["severity"] == "error")
+        .count();
+    assert!(errors >= 3000, "{errors}");
+
+    let mut server = start(&[]);
+    let reply = server
+        .client()
+        .post_json(&composition_review("v1", "uid-many", "CREATE", c))
+        .await;
+    eprintln!("{errors} errors: a {}-byte answer", reply.body.len());
+    assert!(reply.body.len() < 64 * 1024, "{}", reply.body.len());
+    let response = reply.answer_json()["response"].clone();
+    assert_eq!(response["allowed"], false);
+    let status = &response["status"];
+    assert_eq!(
+        (&status["code"], &status["reason"]),
+        (&json!(422), &json!("Invalid"))
+    );
+    let causes = status["details"]["causes"].as_array().expect("causes");
+    let tail = format!(
+        "and {} more errors; run `composition-webhook validate` on the Composition to see all",
+        errors + 1 - causes.len()
+    );
+    assert_eq!(causes.len(), 101);
+    assert_eq!(causes[100], json!({"message": tail}));
+    let message = status["message"].as_str().expect("message");
+    assert!(
+        message.starts_with(
+            "Composition.apiextensions.crossplane.io \"many-errors\" is invalid: [spec.resources[0].patches[0].patchSetName: "
+        ),
+        "{message}"
+    );
+    assert!(message.ends_with(&format!("{tail}]")), "{message}");
+    assert_healthy(&mut server).await;
+}

@@ -1,0 +1,224 @@
+//! Connections that hold a slot without sending a request, over real TLS (and plain TCP on
+//! the operations port) against the real binary: idle HTTP/2 connections (whose PINGs the
+//! client answers), silent TCP connections, keep-alive between requests, and the operations
+//! port's own cap. A review must still be answered promptly, and idle connections close
+//! after the idle timeout, not the header-read timeout.
+
+mod webhook;
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::client::conn::http2::SendRequest;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use rustls_pki_types::ServerName;
+use tokio::net::TcpStream;
+use tokio::task::JoinHandle;
+use webhook::raw::{review_answer, review_request, until_closed};
+use webhook::{Server, assert_healthy, review, start};
+
+/// An HTTP/2 connection (ALPN h2) on which nothing is sent; hyper answers the server's
+/// PINGs. The task ends when the server closes the connection.
+async fn h2_connection(
+    server: &Server,
+) -> (
+    SendRequest<Full<Bytes>>,
+    JoinHandle<Result<(), hyper::Error>>,
+) {
+    let tcp = TcpStream::connect(server.admission).await.expect("tcp");
+    let tls = webhook::connector(&server.ca_pem, rustls::DEFAULT_VERSIONS, &[b"h2"])
+        .connect(ServerName::try_from("localhost").expect("name"), tcp)
+        .await
+        .expect("handshake");
+    let (sender, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
+            .await
+            .expect("h2 handshake");
+    (sender, tokio::spawn(conn))
+}
+
+/// Opens `n` idle HTTP/2 connections one after the other (each within 5 s), then checks that
+/// a review on a new connection, and one on the newest idle connection, are answered within
+/// a second.
+async fn idle_http2_then_review(server: &mut Server, n: usize) {
+    let started = Instant::now();
+    let mut idle = Vec::with_capacity(n);
+    for i in 0..n {
+        let conn = tokio::time::timeout(Duration::from_secs(5), h2_connection(server))
+            .await
+            .unwrap_or_else(|_| panic!("connection {i} was not served within 5 s"));
+        idle.push(conn);
+    }
+    let opened = started.elapsed();
+    // Let the server's GOAWAYs arrive.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let open = idle.iter().filter(|(_, task)| !task.is_finished()).count();
+    eprintln!("{n} idle HTTP/2 connections opened in {opened:?}; {open} still open");
+
+    let started = Instant::now();
+    let response = tokio::time::timeout(
+        Duration::from_secs(5),
+        server.client().review(&review("uid-beside-idle")),
+    )
+    .await
+    .expect("an answer within 5 s");
+    let elapsed = started.elapsed();
+    eprintln!("review beside {n} idle HTTP/2 connections answered in {elapsed:?}");
+    assert_eq!(response["allowed"], true, "{response}");
+    assert!(elapsed < Duration::from_secs(1), "{elapsed:?}");
+
+    // The newest idle connection is still there, and serves.
+    let (mut sender, _) = idle.pop().expect("a connection");
+    let uri = "https://localhost/validate?timeout=10s";
+    let resp = sender
+        .send_request(review_request(uri, &review("uid-newest")))
+        .await
+        .expect("response on the newest connection");
+    assert_eq!(review_answer(resp, "uid-newest").await["allowed"], true);
+    drop(idle);
+    assert_healthy(server).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_http2_connections_make_room_for_a_review() {
+    let mut server = start(&["--max-connections", "64"]);
+    idle_http2_then_review(&mut server, 1100).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_http2_connections_at_the_default_cap() {
+    let mut server = start(&[]);
+    idle_http2_then_review(&mut server, 1100).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_tcp_connections_make_room_for_a_review() {
+    let mut server = start(&["--max-connections", "64"]);
+    let mut silent = Vec::new();
+    for _ in 0..200 {
+        silent.push(TcpStream::connect(server.admission).await.expect("tcp"));
+    }
+    let started = Instant::now();
+    let response = tokio::time::timeout(
+        Duration::from_secs(5),
+        server.client().review(&review("uid-beside-silent")),
+    )
+    .await
+    .expect("an answer within 5 s");
+    let elapsed = started.elapsed();
+    eprintln!("review beside 200 silent TCP connections (64 slots) answered in {elapsed:?}");
+    assert_eq!(response["allowed"], true, "{response}");
+    assert!(elapsed < Duration::from_secs(1), "{elapsed:?}");
+    // The oldest were closed to make room, at once rather than at the handshake timeout.
+    let (closed_after, _) = until_closed(&mut silent[0], Duration::from_secs(1)).await;
+    assert!(
+        closed_after < Duration::from_millis(100),
+        "{closed_after:?}"
+    );
+    drop(silent);
+    assert_healthy(&mut server).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keep_alive_lasts_until_the_idle_timeout() {
+    let mut server = start(&["--header-read-timeout", "1s", "--idle-timeout", "3s"]);
+    let client = server.client();
+
+    // HTTP/1.1: a second review after longer than the header-read timeout, on the same
+    // connection; then the server closes it once idle for 3 s.
+    let tls = client.connect().await.expect("connect");
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+        .await
+        .expect("http/1.1 handshake");
+    let conn = tokio::spawn(conn);
+    for (i, pause) in [0, 1500].into_iter().enumerate() {
+        tokio::time::sleep(Duration::from_millis(pause)).await;
+        let uid = format!("uid-ka-{i}");
+        sender.ready().await.expect("connection still usable");
+        let resp = sender
+            .send_request(review_request("/validate?timeout=10s", &review(&uid)))
+            .await
+            .expect("response");
+        assert_eq!(review_answer(resp, &uid).await["allowed"], true);
+    }
+    let idle = Instant::now();
+    tokio::time::timeout(Duration::from_secs(10), conn)
+        .await
+        .expect("closed within 10 s")
+        .expect("task")
+        .expect("a clean close");
+    let http1 = idle.elapsed();
+
+    // HTTP/2: the same, closed with a GOAWAY.
+    let (mut sender, conn) = h2_connection(&server).await;
+    let uri = "https://localhost/validate?timeout=10s";
+    let resp = sender
+        .send_request(review_request(uri, &review("uid-h2")))
+        .await
+        .expect("response");
+    assert_eq!(review_answer(resp, "uid-h2").await["allowed"], true);
+    let idle = Instant::now();
+    tokio::time::timeout(Duration::from_secs(10), conn)
+        .await
+        .expect("closed within 10 s")
+        .expect("task")
+        .expect("a clean close");
+    let http2 = idle.elapsed();
+    eprintln!("idle connections closed after {http1:?} (HTTP/1.1), {http2:?} (HTTP/2)");
+    for elapsed in [http1, http2] {
+        assert!(
+            elapsed >= Duration::from_millis(2800) && elapsed < Duration::from_secs(5),
+            "{elapsed:?}"
+        );
+    }
+    assert_healthy(&mut server).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_operations_connections_lock_out_nobody() {
+    let mut server = start(&[]);
+    let started = Instant::now();
+    let mut idle = Vec::new();
+    for i in 0..2000 {
+        let tcp = tokio::time::timeout(
+            Duration::from_secs(5),
+            TcpStream::connect(server.operations),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("connection {i} not accepted within 5 s"))
+        .expect("tcp");
+        idle.push(tcp);
+    }
+    eprintln!(
+        "2000 idle connections to the operations port opened in {:?}",
+        started.elapsed()
+    );
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let sockets = std::fs::read_dir(format!("/proc/{}/fd", server.pid()))
+        .expect("/proc fd")
+        .count();
+    eprintln!("the server holds {sockets} file descriptors");
+    assert!(sockets < 300, "{sockets}");
+
+    let started = Instant::now();
+    let (status, text) = tokio::time::timeout(Duration::from_secs(5), server.ops_get("/readyz"))
+        .await
+        .expect("/readyz within 5 s");
+    let elapsed = started.elapsed();
+    eprintln!("/readyz beside 2000 idle connections answered in {elapsed:?}");
+    assert_eq!(status, 200, "{text}");
+    assert!(elapsed < Duration::from_secs(1), "{elapsed:?}");
+    assert_healthy(&mut server).await;
+
+    // The soft limit on open files was raised to the hard one.
+    let limits =
+        std::fs::read_to_string(format!("/proc/{}/limits", server.pid())).expect("/proc limits");
+    let open_files: Vec<&str> = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .expect("Max open files")
+        .split_whitespace()
+        .collect();
+    assert_eq!(open_files[3], open_files[4], "{limits}");
+}
