@@ -364,3 +364,27 @@ async fn nesting_the_api_server_accepts_is_validated() {
     let mut out = std::io::stderr();
     let _ = writeln!(out, "deep: peak RSS {} MiB", server.peak_rss_kib() / 1024);
 }
+
+/// An environment patch whose path is deeper than rendering follows is said to be not
+/// rendered, a warning in every mode, not dropped in silence.
+#[test]
+fn environment_paths_too_deep_to_render_are_reported() {
+    let path = vec!["a"; 200].join(".");
+    let mut c = hostile::composition(
+        "deep-environment",
+        Some("strict"),
+        hostile::network(json!([])),
+    );
+    c["spec"]["environment"] = json!({"patches": [{
+        "type": "FromCompositeFieldPath", "fromFieldPath": "spec.id", "toFieldPath": path
+    }]});
+    let (code, report, _) = validate(&c, &[]);
+    assert_eq!(code, 0, "{report:#}");
+    let findings = report["findings"].as_array().cloned().unwrap_or_default();
+    assert_eq!(findings.len(), 1, "{report:#}");
+    assert_eq!(findings[0]["severity"], "warning");
+    assert_eq!(
+        findings[0]["message"],
+        "spec.environment.patches[0]: Invalid value: not rendered: ToFieldPath has 200 segments, more than the 128 rendering follows; what it writes is not validated"
+    );
+}

@@ -22,7 +22,7 @@ use serde_json::Value;
 
 use crate::checks::patch_and_transform::PatchAndTransformStep;
 use crate::checks::schema_aware::lookup::SchemaSource;
-use crate::findings::{ErrorType, FieldError, Finding, Path, Stage};
+use crate::findings::{BadValue, ErrorType, FieldError, Finding, Path, Stage};
 use crate::model::{ComposedTemplate, Composition};
 use crate::render::patch::Outcome;
 use crate::render::{self, PatchRecord, Rendered, RenderedResource, mock};
@@ -107,6 +107,15 @@ pub fn check(
     let mock = matches!(composite, Composite::Mock(_));
     let mut findings = Vec::new();
     findings.extend(opaque_note(&rendered));
+    // An environment patch not rendered leaves the environment unknown: said, not judged.
+    for (at, why) in &rendered.environment_not_rendered {
+        let e = FieldError::invalid(
+            at.as_str(),
+            BadValue::Omit,
+            format!("not rendered: {why}; what it writes is not validated"),
+        );
+        findings.push(finding(e, true));
+    }
     let resources = std::mem::take(&mut rendered.resources);
     for resource in resources {
         if crate::budget::step().is_err() {

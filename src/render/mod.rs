@@ -85,6 +85,9 @@ pub struct Rendered {
     /// Pipeline steps of other functions than patch-and-transform; `after` those of them
     /// that run after a rendered step (and may change what it rendered).
     pub opaque_steps: Vec<OpaqueStep>,
+    /// Environment patches this tool could not run (`spec.environment.patches[0]`, why):
+    /// what they write is unknown.
+    pub environment_not_rendered: Vec<(String, String)>,
 }
 
 impl Rendered {
@@ -120,6 +123,7 @@ pub fn render(c: &Composition, steps: &[PatchAndTransformStep], xr: &Value) -> R
         composite: xr.clone(),
         resources: Vec::with_capacity(templates),
         opaque_steps: Vec::new(),
+        environment_not_rendered: Vec::new(),
     };
     if c.spec.pipeline.is_empty() {
         let at = Path::new("spec");
@@ -156,7 +160,7 @@ pub fn render(c: &Composition, steps: &[PatchAndTransformStep], xr: &Value) -> R
 }
 
 fn render_set(set: &ResourceSet<'_>, out: &mut Rendered) {
-    let environment = environment(set, &mut out.composite);
+    let environment = environment(set, &mut out.composite, &mut out.environment_not_rendered);
     for (i, template) in set.resources.iter().enumerate() {
         if crate::budget::step().is_err() {
             return;
@@ -209,23 +213,27 @@ fn render_set(set: &ResourceSet<'_>, out: &mut Rendered) {
 
 /// The environment of a render: the default data, then the environment patches between
 /// the XR and the environment (which may also write the XR). No EnvironmentConfig is read.
-fn environment(set: &ResourceSet<'_>, composite: &mut Value) -> Value {
+fn environment(
+    set: &ResourceSet<'_>,
+    composite: &mut Value,
+    not_rendered: &mut Vec<(String, String)>,
+) -> Value {
     let Some(env) = set.environment else {
         return Value::Object(Map::new());
     };
     let mut data = Value::Object(env.default_data.clone().unwrap_or_default());
-    for p in &env.patches {
+    for (j, p) in env.patches.iter().enumerate() {
         if crate::budget::step().is_err() {
             break;
         }
-        match patch::direction(p.effective_type()) {
-            Some((Direction::In, _)) => {
-                patch::apply(p, composite, &mut data);
-            }
-            Some((Direction::Out, _)) => {
-                patch::apply(p, &data, composite);
-            }
-            None => {}
+        let outcome = match patch::direction(p.effective_type()) {
+            Some((Direction::In, _)) => patch::apply(p, composite, &mut data),
+            Some((Direction::Out, _)) => patch::apply(p, &data, composite),
+            None => continue,
+        };
+        if let Outcome::NotRendered(why) = outcome {
+            let at = set.at.child("environment").child("patches").index(j);
+            not_rendered.push((at.as_str().to_string(), why));
         }
     }
     data

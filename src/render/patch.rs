@@ -118,8 +118,8 @@ pub fn apply(patch: &Patch, from: &Value, to: &mut Value) -> Outcome {
     };
     // Objects as deep as the documents the reader accepts; deeper ones are not built.
     if dest_path.len() > MAX_DEST_SEGMENTS {
-        return Outcome::Failed(format!(
-            "not rendered: ToFieldPath has {} segments, more than the {MAX_DEST_SEGMENTS} rendering follows",
+        return Outcome::NotRendered(format!(
+            "ToFieldPath has {} segments, more than the {MAX_DEST_SEGMENTS} rendering follows",
             dest_path.len()
         ));
     }
@@ -134,8 +134,8 @@ pub fn apply(patch: &Patch, from: &Value, to: &mut Value) -> Outcome {
                 return Outcome::Failed(format!("cannot expand ToFieldPath {dest}"));
             }
             Ok(t) if t.len() > MAX_TARGETS => {
-                return Outcome::Failed(format!(
-                    "not rendered: ToFieldPath {dest} expands to {} fields, more than {MAX_TARGETS}",
+                return Outcome::NotRendered(format!(
+                    "ToFieldPath {dest} expands to {} fields, more than the {MAX_TARGETS} rendering follows",
                     t.len()
                 ));
             }
