@@ -466,7 +466,10 @@ pub struct CountingAllocator<A>(pub A);
 // thread-local integer.
 unsafe impl<A: GlobalAlloc> GlobalAlloc for CountingAllocator<A> {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        COUNTING.store(true, Ordering::Relaxed);
+        // Read first: a store on every allocation would bounce the line between cores.
+        if !COUNTING.load(Ordering::Relaxed) {
+            COUNTING.store(true, Ordering::Relaxed);
+        }
         count(layout.size() as isize);
         // SAFETY: the caller's contract is passed on.
         unsafe { self.0.alloc(layout) }

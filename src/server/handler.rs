@@ -43,6 +43,9 @@ pub struct ReviewState {
     pub workers: Arc<Semaphore>,
     /// The memory and work one review may take.
     pub limits: Limits,
+    /// Returns the memory a worker's thread has freed to the system (the allocator's), called
+    /// after a review that held much of its budget: a thread that then idles would keep it.
+    pub release_memory: Option<fn()>,
     /// Metrics.
     pub metrics: Arc<Metrics>,
 }
@@ -215,7 +218,9 @@ async fn handle(
                 let review_budget = Budget::new(state.limits)
                     .with_deadline(deadline.into_std())
                     .with_cancel(cancel);
-                review_budget.run(move || {
+                let release = state.release_memory;
+                let limits = state.limits;
+                let ((decided, _), peak) = crate::budget::peak_during(|| review_budget.run(move || {
                 let max_tree = state.limits.memory_bytes;
                 let request = match review::decode(content_type.as_deref(), &bytes, max_tree) {
                     Ok(request) => request,
@@ -257,8 +262,13 @@ async fn handle(
                     },
                 );
                 Ok::<_, ReviewError>((operation, decision))
-                })
-                .0
+                }));
+                if peak > limits.memory_bytes / 4
+                    && let Some(release) = release
+                {
+                    release();
+                }
+                decided
             })
             .await
         }

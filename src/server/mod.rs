@@ -102,6 +102,8 @@ pub struct ServeConfig {
     pub workers: usize,
     /// The memory and work one review may take.
     pub review_limits: crate::budget::Limits,
+    /// Returns freed memory to the system after a large review (the allocator's collect).
+    pub release_memory: Option<fn()>,
     /// Connection limits of the admission port.
     pub limits: https::ConnectionLimits,
     /// Connections served at once on the operations port (its timeouts are the admission
@@ -229,6 +231,7 @@ pub async fn run(
         )),
         workers: Arc::new(Semaphore::new(config.workers.max(1))),
         limits: config.review_limits,
+        release_memory: config.release_memory,
         metrics: metrics.clone(),
     });
     let router = Router::new()
