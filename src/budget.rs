@@ -222,6 +222,23 @@ impl State {
         }
     }
 
+    /// The cancellation; with `full`, the deadline and the memory held too.
+    fn check(&mut self, full: bool) -> Result<(), Exceeded> {
+        if self.cancel.as_ref().is_some_and(Cancel::is_cancelled) {
+            return Err(self.fail(Exceeded::Cancelled));
+        }
+        if full {
+            if self.deadline.is_some_and(|d| Instant::now() >= d) {
+                return Err(self.fail(Exceeded::Deadline));
+            }
+            if self.held() > self.limits.memory_bytes {
+                let limit = self.limits.memory_bytes;
+                return Err(self.fail(Exceeded::Memory { limit }));
+            }
+        }
+        Ok(())
+    }
+
     fn fail(&mut self, e: Exceeded) -> Exceeded {
         if self.exceeded.is_none() {
             self.exceeded = Some(e.clone());
@@ -248,39 +265,27 @@ pub fn step() -> Result<(), Exceeded> {
 
 /// `n` steps of work at once (a walk over `n` values), as [`step`].
 pub fn steps(n: u64) -> Result<(), Exceeded> {
-    ACTIVE.with(|a| {
-        let mut a = a.borrow_mut();
-        let Some(s) = a.as_mut() else {
-            return Ok(());
-        };
-        if let Some(e) = &s.exceeded {
-            return Err(e.clone());
-        }
+    with_active(|s| {
         let before = s.steps;
         s.steps = s.steps.saturating_add(n);
         if s.steps > s.limits.steps {
             let limit = s.limits.steps;
             return Err(s.fail(Exceeded::Work { limit }));
         }
-        if s.cancel.as_ref().is_some_and(Cancel::is_cancelled) {
-            return Err(s.fail(Exceeded::Cancelled));
-        }
-        if before / CLOCK_EVERY != s.steps / CLOCK_EVERY || n > 1 {
-            if s.deadline.is_some_and(|d| Instant::now() >= d) {
-                return Err(s.fail(Exceeded::Deadline));
-            }
-            if s.held() > s.limits.memory_bytes {
-                let limit = s.limits.memory_bytes;
-                return Err(s.fail(Exceeded::Memory { limit }));
-            }
-        }
-        Ok(())
+        // The clock and the memory every CLOCK_EVERY steps; the cancellation every step.
+        let full = before / CLOCK_EVERY != s.steps / CLOCK_EVERY || n > 1;
+        s.check(full)
     })
 }
 
 /// Checks the memory held, the deadline and the cancellation without counting a step: at
 /// the boundaries of work that allocates without steps (decoding, copying a document).
 pub fn check() -> Result<(), Exceeded> {
+    with_active(|s| s.check(true))
+}
+
+/// Runs `f` on the running budget's state, unless it is spent (or there is none).
+fn with_active(f: impl FnOnce(&mut State) -> Result<(), Exceeded>) -> Result<(), Exceeded> {
     ACTIVE.with(|a| {
         let mut a = a.borrow_mut();
         let Some(s) = a.as_mut() else {
@@ -289,31 +294,14 @@ pub fn check() -> Result<(), Exceeded> {
         if let Some(e) = &s.exceeded {
             return Err(e.clone());
         }
-        if s.cancel.as_ref().is_some_and(Cancel::is_cancelled) {
-            return Err(s.fail(Exceeded::Cancelled));
-        }
-        if s.deadline.is_some_and(|d| Instant::now() >= d) {
-            return Err(s.fail(Exceeded::Deadline));
-        }
-        if s.held() > s.limits.memory_bytes {
-            let limit = s.limits.memory_bytes;
-            return Err(s.fail(Exceeded::Memory { limit }));
-        }
-        Ok(())
+        f(s)
     })
 }
 
 /// Asks for `bytes` more memory before allocating them: fails when the validation would
 /// then hold more than its limit (or the budget is already spent).
 pub fn reserve(bytes: usize) -> Result<(), Exceeded> {
-    ACTIVE.with(|a| {
-        let mut a = a.borrow_mut();
-        let Some(s) = a.as_mut() else {
-            return Ok(());
-        };
-        if let Some(e) = &s.exceeded {
-            return Err(e.clone());
-        }
+    with_active(|s| {
         let limit = s.limits.memory_bytes;
         if s.held().saturating_add(bytes) > limit {
             return Err(s.fail(Exceeded::Memory { limit }));

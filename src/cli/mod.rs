@@ -86,15 +86,23 @@ struct ValidateArgs {
     inputs: Vec<PathBuf>,
 }
 
-/// `--review-memory-bytes`: at least 4 MiB (the largest real Compositions take about 1 MiB
-/// to validate).
-fn review_memory(s: &str) -> Result<usize, String> {
-    const MIN: usize = 4 * 1024 * 1024;
-    match s.parse::<usize>() {
-        Ok(n) if n >= MIN => Ok(n),
-        Ok(_) => Err(format!("must be at least {MIN} bytes (4 MiB)")),
-        Err(e) => Err(e.to_string()),
+/// A flag's whole number, from `min` to `max`.
+pub(super) fn count(min: usize, max: usize) -> impl Fn(&str) -> Result<usize, String> + Clone {
+    move |s| {
+        let n: usize = s
+            .parse()
+            .map_err(|_| format!("expected a whole number from {min} to {max}"))?;
+        if !(min..=max).contains(&n) {
+            return Err(format!("must be from {min} to {max}"));
+        }
+        Ok(n)
     }
+}
+
+/// `--review-memory-bytes`: from 4 MiB (the largest corpus Composition takes under 4 MiB) to
+/// 64 GiB.
+pub(super) fn review_memory(s: &str) -> Result<usize, String> {
+    count(4 << 20, 64 << 30)(s)
 }
 
 /// `--crds PATH...`: where schemas come from, for `validate`, `render` and `serve`.

@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{
-    CrdFiles, EXIT_ALLOWED, EXIT_INPUT_ERROR, ModeArg, build_catalog, load_all, review_memory,
+    CrdFiles, EXIT_ALLOWED, EXIT_INPUT_ERROR, ModeArg, build_catalog, count, load_all,
+    review_memory,
 };
 use crate::budget::Limits;
 use crate::cluster::calls::CallObserver;
@@ -30,19 +31,6 @@ fn duration(s: &str) -> Result<Duration, String> {
         return Err("must be more than 0s and at most 24h".to_string());
     }
     Ok(d)
-}
-
-/// A count flag from `min` to `max`.
-fn count(min: usize, max: usize) -> impl Fn(&str) -> Result<usize, String> + Clone {
-    move |s| {
-        let n: usize = s
-            .parse()
-            .map_err(|_| format!("expected a whole number from {min} to {max}"))?;
-        if !(min..=max).contains(&n) {
-            return Err(format!("must be from {min} to {max}"));
-        }
-        Ok(n)
-    }
 }
 
 /// The smallest `--max-body-bytes`: an AdmissionReview's envelope alone takes about 1 KiB.
