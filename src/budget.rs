@@ -182,6 +182,8 @@ impl Budget {
             at: None,
         };
         ACTIVE.with(|a| *a.borrow_mut() = Some(state));
+        // A place left by an earlier run that panicked is not this run's.
+        AT.with(|at| at.borrow_mut().take());
         // Cleared however `f` ends, so a panic does not leave a spent budget on a pooled
         // thread.
         struct Clear;
