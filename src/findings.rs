@@ -33,6 +33,9 @@ pub enum ErrorType {
     Internal,
     /// `Invalid value` (a value of the wrong type).
     TypeInvalid,
+    /// `Not rendered`: this tool could not render or check something Crossplane runs (a
+    /// function it cannot run, a regexp too large to compile here); never an error.
+    NotRendered,
 }
 
 impl ErrorType {
@@ -48,6 +51,7 @@ impl ErrorType {
             ErrorType::TooLong => "Too long",
             ErrorType::TooMany => "Too many",
             ErrorType::Internal => "Internal error",
+            ErrorType::NotRendered => "Not rendered",
         }
     }
 
@@ -64,6 +68,7 @@ impl ErrorType {
             ErrorType::TooLong => "FieldValueTooLong",
             ErrorType::TooMany => "FieldValueTooMany",
             ErrorType::Internal => "InternalError",
+            ErrorType::NotRendered => "FieldValueInvalid",
             ErrorType::TypeInvalid => "FieldValueTypeInvalid",
         }
     }
@@ -80,6 +85,7 @@ impl ErrorType {
             ErrorType::TooLong => "TooLong",
             ErrorType::TooMany => "TooMany",
             ErrorType::Internal => "Internal",
+            ErrorType::NotRendered => "NotRendered",
             ErrorType::TypeInvalid => "TypeInvalid",
         }
     }
@@ -88,7 +94,11 @@ impl ErrorType {
     fn prints_value(self) -> bool {
         !matches!(
             self,
-            ErrorType::Required | ErrorType::Forbidden | ErrorType::TooLong | ErrorType::Internal
+            ErrorType::Required
+                | ErrorType::Forbidden
+                | ErrorType::TooLong
+                | ErrorType::Internal
+                | ErrorType::NotRendered
         )
     }
 }

@@ -178,7 +178,7 @@ fn large_programs_are_no_invalid_patterns() {
     assert_eq!(messages.len(), 1, "{messages:?}");
     assert!(
         messages[0].starts_with(
-            r#"spec.resources[0].patches[0]: Invalid value: "spec.id": not rendered: the compiled regexp `\pL{1000}|.*` would take more than"#
+            r#"spec.resources[0].patches[0]: Not rendered: the compiled regexp `\pL{1000}|.*` would take more than"#
         ) && messages[0].ends_with("what it writes is not validated"),
         "{messages:?}"
     );
@@ -385,6 +385,6 @@ fn environment_paths_too_deep_to_render_are_reported() {
     assert_eq!(findings[0]["severity"], "warning");
     assert_eq!(
         findings[0]["message"],
-        "spec.environment.patches[0]: Invalid value: not rendered: ToFieldPath has 200 segments, more than the 128 rendering follows; what it writes is not validated"
+        "spec.environment.patches[0]: Not rendered: ToFieldPath has 200 segments, more than the 128 rendering follows; what it writes is not validated"
     );
 }

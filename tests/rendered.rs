@@ -344,8 +344,60 @@ fn other_functions_are_named_once_and_not_guessed() {
     assert_eq!(
         rendered(&report),
         [
-            "warning: spec.pipeline[1].functionRef.name: Invalid value: \"function-go-templating\": only the patch-and-transform steps were rendered: what function \"function-go-templating\" (step \"templates\") does to composed resources cannot be known without running it, so rendered findings of the steps before it are warnings",
+            "warning: spec.pipeline[1]: Not rendered: function \"function-go-templating\" (step \"templates\"): what it does to composed resources cannot be known without running it, so only the patch-and-transform steps were rendered, and rendered findings of the steps before it are warnings",
             "warning: spec.pipeline[0].input.resources[0].base.spec.forProvider.engine: Required value",
+        ]
+    );
+    assert!(report.verdict.allowed);
+}
+
+/// Functions that cannot change what patch-and-transform composed keep its errors errors:
+/// function-auto-ready sets readiness, function-environment-configs writes the context (and
+/// gives no note); function-cel-filter can only remove resources, so a finding is a warning
+/// only for a resource one of its filters may remove, and says which. The filter's input is
+/// the shape of crossplane-contrib/function-cel-filter's `example/composition.yaml` (names
+/// are Go regexps, anchored as its `fn.go` anchors them).
+#[test]
+fn functions_that_change_no_composed_resource_keep_errors_errors() {
+    let catalog = catalog(&[
+        xrd(json!({}), json!([])),
+        crd(json!({"engine": {"type": "string"}}), json!(["engine"])),
+    ]);
+    let composition = |after: Value| {
+        let mut pipeline = vec![
+            json!({"step": "environment", "functionRef": {"name": "function-environment-configs"}}),
+            json!({"step": "pt", "functionRef": {"name": "function-patch-and-transform"},
+             "input": {"apiVersion": "pt.fn.crossplane.io/v1beta1", "kind": "Resources",
+                "resources": [{"name": "db-main", "base": {"apiVersion": "db.example.org/v1",
+                    "kind": "Instance", "spec": {"forProvider": {}}}}]}}),
+        ];
+        pipeline.push(after);
+        pipeline.push(json!({"step": "ready", "functionRef": {"name": "function-auto-ready"}}));
+        json!({
+            "apiVersion": "apiextensions.crossplane.io/v1", "kind": "Composition",
+            "metadata": {"name": "xdatabases.fn"},
+            "spec": {"compositeTypeRef": {"apiVersion": "example.org/v1", "kind": "XDatabase"},
+                "mode": "Pipeline", "pipeline": pipeline}
+        })
+    };
+    let filter = |name: &str| {
+        json!({"step": "filter", "functionRef": {"name": "function-cel-filter"},
+            "input": {"apiVersion": "cel.fn.crossplane.io/v1beta1", "kind": "Filters",
+                "filters": [{"name": name, "expression": "observed.composite.resource.spec.widgets == 42"}]}})
+    };
+    // A filter for other resources: the error stays an error, and nothing is noted.
+    let report = validate(&catalog, &composition(filter("db")), Mode::Loose);
+    assert_eq!(
+        rendered(&report),
+        ["error: spec.pipeline[1].input.resources[0].base.spec.forProvider.engine: Required value"]
+    );
+    assert!(!report.verdict.allowed);
+    // A filter whose pattern matches this resource: a warning that names it.
+    let report = validate(&catalog, &composition(filter("db-.*")), Mode::Loose);
+    assert_eq!(
+        rendered(&report),
+        [
+            "warning: spec.pipeline[1].input.resources[0].base.spec.forProvider.engine: Required value: function \"function-cel-filter\" (step \"filter\") may remove this resource (recognised by its name), so this is a warning"
         ]
     );
     assert!(report.verdict.allowed);

@@ -25,7 +25,7 @@ use crate::checks::schema_aware::lookup::SchemaSource;
 use crate::findings::{BadValue, ErrorType, FieldError, Finding, Path, Stage};
 use crate::model::{ComposedTemplate, Composition};
 use crate::render::patch::Outcome;
-use crate::render::{self, PatchRecord, Rendered, RenderedResource, mock};
+use crate::render::{self, FunctionRole, PatchRecord, Rendered, RenderedResource, mock};
 use crate::schema::validation::{self, CelLimits};
 use crate::schema::{Schema, split_api_version};
 
@@ -109,23 +109,33 @@ pub fn check(
     findings.extend(opaque_note(&rendered));
     // An environment patch not rendered leaves the environment unknown: said, not judged.
     for (at, why) in &rendered.environment_not_rendered {
-        let e = FieldError::invalid(
-            at.as_str(),
-            BadValue::Omit,
-            format!("not rendered: {why}; what it writes is not validated"),
-        );
-        findings.push(finding(e, true));
+        findings.push(not_rendered(at, why));
     }
     let resources = std::mem::take(&mut rendered.resources);
     for resource in resources {
         if crate::budget::step().is_err() {
             break;
         }
-        // Findings of a step that a later, unrendered function may change are warnings.
-        let changed_later = !rendered.changed_later(&resource.at).is_empty();
+        // Findings of a step that a later, unrendered function may change are warnings; so
+        // are those of a resource a later filter may remove, with the filter named.
+        let later = if !rendered.changed_later(&resource.at).is_empty() {
+            Later::Changed
+        } else {
+            let filters = rendered.removed_later(&resource.at, resource.name.as_deref());
+            match filters.as_slice() {
+                [] => Later::Unchanged,
+                steps => Later::MayBeRemoved(
+                    steps
+                        .iter()
+                        .map(|o| format!("{:?} (step {:?})", o.function, o.step))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                ),
+            }
+        };
         findings.extend(check_resource(
             resource,
-            changed_later,
+            &later,
             mock,
             (known, source),
             earlier,
@@ -134,12 +144,36 @@ pub fn check(
     findings
 }
 
-/// One note naming the functions whose effect is not rendered.
+/// What the steps after a rendered resource's can do to it.
+enum Later {
+    /// Nothing that is not rendered.
+    Unchanged,
+    /// A function that is not rendered may change it.
+    Changed,
+    /// A filter (named) may remove it.
+    MayBeRemoved(String),
+}
+
+/// A warning that this tool did not render something Crossplane runs, at `at`.
+fn not_rendered(at: &str, why: &str) -> Finding {
+    finding(
+        FieldError::new(
+            ErrorType::NotRendered,
+            at,
+            BadValue::Omit,
+            format!("{why}; what it writes is not validated"),
+        ),
+        true,
+    )
+}
+
+/// One note naming the functions whose effect is not rendered (those that may compose or
+/// change resources: not readiness, context or filter functions).
 fn opaque_note(rendered: &Rendered) -> Option<Finding> {
     let opaque: Vec<_> = rendered
         .opaque_steps
         .iter()
-        .filter(|o| !render::only_readiness(o))
+        .filter(|o| o.role == FunctionRole::Opaque)
         .collect();
     let first = opaque.first()?;
     let names = opaque
@@ -149,21 +183,22 @@ fn opaque_note(rendered: &Rendered) -> Option<Finding> {
         .join(", ");
     let detail = if rendered.resources.is_empty() {
         format!(
-            "composed resources were not rendered: what function {names} composes cannot be \
-             known without running it"
+            "function {names}: what it composes cannot be known without running it, so no \
+             composed resource was validated"
         )
     } else {
         format!(
-            "only the patch-and-transform steps were rendered: what function {names} does to \
-             composed resources cannot be known without running it, so rendered findings of \
-             the steps before it are warnings"
+            "function {names}: what it does to composed resources cannot be known without \
+             running it, so only the patch-and-transform steps were rendered, and rendered \
+             findings of the steps before it are warnings"
         )
     };
     Some(Finding::advisory(
         Stage::Rendered,
-        FieldError::invalid(
-            first.at.child("functionRef").child("name").as_str(),
-            first.function.as_str(),
+        FieldError::new(
+            ErrorType::NotRendered,
+            first.at.as_str(),
+            BadValue::Omit,
             detail,
         ),
     ))
@@ -173,7 +208,7 @@ fn opaque_note(rendered: &Rendered) -> Option<Finding> {
 /// resource is not needed afterwards).
 fn check_resource(
     mut resource: RenderedResource,
-    changed_later: bool,
+    later: &Later,
     mock: bool,
     (known, source): (&KnownSchemas, &dyn SchemaSource),
     earlier: &[Finding],
@@ -182,12 +217,7 @@ fn check_resource(
     for record in &resource.patches {
         if let Outcome::NotRendered(message) = &record.outcome {
             // Not an error of the Composition: say what was not checked.
-            let e = FieldError::invalid(
-                record.at.as_str(),
-                record.from.as_str(),
-                format!("not rendered: {message}; what it writes is not validated"),
-            );
-            findings.push(finding(e, true));
+            findings.push(not_rendered(&record.at, message));
         }
         if let Outcome::Failed(message) = &record.outcome
             && !has_finding(earlier, &record.at)
@@ -234,10 +264,20 @@ fn check_resource(
         let relative = relative(&error.field, root.as_str());
         let from_rule = i >= result.rules_from;
         if let Some(f) = judge(error, &relative, from_rule, &resource, mock, earlier) {
-            let f = if !changed_later {
-                f
-            } else {
-                Finding::advisory(Stage::Rendered, f.error)
+            let f = match later {
+                Later::Unchanged => f,
+                Later::Changed => Finding::advisory(Stage::Rendered, f.error),
+                Later::MayBeRemoved(filters) => {
+                    let mut error = f.error;
+                    append(
+                        &mut error,
+                        &format!(
+                            "function {filters} may remove this resource (recognised by its \
+                             name), so this is a warning"
+                        ),
+                    );
+                    Finding::advisory(Stage::Rendered, error)
+                }
             };
             findings.push(f);
         }

@@ -72,6 +72,53 @@ pub struct OpaqueStep {
     pub step: String,
     /// The function's name (`functionRef.name`).
     pub function: String,
+    /// What it can do to composed resources, as far as its name tells.
+    pub role: FunctionRole,
+}
+
+/// What a function that is not rendered can do to the composed resources, recognised by the
+/// name of its Function object (`functionRef.name`, which the package's name usually is).
+#[derive(Debug, Clone, PartialEq)]
+pub enum FunctionRole {
+    /// function-auto-ready: sets readiness, which is not validated.
+    Readiness,
+    /// function-environment-configs, function-extra-resources: write the pipeline's
+    /// context, never a composed resource.
+    ContextOnly,
+    /// function-cel-filter: may remove the desired composed resources whose names match
+    /// these patterns (Go regexps, anchored as the function anchors them), nothing more.
+    Filter(Vec<String>),
+    /// Anything else (function-go-templating, function-kcl, ...): may change or add any
+    /// composed resource.
+    Opaque,
+}
+
+impl FunctionRole {
+    /// The role of `function` (a `functionRef.name`) with its step's `input`.
+    pub fn of(function: &str, input: Option<&Value>) -> Self {
+        if function.contains("function-auto-ready") {
+            FunctionRole::Readiness
+        } else if function.contains("function-environment-configs")
+            || function.contains("function-extra-resources")
+        {
+            FunctionRole::ContextOnly
+        } else if function.contains("function-cel-filter") {
+            let names = input
+                .and_then(|i| i.get("filters"))
+                .and_then(Value::as_array)
+                .map(|filters| {
+                    filters
+                        .iter()
+                        .filter_map(|f| f.get("name").and_then(Value::as_str))
+                        .map(str::to_string)
+                        .collect()
+                })
+                .unwrap_or_default();
+            FunctionRole::Filter(names)
+        } else {
+            FunctionRole::Opaque
+        }
+    }
 }
 
 /// Everything a render produced.
@@ -91,26 +138,42 @@ pub struct Rendered {
 }
 
 impl Rendered {
-    /// Whether some function that is not rendered runs after the step that rendered `at`.
+    /// The steps after the one that rendered `at` whose functions may change or add
+    /// composed resources in ways not rendered.
     pub fn changed_later(&self, at: &Path) -> Vec<&OpaqueStep> {
+        self.later(at)
+            .filter(|o| o.role == FunctionRole::Opaque)
+            .collect()
+    }
+
+    /// The steps after the one that rendered `at` whose filters may remove the composed
+    /// resource named `name`.
+    pub fn removed_later(&self, at: &Path, name: Option<&str>) -> Vec<&OpaqueStep> {
+        let Some(name) = name else {
+            return Vec::new();
+        };
+        self.later(at)
+            .filter(|o| match &o.role {
+                FunctionRole::Filter(patterns) => patterns.iter().any(|p| {
+                    // Anchored as function-cel-filter anchors it; a pattern Go refuses
+                    // makes the function fail, which removes nothing.
+                    transform::go_regexp_matches(&format!("^{p}$"), name).unwrap_or(false)
+                }),
+                _ => false,
+            })
+            .collect()
+    }
+
+    fn later<'a>(&'a self, at: &Path) -> impl Iterator<Item = &'a OpaqueStep> {
         let step_of = |p: &str| -> Option<usize> {
             let rest = p.strip_prefix("spec.pipeline[")?;
             rest.split(']').next()?.parse().ok()
         };
-        let Some(step) = step_of(at.as_str()) else {
-            return Vec::new();
-        };
+        let step = step_of(at.as_str());
         self.opaque_steps
             .iter()
-            .filter(|o| step_of(o.at.as_str()).is_some_and(|s| s > step) && !only_readiness(o))
-            .collect()
+            .filter(move |o| step.is_some_and(|s| step_of(o.at.as_str()).is_some_and(|o| o > s)))
     }
-}
-
-/// Whether the step's function only sets readiness (function-auto-ready): it changes
-/// nothing that is validated.
-pub fn only_readiness(step: &OpaqueStep) -> bool {
-    step.function.contains("auto-ready")
 }
 
 /// Renders the composed resources of `c` for the XR `xr` (a mock or a real one), with the
@@ -153,6 +216,7 @@ pub fn render(c: &Composition, steps: &[PatchAndTransformStep], xr: &Value) -> R
                 at,
                 step: step.step.clone(),
                 function: step.function_ref.name.clone(),
+                role: FunctionRole::of(&step.function_ref.name, step.input.as_ref()),
             }),
         }
     }

@@ -204,6 +204,12 @@ pub enum MatchError {
     Compile(String),
 }
 
+/// Whether Go's regexp `pattern` matches `text` (`None` when Go refuses the pattern or it
+/// cannot be compiled here).
+pub fn go_regexp_matches(pattern: &str, text: &str) -> Option<bool> {
+    regexp::compile(pattern).ok().map(|re| re.is_match(text))
+}
+
 /// Applies `transforms` in order to `input`, as Crossplane's runtime does: the first failure
 /// stops, wrapped with its index.
 pub fn apply_all(transforms: &[Transform], input: Value) -> Result<Value, TransformError> {
