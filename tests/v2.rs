@@ -149,3 +149,37 @@ fn render_puts_a_namespaced_xr_and_its_resources_in_a_namespace() {
         ]
     );
 }
+
+#[test]
+fn patches_of_v1_machinery_on_a_v2_xr_say_where_it_went() {
+    let cat = catalog(&["basic-namespaced.definition.yaml", M_BUCKETS]);
+    let c = pipeline(
+        "example.org/v1alpha1",
+        "Test",
+        json!([{"name": "bucket", "base": {
+        "apiVersion": "s3.aws.m.upbound.io/v1beta1", "kind": "Bucket",
+        "spec": {"forProvider": {"region": "us-east-2"}}},
+        "patches": [
+            {"fromFieldPath": "spec.compositionRef.name", "toFieldPath": "metadata.annotations[composition]"},
+            {"fromFieldPath": "spec.claimRef.name", "toFieldPath": "metadata.annotations[claim]"},
+            {"type": "ToCompositeFieldPath", "fromFieldPath": "metadata.name",
+             "toFieldPath": "spec.writeConnectionSecretToRef.name"},
+            {"fromFieldPath": "spec.crossplane.compositionRef.name", "toFieldPath": "metadata.annotations[ok]"}
+        ]}]),
+    );
+    let p = "spec.pipeline[0].input.resources[0].patches";
+    assert_eq!(
+        messages(&cat, &c),
+        [
+            format!(
+                r#"{p}[0].fromFieldPath: Invalid value: "spec.compositionRef.name": field 'compositionRef' is not valid according to the schema; in a Crossplane v2 composite resource (scope Namespaced or Cluster) spec.compositionRef moved to spec.crossplane.compositionRef"#
+            ),
+            format!(
+                r#"{p}[1].fromFieldPath: Invalid value: "spec.claimRef.name": field 'claimRef' is not valid according to the schema; a Crossplane v2 composite resource (scope Namespaced or Cluster) has no claim: spec.claimRef exists only with scope LegacyCluster"#
+            ),
+            format!(
+                r#"{p}[2].toFieldPath: Invalid value: "spec.writeConnectionSecretToRef.name": field 'writeConnectionSecretToRef' is not valid according to the schema; a Crossplane v2 composite resource (scope Namespaced or Cluster) writes no connection secret: spec.writeConnectionSecretToRef exists only with scope LegacyCluster (compose a Secret instead)"#
+            ),
+        ]
+    );
+}
