@@ -142,10 +142,7 @@ fn v2_hint(side: Side<'_>, path: &str) -> Option<String> {
         return None;
     }
     let rest = path.strip_prefix("spec.")?;
-    let field = rest
-        .split(|c| c == '.' || c == '[')
-        .next()
-        .unwrap_or_default();
+    let field = rest.split(['.', '[']).next().unwrap_or_default();
     let v2_xr = "a Crossplane v2 composite resource (scope Namespaced or Cluster)";
     match field {
         "compositionRef"
