@@ -199,6 +199,8 @@ impl<'a> Validator<'a> {
         }
         let (schemas, lookup_findings) = schema_aware::lookup::resolve(c, self.schemas);
         findings.extend(lookup_findings);
+        let namespaced_xr =
+            schema_aware::scope::composite_is_namespaced(c, self.schemas) == Some(true);
         let composite = schemas.composite.as_deref();
         let spec = Path::new("spec");
         let resources = schema_aware::ResourceSet::new(
@@ -208,6 +210,13 @@ impl<'a> Validator<'a> {
             &spec,
         );
         let mut schema_errors = schema_aware::check(&resources, composite, &schemas.resources);
+        if namespaced_xr {
+            findings.extend(schema_aware::scope::check(
+                &c.spec.resources,
+                &spec,
+                self.schemas,
+            ));
+        }
         let mut known = checks::rendered::KnownSchemas::default();
         known.add(&c.spec.resources, &schemas.resources);
         for step in &steps {
@@ -219,6 +228,13 @@ impl<'a> Validator<'a> {
                 &mut lookups,
             );
             findings.extend(lookups);
+            if namespaced_xr {
+                findings.extend(schema_aware::scope::check(
+                    &step.input.resources,
+                    &step.at,
+                    self.schemas,
+                ));
+            }
             let set = schema_aware::ResourceSet::new(
                 &step.input.resources,
                 &step.input.patch_sets,

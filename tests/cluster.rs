@@ -1063,3 +1063,51 @@ async fn without_rbac_on_the_webhook_configuration_readyz_says_what_to_grant() {
     assert_eq!(published_cas(&cluster).len(), 1);
     assert!(calls_failed(&a, "patch", "validatingwebhookconfigurations", "http_403").await >= 1.0);
 }
+
+/// Crossplane v2 through the cluster: XRDs are listed as `apiextensions.crossplane.io/v1`,
+/// where a v2 XRD keeps its `scope`; `serve` denies a namespaced XR composing the cluster
+/// scoped S3 Bucket with the words `validate` gives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_namespaced_xr_composing_a_cluster_scoped_kind_is_denied_as_validate_reports() {
+    let cluster = Cluster::start().await;
+    let mut xrd = one("testdata/v2/namespaced-xr-no-cluster-scoped-resource.definition.yaml");
+    xrd["apiVersion"] = json!("apiextensions.crossplane.io/v1");
+    let buckets = one("testdata/v2/crds/s3.aws.upbound.io_buckets.yaml");
+    let m_buckets = one("testdata/v2/crds/s3.aws.m.upbound.io_buckets.yaml");
+    cluster.api.apply(Resource::Xrds, xrd.clone());
+    cluster.api.apply(Resource::Crds, buckets.clone());
+    cluster.api.apply(Resource::Crds, m_buckets.clone());
+    let server = cluster.serving(&[]).await;
+    let mut c = one("testdata/v2/bucket-composition.yaml");
+    c["spec"]["compositeTypeRef"] =
+        json!({"apiVersion": "validation.example.org/v1alpha1", "kind": "NamespacedTest"});
+    let base = &mut c["spec"]["pipeline"][0]["input"]["resources"][0]["base"];
+    base["apiVersion"] = json!("s3.aws.upbound.io/v1beta1");
+    if let Some(m) = base.as_object_mut() {
+        m.remove("metadata");
+    }
+    if let Some(r) = c["spec"]["pipeline"][0]["input"]["resources"][0].as_object_mut() {
+        r.remove("patches");
+    }
+    let expected = r#"spec.pipeline[0].input.resources[0].base.apiVersion: Invalid value: "s3.aws.upbound.io/v1beta1": Bucket is cluster scoped and a namespaced composite resource composes only namespaced resources: Crossplane fails with "cannot apply cluster scoped composed resource "bucket" (a Bucket named ) for a namespaced composite resource."; Bucket of s3.aws.m.upbound.io/v1beta1 is namespaced: use apiVersion s3.aws.m.upbound.io/v1beta1"#;
+
+    let mut catalog = composition_webhook::schema::Catalog::new();
+    for (doc, name) in [(&xrd, "xrd"), (&buckets, "buckets"), (&m_buckets, "m")] {
+        catalog.add_document(doc, name).expect(name);
+    }
+    let report = composition_webhook::validate::Validator::new(
+        &catalog,
+        composition_webhook::validate::Options::default(),
+    )
+    .validate_value(&c);
+    let offline: Vec<String> = report
+        .findings
+        .iter()
+        .map(|f| f.error.to_string())
+        .collect();
+    assert_eq!(offline, [expected]);
+
+    let (allowed, code, message, _) = verdict(&review(&server, &c, "10s").await);
+    assert_eq!((allowed, code), (false, 422), "{message}");
+    assert!(message.contains(expected), "{message}");
+}

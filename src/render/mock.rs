@@ -13,7 +13,7 @@ use crate::schema::{Schema, apply_defaults};
 
 /// The mock's `metadata.uid` (a fixed, well-formed UUID so patches of it render alike).
 pub const MOCK_UID: &str = "00000000-0000-4000-8000-000000000000";
-/// The mock claim's namespace.
+/// The mock claim's namespace, and a namespaced (v2) mock XR's.
 pub const MOCK_NAMESPACE: &str = "default";
 
 /// Why no mock could be built.
@@ -51,6 +51,11 @@ pub struct Of<'a> {
 /// the Composition names a namespace for connection secrets (named after the XR's uid, as
 /// Crossplane does) and, when the XR has a `spec.claimRef` (XRs of claims), the claim labels
 /// and reference.
+///
+/// A v2 XR (schema with `spec.crossplane`, scope Namespaced or Cluster) gets
+/// `spec.crossplane.compositionRef` instead, and neither connection secret nor claim (v2 XRs
+/// have none); a namespaced one (whose `resourceRefs` have no namespace, as Crossplane
+/// generates them for scope Namespaced) lives in namespace `default`.
 pub fn composite(schema: Option<&Schema>, of: &Of<'_>) -> Result<Value, MockError> {
     let Of {
         api_version,
@@ -61,6 +66,15 @@ pub fn composite(schema: Option<&Schema>, of: &Of<'_>) -> Result<Value, MockErro
     let required = required_fields(schema)?;
     let name = format!("{}-mock", kind.to_ascii_lowercase());
     let claimed = schema.is_some_and(|s| s.descend(&["spec", "claimRef"]).is_some());
+    let v2 = schema.is_some_and(|s| {
+        s.descend(&["spec", "crossplane", "compositionRef"])
+            .is_some()
+    });
+    let namespaced = v2
+        && schema.is_some_and(|s| {
+            s.descend(&["spec", "crossplane", "resourceRefs", "[]", "namespace"])
+                .is_none()
+        });
     // apiVersion, kind and metadata first, as kubectl prints objects.
     let mut xr = Value::Object(Map::new());
     let obj = xr.as_object_mut().ok_or_else(|| MockError("null".into()))?;
@@ -78,17 +92,30 @@ pub fn composite(schema: Option<&Schema>, of: &Of<'_>) -> Result<Value, MockErro
             json!(MOCK_NAMESPACE),
         );
     }
-    obj.insert(
-        "metadata".into(),
-        json!({"name": name, "uid": MOCK_UID, "labels": labels}),
-    );
+    let mut metadata = Map::new();
+    metadata.insert("name".into(), json!(name));
+    if namespaced {
+        metadata.insert("namespace".into(), json!(MOCK_NAMESPACE));
+    }
+    metadata.insert("uid".into(), json!(MOCK_UID));
+    metadata.insert("labels".into(), Value::Object(labels));
+    obj.insert("metadata".into(), Value::Object(metadata));
     if let Value::Object(fields) = required {
         obj.extend(fields);
     }
     let spec = obj
         .entry("spec")
         .or_insert_with(|| Value::Object(Map::new()));
-    if let Some(spec) = spec.as_object_mut() {
+    if v2 {
+        if let Some(spec) = spec.as_object_mut() {
+            let crossplane = spec
+                .entry("crossplane")
+                .or_insert_with(|| Value::Object(Map::new()));
+            if let Some(crossplane) = crossplane.as_object_mut() {
+                crossplane.insert("compositionRef".into(), json!({"name": composition}));
+            }
+        }
+    } else if let Some(spec) = spec.as_object_mut() {
         spec.insert("compositionRef".into(), json!({"name": composition}));
         if let Some(ns) = secrets_namespace {
             spec.insert(

@@ -403,6 +403,15 @@ fn metadata(object: &mut Value, xr: &Value, template: Option<&str>) {
         return;
     };
     meta.insert("generateName".into(), json!(format!("{xr_name}-")));
+    // A namespaced XR's composed resources live in its namespace (Crossplane v2.3.4
+    // `RenderComposedResourceMetadata`); a cluster scoped XR's keep theirs.
+    if let Some(ns) = xr_meta
+        .and_then(|m| m.get("namespace"))
+        .and_then(Value::as_str)
+        .filter(|ns| !ns.is_empty())
+    {
+        meta.insert("namespace".into(), json!(ns));
+    }
     let labels = meta
         .entry("labels")
         .or_insert_with(|| Value::Object(Map::new()));
@@ -430,7 +439,12 @@ fn metadata(object: &mut Value, xr: &Value, template: Option<&str>) {
         "apiVersion": xr.get("apiVersion").cloned().unwrap_or(Value::Null),
         "kind": xr.get("kind").cloned().unwrap_or(Value::Null),
         "name": xr_name,
-        "uid": xr_meta.and_then(|m| m.get("uid")).cloned().unwrap_or(Value::Null),
+        // An XR read from a file may have no uid; the API server would refuse a null one.
+        "uid": xr_meta
+            .and_then(|m| m.get("uid"))
+            .filter(|u| u.is_string())
+            .cloned()
+            .unwrap_or_else(|| json!(mock::MOCK_UID)),
         "controller": true,
         "blockOwnerDeletion": true,
     });

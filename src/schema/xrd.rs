@@ -1,17 +1,21 @@
 //! The CRDs Crossplane generates from a CompositeResourceDefinition (XRD).
 //!
-//! Reproduces Crossplane's `internal/xcrd` generator (`crd.go`, `schemas.go`):
+//! Reproduces crossplane-runtime v2.3.3's `pkg/xcrd` (`crd.go`, `schemas.go`), the generator
+//! Crossplane v2.3.4 runs. The layout follows the XRD's `spec.scope`, whatever API version the
+//! XRD came through (`ForCompositeResource` derefs `Spec.Scope`, nothing else); the XRD CRD
+//! defaults it to `LegacyCluster` in `apiextensions.crossplane.io/v1` and `Namespaced` in `v2`:
 //!
-//! - `apiextensions.crossplane.io/v1` (and `v1beta1`) XRDs follow **v1.17.0** (the project's
-//!   anchor release; the machinery is the same from v1.15 to v1.20): cluster-scoped XR CRD
-//!   with the machinery fields directly under `spec`/`status`, plus the namespaced claim CRD
-//!   when `spec.claimNames` is set. Includes the v1.17 backport of crossplane#5908 (the XRD's
-//!   `spec.x-kubernetes-preserve-unknown-fields` is copied to the generated `spec`).
-//! - `apiextensions.crossplane.io/v2` XRDs follow **v2.0** (`schemas.go` with
-//!   `CompositeResourceScope`): `Namespaced`/`Cluster` XRs get their machinery under
-//!   `spec.crossplane`/`status.crossplane`; `LegacyCluster` XRs keep the v1 layout
-//!   (without `environmentConfigRefs` and `publishConnectionDetailsTo`, removed in v2) and
-//!   may offer a claim.
+//! - `Namespaced`/`Cluster`: the machinery lives under `spec.crossplane` (composition
+//!   selection and `resourceRefs`, without a namespace for Namespaced XRs); `status` has only
+//!   `conditions` (no claim, no connection secret in v2).
+//! - `LegacyCluster`: the machinery directly under `spec`/`status` as in v1 (`claimRef`,
+//!   `writeConnectionSecretToRef`, `status.connectionDetails`, `status.claimConditionTypes`),
+//!   without v1's `environmentConfigRefs` and `publishConnectionDetailsTo`; the only scope
+//!   that may offer a claim.
+//!
+//! The XRD CRD's CEL rules are checked too, as the API server would refuse such an XRD: a v2
+//! XRD with `claimNames` or `connectionSecretKeys`, a v1 one with those and another scope
+//! than `LegacyCluster`.
 //!
 //! How a version's schema is built (`genCrdVersion`): the root is Crossplane's base
 //! (`type: object`, `required: [spec]`, `apiVersion`, `kind`, `metadata.name` with
@@ -23,7 +27,7 @@
 //!
 //! The XRD is taken as the API server stores it: `defaultCompositionUpdatePolicy` and
 //! `defaultCompositeDeletePolicy` absent from a file get the XRD CRD's defaults
-//! (`Automatic`, `Background`), and a v2 XRD without `scope` is `Namespaced`.
+//! (`Automatic`, `Background`), and `scope` gets the default of the XRD's API version.
 
 use serde_json::{Map, Value, json};
 
@@ -44,24 +48,15 @@ pub fn is_xrd(api_version: &str, kind: &str) -> bool {
         )
 }
 
-/// Which generator layout applies.
+/// Which generator layout applies: upstream `CompositeResourceScope`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Layout {
-    /// v1/v1beta1 XRDs, as Crossplane v1.17 generates them.
-    V1,
-    /// v2 XRD with `scope: Namespaced`.
-    V2Namespaced,
-    /// v2 XRD with `scope: Cluster`.
-    V2Cluster,
-    /// v2 XRD with `scope: LegacyCluster`.
-    V2Legacy,
-}
-
-impl Layout {
-    /// Machinery nested under `spec.crossplane` / `status.crossplane`.
-    fn nested(self) -> bool {
-        matches!(self, Self::V2Namespaced | Self::V2Cluster)
-    }
+    /// `scope: Namespaced`.
+    Namespaced,
+    /// `scope: Cluster`.
+    Cluster,
+    /// `scope: LegacyCluster`: the v1 layout, with claims.
+    LegacyCluster,
 }
 
 /// A generated CRD: the CustomResourceDefinition document and its parsed form.
@@ -115,23 +110,23 @@ pub fn generate_crds(xrd: &Value) -> Result<GeneratedCrds, SchemaError> {
         .map(|c| parse_names(c, "spec.claimNames"))
         .transpose()?;
 
-    let layout = if api_version == "apiextensions.crossplane.io/v2" {
-        match opt_str(spec, "spec", "scope")?.unwrap_or("Namespaced") {
-            "Namespaced" => Layout::V2Namespaced,
-            "Cluster" => Layout::V2Cluster,
-            "LegacyCluster" => Layout::V2Legacy,
-            other => {
-                return Err(SchemaError::Invalid {
-                    path: "spec.scope".to_string(),
-                    message: format!(
-                        "unsupported value \"{other}\": expected Namespaced, Cluster or LegacyCluster"
-                    ),
-                });
-            }
+    let v2 = api_version == "apiextensions.crossplane.io/v2";
+    // The XRD CRD's defaults: LegacyCluster in v1 (and the unserved v1beta1), Namespaced in v2.
+    let default_scope = if v2 { "Namespaced" } else { "LegacyCluster" };
+    let layout = match opt_str(spec, "spec", "scope")?.unwrap_or(default_scope) {
+        "Namespaced" => Layout::Namespaced,
+        "Cluster" => Layout::Cluster,
+        "LegacyCluster" => Layout::LegacyCluster,
+        other => {
+            return Err(SchemaError::Invalid {
+                path: "spec.scope".to_string(),
+                message: format!(
+                    "unsupported value \"{other}\": expected Namespaced, Cluster or LegacyCluster"
+                ),
+            });
         }
-    } else {
-        Layout::V1
     };
+    check_cel_rules(spec, v2, layout)?;
     let update_policy =
         opt_str(spec, "spec", "defaultCompositionUpdatePolicy")?.unwrap_or("Automatic");
     let delete_policy =
@@ -160,7 +155,7 @@ pub fn generate_crds(xrd: &Value) -> Result<GeneratedCrds, SchemaError> {
         });
     }
 
-    let xr_scope = if layout == Layout::V2Namespaced {
+    let xr_scope = if layout == Layout::Namespaced {
         "Namespaced"
     } else {
         "Cluster"
@@ -175,19 +170,10 @@ pub fn generate_crds(xrd: &Value) -> Result<GeneratedCrds, SchemaError> {
         &composite_status_props(layout),
     )?;
 
+    // The CEL rules above leave claims to LegacyCluster XRDs.
     let (claim, claim_error) = match (claim_names, claim_parsed) {
         (Some(raw), Some(parsed)) => {
-            if layout.nested() {
-                // v2 XRDs only offer claims with scope LegacyCluster (CEL rule on the XRD).
-                (
-                    None,
-                    Some(SchemaError::Invalid {
-                        path: "spec.claimNames".to_string(),
-                        message: "Claims aren't supported in apiextensions.crossplane.io/v2"
-                            .to_string(),
-                    }),
-                )
-            } else if let Some(conflict) = conflicting_claim_name(&xr_names, &parsed) {
+            if let Some(conflict) = conflicting_claim_name(&xr_names, &parsed) {
                 (
                     None,
                     Some(SchemaError::Invalid {
@@ -198,19 +184,15 @@ pub fn generate_crds(xrd: &Value) -> Result<GeneratedCrds, SchemaError> {
                     }),
                 )
             } else {
-                let status_layout = if layout == Layout::V1 {
-                    Layout::V1
-                } else {
-                    Layout::V2Legacy
-                };
                 let claim = build_crd(
                     group,
                     raw,
                     "claim",
                     "Namespaced",
                     &versions,
-                    &claim_spec_props(layout, delete_policy),
-                    &composite_status_props(status_layout),
+                    &claim_spec_props(delete_policy),
+                    // Upstream `ForCompositeResourceClaim` uses the LegacyCluster status.
+                    &composite_status_props(Layout::LegacyCluster),
                 )?;
                 (Some(claim), None)
             }
@@ -223,6 +205,43 @@ pub fn generate_crds(xrd: &Value) -> Result<GeneratedCrds, SchemaError> {
         claim,
         claim_error,
     })
+}
+
+/// The `x-kubernetes-validations` of the XRD CRD (v2.3.4) on `spec` that the API server
+/// checks before Crossplane sees the XRD: such an XRD never yields a CRD.
+fn check_cel_rules(spec: &Map<String, Value>, v2: bool, layout: Layout) -> Result<(), SchemaError> {
+    let has = |field: &str| spec.get(field).is_some_and(|v| !v.is_null());
+    let broken = if v2 {
+        [
+            (
+                has("claimNames"),
+                "Claims aren't supported in apiextensions.crossplane.io/v2",
+            ),
+            (
+                has("connectionSecretKeys"),
+                "XR connection secrets aren't supported in apiextensions.crossplane.io/v2",
+            ),
+        ]
+    } else {
+        let legacy = layout == Layout::LegacyCluster;
+        [
+            (
+                !legacy && has("claimNames"),
+                "Only LegacyCluster composite resources can offer claims",
+            ),
+            (
+                !legacy && has("connectionSecretKeys"),
+                "Only LegacyCluster composite resources support connection secrets",
+            ),
+        ]
+    };
+    match broken.iter().find(|(b, _)| *b) {
+        Some((_, message)) => Err(SchemaError::Invalid {
+            path: "spec".to_string(),
+            message: (*message).to_string(),
+        }),
+        None => Ok(()),
+    }
 }
 
 /// Upstream `validateClaimNames`: claim names must differ from the XR names.
@@ -453,30 +472,6 @@ fn enum_prop(values: &[&str], default: Option<&str>) -> Value {
     v
 }
 
-fn publish_connection_details_to() -> Value {
-    let string_map = json!({"type": "object", "additionalProperties": string()});
-    json!({
-        "type": "object",
-        "required": ["name"],
-        "properties": {
-            "name": string(),
-            "configRef": {
-                "type": "object",
-                "default": {"name": "default"},
-                "properties": {"name": string()}
-            },
-            "metadata": {
-                "type": "object",
-                "properties": {
-                    "labels": string_map.clone(),
-                    "annotations": string_map,
-                    "type": string()
-                }
-            }
-        }
-    })
-}
-
 fn secret_ref(with_namespace: bool) -> Value {
     if with_namespace {
         json!({
@@ -512,42 +507,25 @@ fn composition_selection_props(update_policy_default: Option<&str>) -> Map<Strin
 /// Upstream `CompositeResourceSpecProps`.
 fn composite_spec_props(layout: Layout, update_policy: &str) -> Map<String, Value> {
     let mut p = composition_selection_props(Some(update_policy));
-    match layout {
-        Layout::V1 => {
-            insert(&mut p, "resourceRefs", object_refs(false, Some("atomic")));
-            insert(&mut p, "claimRef", claim_ref());
-            insert(&mut p, "environmentConfigRefs", object_refs(false, None));
-            insert(
-                &mut p,
-                "publishConnectionDetailsTo",
-                publish_connection_details_to(),
-            );
-            insert(&mut p, "writeConnectionSecretToRef", secret_ref(true));
-            p
-        }
-        Layout::V2Legacy => {
-            insert(&mut p, "resourceRefs", object_refs(true, Some("atomic")));
-            insert(&mut p, "claimRef", claim_ref());
-            insert(&mut p, "writeConnectionSecretToRef", secret_ref(true));
-            p
-        }
-        Layout::V2Namespaced | Layout::V2Cluster => {
-            // Namespaced XRs can't reference composed resources in other namespaces.
-            let with_ns = layout == Layout::V2Cluster;
-            insert(&mut p, "resourceRefs", object_refs(with_ns, Some("atomic")));
-            let mut out = Map::new();
-            insert(
-                &mut out,
-                "crossplane",
-                json!({
-                    "type": "object",
-                    "description": "Configures how Crossplane will reconcile this composite resource",
-                    "properties": Value::Object(p),
-                }),
-            );
-            out
-        }
+    // Namespaced XRs can't reference composed resources in other namespaces.
+    let with_ns = layout != Layout::Namespaced;
+    insert(&mut p, "resourceRefs", object_refs(with_ns, Some("atomic")));
+    if layout == Layout::LegacyCluster {
+        insert(&mut p, "claimRef", claim_ref());
+        insert(&mut p, "writeConnectionSecretToRef", secret_ref(true));
+        return p;
     }
+    let mut out = Map::new();
+    insert(
+        &mut out,
+        "crossplane",
+        json!({
+            "type": "object",
+            "description": "Configures how Crossplane will reconcile this composite resource",
+            "properties": Value::Object(p),
+        }),
+    );
+    out
 }
 
 fn claim_ref() -> Value {
@@ -561,7 +539,7 @@ fn claim_ref() -> Value {
 }
 
 /// Upstream `CompositeResourceClaimSpecProps`.
-fn claim_spec_props(layout: Layout, delete_policy: &str) -> Map<String, Value> {
+fn claim_spec_props(delete_policy: &str) -> Map<String, Value> {
     let mut p = composition_selection_props(None);
     insert(
         &mut p,
@@ -577,39 +555,13 @@ fn claim_spec_props(layout: Layout, delete_policy: &str) -> Map<String, Value> {
             "properties": {"apiVersion": string(), "kind": string(), "name": string()}
         }),
     );
-    if layout == Layout::V1 {
-        insert(
-            &mut p,
-            "publishConnectionDetailsTo",
-            publish_connection_details_to(),
-        );
-    }
     insert(&mut p, "writeConnectionSecretToRef", secret_ref(false));
     p
 }
 
-/// Upstream `CompositeResourceStatusProps` (also used for claims).
+/// Upstream `CompositeResourceStatusProps` (also used for claims, as LegacyCluster): v2 XRs
+/// have only `conditions`.
 fn composite_status_props(layout: Layout) -> Map<String, Value> {
-    let mut condition_props = json!({
-        "lastTransitionTime": {"type": "string", "format": "date-time"},
-        "message": string(),
-        "reason": string(),
-        "status": string(),
-        "type": string(),
-    });
-    // v2 added observedGeneration to conditions.
-    if layout != Layout::V1
-        && let Value::Object(m) = &mut condition_props
-    {
-        m.insert(
-            "observedGeneration".to_string(),
-            json!({"type": "integer", "format": "int64"}),
-        );
-    }
-    let connection_details = json!({
-        "type": "object",
-        "properties": {"lastPublishedTime": {"type": "string", "format": "date-time"}}
-    });
     let mut p = Map::new();
     insert(
         &mut p,
@@ -622,22 +574,26 @@ fn composite_status_props(layout: Layout) -> Map<String, Value> {
             "items": {
                 "type": "object",
                 "required": ["lastTransitionTime", "reason", "status", "type"],
-                "properties": condition_props,
+                "properties": {
+                    "lastTransitionTime": {"type": "string", "format": "date-time"},
+                    "message": string(),
+                    "reason": string(),
+                    "status": string(),
+                    "type": string(),
+                    "observedGeneration": {"type": "integer", "format": "int64"},
+                },
             }
         }),
     );
-    if layout.nested() {
+    if layout == Layout::LegacyCluster {
         insert(
             &mut p,
-            "crossplane",
+            "connectionDetails",
             json!({
                 "type": "object",
-                "description": "Indicates how Crossplane is reconciling this composite resource",
-                "properties": {"connectionDetails": connection_details}
+                "properties": {"lastPublishedTime": {"type": "string", "format": "date-time"}}
             }),
         );
-    } else {
-        insert(&mut p, "connectionDetails", connection_details);
         insert(
             &mut p,
             "claimConditionTypes",
@@ -696,7 +652,7 @@ mod tests {
     }
 
     #[test]
-    fn v1_composite_crd_has_the_v1_17_machinery() {
+    fn v1_composite_crd_is_legacy_cluster() {
         let g = generate_crds(&xrd("apiextensions.crossplane.io/v1", json!({}))).expect("ok");
         let crd = &g.composite.crd;
         assert_eq!(crd.name, "xnopresources.nop.example.org");
@@ -724,12 +680,14 @@ mod tests {
             "compositionRevisionSelector",
             "compositionUpdatePolicy",
             "claimRef",
-            "environmentConfigRefs",
             "resourceRefs",
-            "publishConnectionDetailsTo",
             "writeConnectionSecretToRef",
         ] {
             assert!(spec.property(field).is_some(), "spec.{field}");
+        }
+        // Removed in v2.
+        for field in ["environmentConfigRefs", "publishConnectionDetailsTo"] {
+            assert!(spec.property(field).is_none(), "spec.{field}");
         }
         assert_eq!(
             spec.property("compositionUpdatePolicy")
@@ -756,7 +714,7 @@ mod tests {
         assert!(status.property("claimConditionTypes").is_some());
         assert!(
             s.descend(&["status", "conditions", "[]", "observedGeneration"])
-                .is_none()
+                .is_some()
         );
     }
 
@@ -794,7 +752,6 @@ mod tests {
             "compositionUpdatePolicy",
             "compositeDeletePolicy",
             "resourceRef",
-            "publishConnectionDetailsTo",
             "writeConnectionSecretToRef",
             "coolField",
         ] {
@@ -906,10 +863,9 @@ mod tests {
             s.descend(&["spec", "crossplane", "resourceRefs", "[]", "namespace"])
                 .is_none()
         );
-        assert!(
-            s.descend(&["status", "crossplane", "connectionDetails"])
-                .is_some()
-        );
+        // v2 XRs have no connection secrets: nothing but conditions in status.
+        assert!(s.descend(&["status", "crossplane"]).is_none());
+        assert!(s.descend(&["status", "connectionDetails"]).is_none());
         assert!(
             s.descend(&["status", "conditions", "[]", "observedGeneration"])
                 .is_some()
@@ -918,11 +874,10 @@ mod tests {
 
         let g = generate_crds(&xrd(
             "apiextensions.crossplane.io/v2",
-            json!({"scope": "Cluster", "claimNames": {"kind": "Nop", "plural": "nops"}}),
+            json!({"scope": "Cluster"}),
         ))
         .expect("ok");
         assert_eq!(g.composite.crd.scope, Scope::Cluster);
-        assert!(g.claim.is_none() && g.claim_error.is_some());
         let s = g
             .composite
             .crd
@@ -936,9 +891,9 @@ mod tests {
     }
 
     #[test]
-    fn v2_legacy_cluster_keeps_v1_layout_and_claims() {
+    fn legacy_cluster_keeps_v1_layout_and_claims() {
         let g = generate_crds(&xrd(
-            "apiextensions.crossplane.io/v2",
+            "apiextensions.crossplane.io/v1",
             json!({"scope": "LegacyCluster", "claimNames": {"kind": "Nop", "plural": "nops"}}),
         ))
         .expect("ok");

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use crate::findings::{BadValue, ErrorType, FieldError, Finding, Path, Stage};
 use crate::model::{ComposedTemplate, Composition};
-use crate::schema::{Catalog, LookupError, Schema, split_api_version};
+use crate::schema::{Catalog, LookupError, Schema, Scope, split_api_version};
 
 /// A schema found for a kind, owned so that any schema source can hand it out.
 #[derive(Debug, Clone)]
@@ -23,6 +23,8 @@ pub struct SchemaInfo {
     pub served_versions: Vec<String>,
     /// Whether the CRD was generated from a CompositeResourceDefinition.
     pub from_xrd: bool,
+    /// The CRD's `spec.scope`.
+    pub scope: Scope,
     /// Why this is the last good schema rather than the current one (in a cluster: the
     /// definition was deleted, became unusable, or the API server refuses it), if so.
     pub stale: Option<String>,
@@ -50,6 +52,7 @@ impl SchemaSource for Catalog {
             version_found: r.version_found,
             served_versions: r.served_versions.iter().map(|v| v.to_string()).collect(),
             from_xrd: r.origin().is_generated(),
+            scope: r.crd().scope.clone(),
             stale: None,
         })
     }

@@ -9,6 +9,7 @@
 
 pub mod lookup;
 pub mod patch;
+pub mod scope;
 pub mod typeflow;
 
 use std::sync::Arc;

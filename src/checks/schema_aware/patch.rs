@@ -116,8 +116,51 @@ fn check_patch_set(p: &Patch, ctx: &PatchContext<'_>, at: &Path) -> Vec<FieldErr
 
 /// Resolves `path` on `side`; an error is Invalid at `field` with the path as value.
 fn resolve_on(side: Side<'_>, path: &str, field: &str) -> Result<FieldType, Box<FieldError>> {
-    resolve(side.schema, path)
-        .map_err(|e| Box::new(FieldError::invalid(field, path, e.to_string())))
+    resolve_side(side, path).map_err(|e| Box::new(FieldError::invalid(field, path, e)))
+}
+
+/// Resolves `path` on `side`; the error's message, with where a v1 machinery field went
+/// when `side` is a v2 composite resource.
+fn resolve_side(side: Side<'_>, path: &str) -> Result<FieldType, String> {
+    resolve(side.schema, path).map_err(|e| match v2_hint(side, path) {
+        Some(hint) => format!("{e}; {hint}"),
+        None => e.to_string(),
+    })
+}
+
+/// Where a field of a v1 XR is in a v2 (Namespaced or Cluster) XR, whose machinery is under
+/// `spec.crossplane` (crossplane-runtime v2.3.3 `pkg/xcrd/schemas.go`
+/// `CompositeResourceSpecProps`): composition selection and `resourceRefs` moved there;
+/// claims and connection secrets exist only with scope LegacyCluster.
+fn v2_hint(side: Side<'_>, path: &str) -> Option<String> {
+    let schema = side.schema?;
+    if side.name != Side::composite(None).name
+        || schema
+            .descend(&["spec", "crossplane", "compositionRef"])
+            .is_none()
+    {
+        return None;
+    }
+    let rest = path.strip_prefix("spec.")?;
+    let field = rest.split(['.', '[']).next().unwrap_or_default();
+    let v2_xr = "a Crossplane v2 composite resource (scope Namespaced or Cluster)";
+    match field {
+        "compositionRef"
+        | "compositionSelector"
+        | "compositionRevisionRef"
+        | "compositionRevisionSelector"
+        | "compositionUpdatePolicy"
+        | "resourceRefs" => Some(format!(
+            "in {v2_xr} spec.{field} moved to spec.crossplane.{field}"
+        )),
+        "claimRef" => Some(format!(
+            "{v2_xr} has no claim: spec.claimRef exists only with scope LegacyCluster"
+        )),
+        "writeConnectionSecretToRef" | "publishConnectionDetailsTo" => Some(format!(
+            "{v2_xr} writes no connection secret: spec.{field} exists only with scope LegacyCluster (compose a Secret instead)"
+        )),
+        _ => None,
+    }
 }
 
 /// The destination of a patch: its `toFieldPath`, or, when that is omitted, the
@@ -125,7 +168,7 @@ fn resolve_on(side: Side<'_>, path: &str, field: &str) -> Result<FieldType, Box<
 fn destination(p: &Patch, to: Side<'_>, from_path: &str) -> Result<FieldType, Box<FieldError>> {
     match p.to_field_path.as_deref() {
         Some(path) => resolve_on(to, path, "toFieldPath"),
-        None => resolve(to.schema, from_path).map_err(|e| {
+        None => resolve_side(to, from_path).map_err(|e| {
             Box::new(FieldError::invalid(
                 "toFieldPath",
                 from_path,
@@ -165,11 +208,11 @@ fn check_combine(p: &Patch, from: Side<'_>, to: Side<'_>) -> Option<FieldError> 
         .iter()
         .enumerate()
         .filter_map(|(k, v)| {
-            resolve(from.schema, &v.from_field_path).err().map(|e| {
+            resolve_side(from, &v.from_field_path).err().map(|e| {
                 FieldError::invalid(
                     format!("variables[{k}].fromFieldPath"),
                     v.from_field_path.as_str(),
-                    e.to_string(),
+                    e,
                 )
                 .to_string()
             })
