@@ -336,6 +336,9 @@ impl Run<'_> {
                     "the deadline of {} ms passed",
                     self.limits.deadline.as_millis()
                 ));
+            } else if let Err(e) = crate::budget::step() {
+                // The review's own deadline or cancellation stops the rules too.
+                self.stopped = Some(format!("the review {e}"));
             }
         }
         if self.stopped.is_some() {
