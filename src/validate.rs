@@ -202,6 +202,7 @@ impl<'a> Validator<'a> {
         let namespaced_xr =
             schema_aware::scope::composite_is_namespaced(c, self.schemas) == Some(true);
         let composite = schemas.composite.as_deref();
+        findings.extend(resources_mode_for_v2(c, composite));
         let spec = Path::new("spec");
         let resources = schema_aware::ResourceSet::new(
             &c.spec.resources,
@@ -339,6 +340,32 @@ fn api_server_errors(defaulted: &Value) -> Vec<FieldError> {
         schema::composition_crd_schema(),
         &crate::findings::Path::default(),
     )
+}
+
+/// A Resources-mode Composition of a Namespaced or Cluster XR (a Crossplane v2 XRD, whose
+/// machinery is under `spec.crossplane`): Crossplane v2 runs only pipelines, so nothing would
+/// ever be composed. An error that says how to migrate.
+fn resources_mode_for_v2(c: &Composition, composite: Option<&schema::Schema>) -> Option<Finding> {
+    let v2 = composite
+        .and_then(|s| s.property("spec"))
+        .and_then(|s| s.property("crossplane"))
+        .is_some();
+    if !v2 || c.spec.mode != crate::model::MODE_RESOURCES {
+        return None;
+    }
+    let type_ref = &c.spec.composite_type_ref;
+    Some(Finding::new(
+        Stage::Logical,
+        FieldError::new(
+            ErrorType::NotSupported,
+            "spec.mode",
+            BadValue::from_json(&Value::String(c.spec.mode.clone())),
+            format!(
+                "supported values: \"Pipeline\": {}, {} is a Crossplane v2 composite resource (its XRD's scope is Namespaced or Cluster), and Crossplane v2 composes only through a function pipeline: move spec.resources, spec.patchSets and spec.environment into the input of a function-patch-and-transform step (`crossplane beta convert pipeline-composition` does it), or give the XRD scope LegacyCluster",
+                type_ref.api_version, type_ref.kind
+            ),
+        ),
+    ))
 }
 
 /// Whether one field is the other or contains it (`a.b` and `a.b[0].c`, not `a.bc`).

@@ -183,3 +183,38 @@ fn patches_of_v1_machinery_on_a_v2_xr_say_where_it_went() {
         ]
     );
 }
+
+/// A Resources-mode Composition (the v1 shape) for a Namespaced v2 XR (the e2e XRD
+/// `basic-namespaced`): Crossplane v2 composes only through pipelines, so it is an error
+/// that says how to migrate; the same Composition for a LegacyCluster XR is no such error.
+#[test]
+fn resources_mode_for_a_v2_xr_says_how_to_migrate() {
+    let catalog = catalog(&["basic-namespaced.definition.yaml", "legacy.definition.yaml"]);
+    let resources_mode = |api_version: &str, kind: &str| {
+        json!({
+            "apiVersion": "apiextensions.crossplane.io/v1", "kind": "Composition",
+            "metadata": {"name": "v1-shape"},
+            "spec": {
+                "compositeTypeRef": {"apiVersion": api_version, "kind": kind},
+                "mode": "Resources",
+                "resources": [{"name": "cm", "base": {"apiVersion": "v1", "kind": "ConfigMap"}}]
+            }
+        })
+    };
+    let found = messages(&catalog, &resources_mode("example.org/v1alpha1", "Test"));
+    assert_eq!(
+        found.first().map(String::as_str),
+        Some(
+            "spec.mode: Unsupported value: \"Resources\": supported values: \"Pipeline\": example.org/v1alpha1, Test is a Crossplane v2 composite resource (its XRD's scope is Namespaced or Cluster), and Crossplane v2 composes only through a function pipeline: move spec.resources, spec.patchSets and spec.environment into the input of a function-patch-and-transform step (`crossplane beta convert pipeline-composition` does it), or give the XRD scope LegacyCluster"
+        ),
+        "{found:?}"
+    );
+    let found = messages(
+        &catalog,
+        &resources_mode("nop.example.org/v1alpha1", "XNopResource"),
+    );
+    assert!(
+        found.iter().all(|m| !m.starts_with("spec.mode")),
+        "{found:?}"
+    );
+}
