@@ -56,7 +56,10 @@ impl PatchAndTransformInput {
     /// Marks every transform as applied by function-patch-and-transform, so checks and
     /// rendering follow its runtime rather than Crossplane core's.
     fn mark_runtime(&mut self) {
-        let environment = self.environment.iter_mut().flat_map(|e| e.patches.iter_mut());
+        let environment = self
+            .environment
+            .iter_mut()
+            .flat_map(|e| e.patches.iter_mut());
         let patches = self
             .patch_sets
             .iter_mut()

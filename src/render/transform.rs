@@ -501,8 +501,11 @@ fn patch_and_transform_join(items: &[Value], separator: &str) -> Result<String, 
 fn go_replace_all(text: &str, search: &str, replacement: &str) -> Result<String, Reason> {
     if search.is_empty() {
         let runes = text.chars().count() + 1;
-        crate::budget::reserve(text.len().saturating_add(runes.saturating_mul(replacement.len())))
-            .map_err(Reason::Budget)?;
+        crate::budget::reserve(
+            text.len()
+                .saturating_add(runes.saturating_mul(replacement.len())),
+        )
+        .map_err(Reason::Budget)?;
         let mut out = String::new();
         for c in text.chars() {
             crate::budget::step().map_err(Reason::Budget)?;
@@ -1198,7 +1201,10 @@ mod tests {
         // Core joins properly.
         assert_eq!(run(join(", "), json!(["a", "b"])), Ok(json!("a, b")));
         // A multi-byte separator loses half a rune, which JSON writes as U+FFFD.
-        assert_eq!(run_pt(join("é"), json!(["a", "b"])), Ok(json!("aéb\u{fffd}")));
+        assert_eq!(
+            run_pt(join("é"), json!(["a", "b"])),
+            Ok(json!("aéb\u{fffd}"))
+        );
         assert_eq!(run_pt(join(""), json!(["a", 1])), Ok(json!("a1")));
         assert_eq!(run_pt(join("-"), json!([])), Ok(json!("")));
         assert_eq!(

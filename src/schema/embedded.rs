@@ -70,17 +70,17 @@ fn runtime_view(v: &mut Value) {
     };
     if let Some(Value::Array(values)) = object.get_mut("enum") {
         for (stale, missing) in STALE_ENUMS {
-            if values.iter().map(Value::as_str).eq(stale.iter().map(|s| Some(*s))) {
+            if values
+                .iter()
+                .map(Value::as_str)
+                .eq(stale.iter().map(|s| Some(*s)))
+            {
                 values.extend(missing.iter().map(|m| Value::from(*m)));
             }
         }
     }
     if let Some(Value::Object(props)) = object.get_mut("properties") {
-        for (name, drop_required) in [
-            ("math", true),
-            ("string", true),
-            ("matchCondition", true),
-        ] {
+        for (name, drop_required) in [("math", true), ("string", true), ("matchCondition", true)] {
             if let Some(Value::Object(inner)) = props.get_mut(name) {
                 strip_type_default(inner, name == "matchCondition", drop_required);
             }
@@ -169,10 +169,13 @@ pub fn composition_crd_schema() -> &'static Schema {
 /// constant, guarded by the `embedded_patch_and_transform_crd_parses` test).
 pub fn patch_and_transform_input_schema() -> &'static Schema {
     static CRD: OnceLock<Crd> = OnceLock::new();
-    let crd = CRD.get_or_init(|| match parse_crd_with(PATCH_AND_TRANSFORM_CRD_YAML, runtime_view) {
-        Ok(crd) => crd,
-        Err(e) => panic!("embedded patch-and-transform input CRD does not parse: {e}"),
-    });
+    let crd =
+        CRD.get_or_init(
+            || match parse_crd_with(PATCH_AND_TRANSFORM_CRD_YAML, runtime_view) {
+                Ok(crd) => crd,
+                Err(e) => panic!("embedded patch-and-transform input CRD does not parse: {e}"),
+            },
+        );
     match crd.schema_for("v1beta1").schema {
         Some(schema) => schema,
         None => panic!("embedded patch-and-transform input CRD has no v1beta1 schema"),
