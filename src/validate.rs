@@ -220,14 +220,15 @@ impl<'a> Validator<'a> {
         }
         let mut known = checks::rendered::KnownSchemas::default();
         known.add(&c.spec.resources, &schemas.resources);
+        let mut composed_of_steps = Vec::with_capacity(steps.len());
         for step in &steps {
             let mut lookups = Vec::new();
-            let composed = schema_aware::lookup::resolve_bases(
+            composed_of_steps.push(schema_aware::lookup::resolve_bases(
                 &step.input.resources,
                 &step.at,
                 self.schemas,
                 &mut lookups,
-            );
+            ));
             findings.extend(lookups);
             if namespaced_xr {
                 findings.extend(schema_aware::scope::check(
@@ -236,14 +237,31 @@ impl<'a> Validator<'a> {
                     self.schemas,
                 ));
             }
+        }
+        let unchecked =
+            checks::patch_and_transform::resolve_baseless(&steps, &mut composed_of_steps);
+        findings.extend(unchecked.into_iter().filter_map(|(s, i)| {
+            let step = steps.get(s)?;
+            let name = step.input.resources.get(i)?.name.clone().unwrap_or_default();
+            Some(Finding::advisory(
+                Stage::Schema,
+                FieldError::not_found(
+                    step.at.child("resources").index(i).child("base"),
+                    name,
+                    "no base, and no earlier function-patch-and-transform step composes a resource of this name (another function may): its patches, readiness checks and connection details are not checked against a schema",
+                ),
+            ))
+        }));
+        for (step, composed) in steps.iter().zip(&composed_of_steps) {
+            let composed = composed.as_slice();
             let set = schema_aware::ResourceSet::new(
                 &step.input.resources,
                 &step.input.patch_sets,
                 step.input.environment.as_ref(),
                 &step.at,
             );
-            schema_errors.extend(schema_aware::check(&set, composite, &composed));
-            known.add(&step.input.resources, &composed);
+            schema_errors.extend(schema_aware::check(&set, composite, composed));
+            known.add(&step.input.resources, composed);
         }
         // A field with a logical error gets no second report from the schema checks.
         schema_errors.retain(|e| {

@@ -243,3 +243,185 @@ fn patch_and_transform_steps_are_validated_like_resources() {
         ]
     );
 }
+
+/// A Pipeline Composition with one function-patch-and-transform step whose one resource
+/// has `patches`.
+fn pt_composition(patches: Value) -> Value {
+    json!({
+        "apiVersion": "apiextensions.crossplane.io/v1", "kind": "Composition",
+        "metadata": {"name": "c"},
+        "spec": {
+            "compositeTypeRef": {"apiVersion": "example.org/v1", "kind": "XThing"},
+            "mode": "Pipeline",
+            "pipeline": [{"step": "pt", "functionRef": {"name": "function-patch-and-transform"},
+                "input": {"apiVersion": "pt.fn.crossplane.io/v1beta1", "kind": "Resources",
+                    "resources": [{"name": "thing",
+                        "base": {"apiVersion": "thing.example.org/v1beta1", "kind": "Thing"},
+                        "patches": patches}]}}]
+        }
+    })
+}
+
+fn string_patch(from: &str, string: Value) -> Value {
+    json!({"fromFieldPath": from, "toFieldPath": "spec.forProvider.name",
+           "transforms": [{"type": "string", "string": string}]})
+}
+
+/// P&T v0.10.8's `transforms.go` and `validate.go` have string Join and Replace and convert
+/// ToAdler32, which its input CRD's enums lack; its runtime is the authority.
+#[test]
+fn patch_and_transform_runtime_transforms_are_accepted() {
+    let c = pt_composition(json!([
+        string_patch(
+            "spec.name",
+            json!({"type": "Replace", "replace": {"search": "-", "replace": "_"}})
+        ),
+        string_patch(
+            "spec.tags",
+            json!({"type": "Join", "join": {"separator": ","}})
+        ),
+        string_patch(
+            "spec.name",
+            json!({"type": "Convert", "convert": "ToAdler32"})
+        ),
+        // Replace formats any input with %v, so an integer is fine.
+        string_patch(
+            "spec.size",
+            json!({"type": "Replace", "replace": {"search": "1", "replace": "one"}})
+        ),
+    ]));
+    assert_eq!(messages(&catalog(true), &c), Vec::<String>::new());
+}
+
+/// `validate.go`'s own messages; P&T reads its input with no CRD defaults, so an omitted
+/// string or math type is an error there (function-patch-and-transform PR #131's report).
+#[test]
+fn patch_and_transform_transform_parameters_are_checked_as_validate_go() {
+    let c = pt_composition(json!([
+        string_patch("spec.name", json!({"type": "Replace"})),
+        string_patch("spec.name", json!({"type": "Replace", "replace": {"search": "", "replace": "x"}})),
+        string_patch("spec.name", json!({"fmt": "%s-eks"})),
+        {"fromFieldPath": "spec.size", "toFieldPath": "spec.forProvider.count",
+         "transforms": [{"type": "math", "math": {"multiply": 2}}]},
+    ]));
+    let at = "spec.pipeline[0].input.resources[0].patches";
+    assert_eq!(
+        messages(&catalog(true), &c),
+        [
+            format!(
+                "{at}[0].transforms[0].string.replace: Required value: replace transform requires a replace"
+            ),
+            format!(
+                "{at}[1].transforms[0].string.replace.search: Required value: replace transform requires a search"
+            ),
+            format!(
+                "{at}[2].transforms[0].string.type: Required value: string transform type is required"
+            ),
+            format!(
+                "{at}[3].transforms[0].math.type: Required value: math transform type is required"
+            ),
+        ]
+    );
+}
+
+/// Crossplane core v1.17 (Resources mode) has no Replace: its CRD's enum is the authority
+/// there, as before.
+#[test]
+fn core_resources_keep_v1_transforms() {
+    let c = composition(json!([string_patch(
+        "spec.name",
+        json!({"type": "Replace", "replace": {"search": "-", "replace": "_"}})
+    )]));
+    let out = messages(&catalog(true), &c);
+    assert!(
+        out.iter().any(|m| m.starts_with(
+            r#"spec.resources[0].patches[0].transforms[0].string.type: Unsupported value: "Replace""#
+        )),
+        "{out:?}"
+    );
+}
+
+/// A P&T template without `base` patches the resource an earlier P&T step's template of the
+/// same name composed (P&T's README, "use P&T with other functions"): its patches are
+/// checked against that resource's schema, as rendering starts from that resource.
+#[test]
+fn templates_without_base_use_the_earlier_resource_schema() {
+    let step = |name: &str, template: Value| {
+        json!({"step": name, "functionRef": {"name": "function-patch-and-transform"},
+               "input": {"apiVersion": "pt.fn.crossplane.io/v1beta1", "kind": "Resources",
+                         "resources": [template]}})
+    };
+    let c = json!({
+        "apiVersion": "apiextensions.crossplane.io/v1", "kind": "Composition",
+        "metadata": {"name": "c"},
+        "spec": {
+            "compositeTypeRef": {"apiVersion": "example.org/v1", "kind": "XThing"},
+            "mode": "Pipeline",
+            "pipeline": [
+                step("first", json!({"name": "thing",
+                    "base": {"apiVersion": "thing.example.org/v1beta1", "kind": "Thing"}})),
+                step("second", json!({"name": "thing",
+                    "patches": [patch("spec.name", "spec.forProvider.name"),
+                                patch("spec.name", "spec.forProvider.nme")]})),
+                step("third", json!({"name": "other",
+                    "patches": [patch("spec.name", "spec.forProvider.anything")]})),
+            ]
+        }
+    });
+    let catalog = catalog(true);
+    let v = Validator::new(&catalog, Options::default());
+    let report = v.validate_value(&c);
+    let out: Vec<(String, bool)> = report
+        .findings
+        .iter()
+        .filter(|f| f.stage != Stage::Crds)
+        .map(|f| (f.error.to_string(), f.advisory))
+        .collect();
+    assert_eq!(
+        out,
+        [
+            (
+                r#"spec.pipeline[2].input.resources[0].base: Not found: "other": no base, and no earlier function-patch-and-transform step composes a resource of this name (another function may): its patches, readiness checks and connection details are not checked against a schema"#.to_string(),
+                true
+            ),
+            (
+                r#"spec.pipeline[1].input.resources[0].patches[1].toFieldPath: Invalid value: "spec.forProvider.nme": field 'nme' is not valid according to the schema; did you mean "name"?"#.to_string(),
+                false
+            ),
+        ]
+    );
+}
+
+/// function-patch-and-transform v0.10.8's own `example/` Compositions (copied unchanged to
+/// testdata/patch-and-transform/) validate with no errors; the multistep one's template
+/// without `base` (composed by function-go-templating) is a warning.
+#[test]
+fn patch_and_transform_examples_validate() {
+    use composition_webhook::findings::Severity;
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/patch-and-transform");
+    let read = |name: &str| -> Value {
+        let text = std::fs::read_to_string(dir.join(name)).expect("testdata file");
+        serde_saphyr::from_str(&text).expect("YAML")
+    };
+    let mut catalog = Catalog::new();
+    catalog
+        .add_document(&read("definition.yaml"), "definition.yaml")
+        .expect("XRD");
+    let v = Validator::new(&catalog, Options::default());
+    for (file, warnings) in [("composition.yaml", 1), ("multistep-composition.yaml", 3)] {
+        let report = v.validate_value(&read(file));
+        let errors: Vec<String> = report
+            .findings
+            .iter()
+            .filter(|f| f.severity == Severity::Error)
+            .map(|f| f.error.to_string())
+            .collect();
+        assert_eq!(errors, Vec::<String>::new(), "{file}");
+        assert_eq!(
+            report.findings.len(),
+            warnings,
+            "{file}: {:?}",
+            report.findings
+        );
+    }
+}

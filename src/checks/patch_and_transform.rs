@@ -81,7 +81,25 @@ pub fn validate_logical(step: &PatchAndTransformStep) -> Vec<FieldError> {
     let mut errs = logical::validate_patch_sets(&c);
     errs.extend(logical::validate_resources(&c));
     errs.extend(logical::validate_environment(&c));
-    errs.extend(logical::validate_bases(&c.spec.resources, &spec));
+    // A template without a base patches the resource an earlier step composed (P&T's
+    // README, "use P&T with other functions"); only a base that is there is checked.
+    let with_base: Vec<_> = c
+        .spec
+        .resources
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| !r.base.is_null())
+        .collect();
+    errs.extend(
+        logical::validate_bases(&c.spec.resources, &spec)
+            .into_iter()
+            .filter(|e| {
+                with_base.iter().any(|(i, _)| {
+                    let at = spec.child("resources").index(*i);
+                    related_to(&e.field, at.as_str())
+                })
+            }),
+    );
     errs.extend(logical::validate_field_paths(&c));
     for e in &mut errs {
         // Move `spec.x` to `spec.pipeline[i].input.x`.
@@ -90,4 +108,53 @@ pub fn validate_logical(step: &PatchAndTransformStep) -> Vec<FieldError> {
         }
     }
     errs
+}
+
+/// Whether `field` is `at` or under it.
+fn related_to(field: &str, at: &str) -> bool {
+    field
+        .strip_prefix(at)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
+}
+
+/// The schema each template's patches apply to. A template with a base has its own
+/// (`composed[i]`); one without patches the resource of the same name an earlier template
+/// composed, as rendering finds it: the latest one, in this or an earlier P&T step.
+/// `composed` holds each step's base schemas, in pipeline order; templates whose resource
+/// no P&T step composes are returned, with their step, for a warning.
+pub fn resolve_baseless(
+    steps: &[PatchAndTransformStep],
+    composed: &mut [Vec<Option<std::sync::Arc<crate::schema::Schema>>>],
+) -> Vec<(usize, usize)> {
+    let mut by_name: std::collections::HashMap<
+        &str,
+        Option<std::sync::Arc<crate::schema::Schema>>,
+    > = std::collections::HashMap::new();
+    let mut unknown = Vec::new();
+    for (s, step) in steps.iter().enumerate() {
+        for (i, t) in step.input.resources.iter().enumerate() {
+            if crate::budget::step().is_err() {
+                return unknown;
+            }
+            let Some(name) = t.name.as_deref() else {
+                continue;
+            };
+            let Some(schemas) = composed.get_mut(s) else {
+                continue;
+            };
+            if !t.base.is_null() {
+                by_name.insert(name, schemas.get(i).cloned().flatten());
+                continue;
+            }
+            match by_name.get(name) {
+                Some(earlier) => {
+                    if let Some(slot) = schemas.get_mut(i) {
+                        slot.clone_from(earlier);
+                    }
+                }
+                None => unknown.push((s, i)),
+            }
+        }
+    }
+    unknown
 }

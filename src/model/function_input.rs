@@ -5,7 +5,9 @@
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{ComposedTemplate, EnvironmentConfiguration, ModelError, PatchSet, null_default};
+use super::{
+    ComposedTemplate, EnvironmentConfiguration, ModelError, Patch, PatchSet, Runtime, null_default,
+};
 use crate::schema;
 
 /// The API group of function-patch-and-transform's input.
@@ -45,8 +47,38 @@ impl PatchAndTransformInput {
     /// relative to the input.
     pub fn from_value(input: &Value) -> Result<PatchAndTransformInput, ModelError> {
         let defaulted = with_input_defaults(input);
-        serde_path_to_error::deserialize(&defaulted)
-            .map_err(|e| super::composition::model_error(&defaulted, e))
+        let mut read: PatchAndTransformInput = serde_path_to_error::deserialize(&defaulted)
+            .map_err(|e| super::composition::model_error(&defaulted, e))?;
+        read.mark_runtime();
+        Ok(read)
+    }
+
+    /// Marks every transform as applied by function-patch-and-transform, so checks and
+    /// rendering follow its runtime rather than Crossplane core's.
+    fn mark_runtime(&mut self) {
+        let environment = self
+            .environment
+            .iter_mut()
+            .flat_map(|e| e.patches.iter_mut());
+        let patches = self
+            .patch_sets
+            .iter_mut()
+            .flat_map(|s| s.patches.iter_mut())
+            .chain(self.resources.iter_mut().flat_map(|r| r.patches.iter_mut()))
+            .chain(environment);
+        for patch in patches {
+            // A spent budget is reported by the caller's next step; the checks stop there.
+            if crate::budget::step().is_err() {
+                return;
+            }
+            mark_patch(patch);
+        }
+    }
+}
+
+fn mark_patch(patch: &mut Patch) {
+    for t in &mut patch.transforms {
+        t.runtime = Runtime::PatchAndTransform;
     }
 }
 

@@ -22,10 +22,28 @@ pub mod kinds {
     pub const CONVERT: &str = "convert";
 }
 
+/// Which code applies a transform. Crossplane core (Resources-mode Compositions) and
+/// function-patch-and-transform share the transform API but not every detail of it: P&T
+/// v0.10.8 also has string `Replace`, reads its input without the CRD's defaults, and joins
+/// differently. P&T's runtime, not its input CRD, is the authority for its steps.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Runtime {
+    /// Crossplane core v1.17's composition engine (`spec.resources`).
+    #[default]
+    Core,
+    /// function-patch-and-transform v0.10.8 (a Pipeline step's `Resources` input).
+    PatchAndTransform,
+}
+
 /// A transform (`...patches[j].transforms[k]`).
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[schemars(extend("required" = ["type"]))]
 pub struct Transform {
+    /// The runtime that applies this transform; not part of the API (set when a P&T input
+    /// is read, see [`super::PatchAndTransformInput::from_value`]).
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub runtime: Runtime,
     /// The raw transform type.
     #[serde(default, deserialize_with = "null_default")]
     #[schemars(
@@ -144,6 +162,9 @@ pub mod string_kinds {
     pub const REGEXP: &str = "Regexp";
     /// Join an array with a separator.
     pub const JOIN: &str = "Join";
+    /// Replace every occurrence of a string (function-patch-and-transform only; Crossplane
+    /// core v1.17 does not have it).
+    pub const REPLACE: &str = "Replace";
 }
 
 /// String conversion types of a string transform.
@@ -191,6 +212,21 @@ pub struct StringTransform {
     /// Separator for Join.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub join: Option<StringTransformJoin>,
+    /// Search and replacement for Replace (P&T only: kept out of the core CRD's schema).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(skip)]
+    pub replace: Option<StringTransformReplace>,
+}
+
+/// Replace configuration of a string transform (function-patch-and-transform).
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+pub struct StringTransformReplace {
+    /// The string to search for; P&T requires it to be non-empty.
+    #[serde(default, deserialize_with = "null_default")]
+    pub search: String,
+    /// What replaces each occurrence.
+    #[serde(default, deserialize_with = "null_default")]
+    pub replace: String,
 }
 
 /// Regexp configuration of a string transform.

@@ -31,7 +31,7 @@ use super::gofmt::{self, GoValue};
 use crate::findings::FieldError;
 use crate::model::{
     CONVERT_FORMATS, ConvertTransform, MATCH_LITERAL, MATCH_REGEXP, MATH_CLAMP_MAX, MATH_CLAMP_MIN,
-    MATH_MULTIPLY, MapTransform, MatchTransform, MatchTransformPattern, MathTransform,
+    MATH_MULTIPLY, MapTransform, MatchTransform, MatchTransformPattern, MathTransform, Runtime,
     StringTransform, Transform, TransformIoType, kinds, string_kinds,
 };
 use regexp::RegexpError;
@@ -155,6 +155,12 @@ pub enum Reason {
     /// A Join transform's input is not an array.
     #[error("cannot join non-array values")]
     JoinNotArray,
+    /// The review's budget ran out while building the result.
+    #[error("not rendered: the value {0}")]
+    Budget(crate::budget::Exceeded),
+    /// A Join transform's input is not an array, in function-patch-and-transform's words.
+    #[error("could not parse input array")]
+    PatchAndTransformJoinNotArray,
     /// A convert transform's input is an object, an array or null (`invalid input type
     /// []interface {}`).
     #[error("invalid input type {0}")]
@@ -232,11 +238,12 @@ pub fn apply(t: &Transform, input: Value) -> Result<Value, TransformError> {
         kinds::MATH => math(t.math.as_ref().ok_or_else(missing)?, input),
         kinds::MAP => map(t.map.as_ref().ok_or_else(missing)?, input),
         kinds::MATCH => match_(t.r#match.as_ref().ok_or_else(missing)?, input),
-        kinds::STRING => string(t.string.as_ref().ok_or_else(missing)?, input),
+        kinds::STRING => string(t.string.as_ref().ok_or_else(missing)?, input, t.runtime),
         kinds::CONVERT => convert(t.convert.as_ref().ok_or_else(missing)?, input),
         _ => return Err(TransformError::TypeNotSupported(kind.to_string())),
     };
     result.map_err(|reason| match reason {
+        Reason::Budget(e) => TransformError::Budget(e),
         Reason::NotRendered(m)
         | Reason::MatchPattern {
             error: MatchError::NotRendered(m),
@@ -389,9 +396,10 @@ fn pattern_matches(p: &MatchTransformPattern, input: &Value) -> Result<bool, Mat
     }
 }
 
-fn string(s: &StringTransform, input: Value) -> Result<Value, Reason> {
-    // The API defaults the type to Format.
-    let kind = if s.r#type.is_empty() {
+fn string(s: &StringTransform, input: Value, runtime: Runtime) -> Result<Value, Reason> {
+    let pt = runtime == Runtime::PatchAndTransform;
+    // The API defaults the type to Format; nothing defaults P&T's input.
+    let kind = if s.r#type.is_empty() && !pt {
         string_kinds::FORMAT
     } else {
         s.r#type.as_str()
@@ -444,6 +452,17 @@ fn string(s: &StringTransform, input: Value) -> Result<Value, Reason> {
                 .map(|m| m.as_str().to_string())
                 .unwrap_or_default()
         }
+        string_kinds::JOIN if pt => {
+            let join = s.join.as_ref().ok_or_else(|| missing("join"))?;
+            let Value::Array(items) = &input else {
+                return Err(Reason::PatchAndTransformJoinNotArray);
+            };
+            patch_and_transform_join(items, &join.separator)?
+        }
+        string_kinds::REPLACE if pt => {
+            let r = s.replace.as_ref().ok_or_else(|| missing("replace"))?;
+            go_replace_all(&gofmt::sprint_v(&input), &r.search, &r.replace)?
+        }
         string_kinds::JOIN => {
             let join = s.join.as_ref().ok_or_else(|| missing("join"))?;
             let Value::Array(items) = &input else {
@@ -458,6 +477,58 @@ fn string(s: &StringTransform, input: Value) -> Result<Value, Reason> {
         other => return Err(Reason::StringType(other.to_string())),
     };
     Ok(Value::String(out))
+}
+
+/// P&T v0.10.8's Join: each element formatted with `%v` and followed by the separator, then
+/// the last *byte* cut when the separator is not empty. A separator of more than one byte
+/// so keeps all but its last byte at the end (`", "` gives `"a, b,"`), and a multi-byte
+/// rune is cut in half (written as U+FFFD per byte, as Go's `json.Marshal` does).
+fn patch_and_transform_join(items: &[Value], separator: &str) -> Result<String, Reason> {
+    if items.is_empty() {
+        return Ok(String::new());
+    }
+    let mut out = Vec::new();
+    for item in items {
+        crate::budget::step().map_err(Reason::Budget)?;
+        let text = gofmt::sprint_v(item);
+        crate::budget::reserve(text.len().saturating_add(separator.len()))
+            .map_err(Reason::Budget)?;
+        out.extend_from_slice(text.as_bytes());
+        out.extend_from_slice(separator.as_bytes());
+    }
+    if !separator.is_empty() {
+        out.pop();
+    }
+    Ok(go_string(&out))
+}
+
+/// Go's `strings.ReplaceAll`. An empty search (which P&T's validation rejects) inserts the
+/// replacement before every rune and at the end, as Go does.
+fn go_replace_all(text: &str, search: &str, replacement: &str) -> Result<String, Reason> {
+    if search.is_empty() {
+        let runes = text.chars().count() + 1;
+        crate::budget::reserve(
+            text.len()
+                .saturating_add(runes.saturating_mul(replacement.len())),
+        )
+        .map_err(Reason::Budget)?;
+        let mut out = String::new();
+        for c in text.chars() {
+            crate::budget::step().map_err(Reason::Budget)?;
+            out.push_str(replacement);
+            out.push(c);
+        }
+        out.push_str(replacement);
+        return Ok(out);
+    }
+    let count = text.matches(search).count();
+    crate::budget::reserve(
+        text.len()
+            .saturating_add(count.saturating_mul(replacement.len())),
+    )
+    .map_err(Reason::Budget)?;
+    crate::budget::steps(count as u64).map_err(Reason::Budget)?;
+    Ok(text.replace(search, replacement))
 }
 
 /// Go's base64 `StdEncoding`, which (unlike its `Strict` form) ignores the unused bits of
@@ -1111,6 +1182,75 @@ mod tests {
         assert_eq!(
             err(string(json!({"type": "Join"})), json!(["a"])),
             "string transform could not resolve: string transform of type Join join is not set"
+        );
+    }
+
+    /// Applies one transform as function-patch-and-transform's runtime does.
+    fn run_pt(transform: Value, input: Value) -> Result<Value, String> {
+        let mut t = t(transform);
+        t.runtime = Runtime::PatchAndTransform;
+        apply(&t, input).map_err(|e| e.to_string())
+    }
+
+    /// P&T v0.10.8's `transforms.go` (`stringJoinTransform`, `stringReplaceTransform`) and
+    /// its `transforms_test.go` cases ("ReplaceFound": Crossplane to Bossplane).
+    #[test]
+    fn patch_and_transform_join_and_replace() {
+        let join = |sep: &str| string(json!({"type": "Join", "join": {"separator": sep}}));
+        // transforms_test.go: ["cross", "plane", 42] joined with "-".
+        assert_eq!(
+            run_pt(join("-"), json!(["cross", "plane", 42])),
+            Ok(json!("cross-plane-42"))
+        );
+        // Only the last byte of the trailing separator is cut: Go's `result[:len(result)-1]`.
+        assert_eq!(run_pt(join(", "), json!(["a", "b"])), Ok(json!("a, b,")));
+        // Core joins properly.
+        assert_eq!(run(join(", "), json!(["a", "b"])), Ok(json!("a, b")));
+        // A multi-byte separator loses half a rune, which JSON writes as U+FFFD.
+        assert_eq!(
+            run_pt(join("é"), json!(["a", "b"])),
+            Ok(json!("aéb\u{fffd}"))
+        );
+        assert_eq!(run_pt(join(""), json!(["a", 1])), Ok(json!("a1")));
+        assert_eq!(run_pt(join("-"), json!([])), Ok(json!("")));
+        assert_eq!(
+            run_pt(join(","), json!("x")),
+            Err("string transform could not resolve: could not parse input array".to_string())
+        );
+        let replace = |search: &str, with: &str| {
+            string(json!({"type": "Replace", "replace": {"search": search, "replace": with}}))
+        };
+        assert_eq!(
+            run_pt(replace("Cr", "B"), json!("Crossplane")),
+            Ok(json!("Bossplane"))
+        );
+        assert_eq!(
+            run_pt(replace("xx", "B"), json!("Crossplane")),
+            Ok(json!("Crossplane"))
+        );
+        // %v of the input, every occurrence.
+        assert_eq!(run_pt(replace("1", "one"), json!(11)), Ok(json!("oneone")));
+        // strings.ReplaceAll with an empty search (validate.go rejects it first).
+        assert_eq!(run_pt(replace("", "-"), json!("ab")), Ok(json!("-a-b-")));
+        assert_eq!(
+            run_pt(string(json!({"type": "Replace"})), json!("a")),
+            Err(
+                "string transform could not resolve: string transform of type Replace replace is not set"
+                    .to_string()
+            )
+        );
+        // Core v1.17 has no Replace.
+        assert_eq!(
+            err(replace("a", "b"), json!("a")),
+            "string transform could not resolve: type Replace is not supported for string transform type"
+        );
+        // No default type in P&T.
+        assert_eq!(
+            run_pt(string(json!({"fmt": "%s"})), json!("a")),
+            Err(
+                "string transform could not resolve: type  is not supported for string transform type"
+                    .to_string()
+            )
         );
     }
 

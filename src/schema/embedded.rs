@@ -7,7 +7,9 @@
 //! validator apply the same defaults to Compositions read from files.
 //!
 //! `crds/upstream/pt.fn.crossplane.io_resources.yaml` is function-patch-and-transform
-//! v0.10.8's `package/input` CRD, unchanged: the schema of its `Resources` input.
+//! v0.10.8's `package/input` CRD, unchanged: the schema of its `Resources` input. Nothing
+//! applies that CRD (the function decodes its input with `json.Unmarshal`), and where it
+//! disagrees with the function's code the code wins: [`runtime_view`] adjusts it as read.
 
 use std::sync::OnceLock;
 
@@ -29,14 +31,107 @@ fn parse_composition_crd() -> Result<Crd, String> {
     parse_crd(COMPOSITION_CRD_YAML)
 }
 
+/// The stale enums of P&T v0.10.8's input CRD, and what its code (`IsValid`, the `switch`es
+/// of `validate.go` and `transforms.go`) accepts in their place.
+const STALE_ENUMS: [(&[&str], &[&str]); 2] = [
+    (
+        &["Format", "Convert", "TrimPrefix", "TrimSuffix", "Regexp"],
+        &["Join", "Replace"],
+    ),
+    (
+        &[
+            "ToUpper",
+            "ToLower",
+            "ToBase64",
+            "FromBase64",
+            "ToJson",
+            "ToSha1",
+            "ToSha256",
+            "ToSha512",
+        ],
+        &["ToAdler32"],
+    ),
+];
+
+/// P&T's input CRD as its runtime reads the input (see the module comment):
+/// - string transform types gain `Join` and `Replace`, conversions `ToAdler32`;
+/// - `math.type` and `string.type` lose their defaults (no API server applies them; an empty
+///   type fails `validate.go` with its own message, so they leave `required` too), as do
+///   match pattern types (the runtime only matches `literal` and `regexp`) and
+///   `matchCondition.type`/`status` (`validate.go` rejects them empty).
+///
+/// Defaults the code also applies (patch type, `fallbackTo`, readiness checks) stay.
+fn runtime_view(v: &mut Value) {
+    let Some(object) = v.as_object_mut() else {
+        if let Some(items) = v.as_array_mut() {
+            items.iter_mut().for_each(runtime_view);
+        }
+        return;
+    };
+    if let Some(Value::Array(values)) = object.get_mut("enum") {
+        for (stale, missing) in STALE_ENUMS {
+            if values
+                .iter()
+                .map(Value::as_str)
+                .eq(stale.iter().map(|s| Some(*s)))
+            {
+                values.extend(missing.iter().map(|m| Value::from(*m)));
+            }
+        }
+    }
+    if let Some(Value::Object(props)) = object.get_mut("properties") {
+        for (name, drop_required) in [("math", true), ("string", true), ("matchCondition", true)] {
+            if let Some(Value::Object(inner)) = props.get_mut(name) {
+                strip_type_default(inner, name == "matchCondition", drop_required);
+            }
+        }
+        if let Some(Value::Object(patterns)) = props.get_mut("patterns")
+            && let Some(Value::Object(items)) = patterns.get_mut("items")
+        {
+            strip_type_default(items, false, false);
+        }
+    }
+    object.values_mut().for_each(runtime_view);
+}
+
+/// Removes the default of an object schema's `type` (and `status`, for a match condition),
+/// and with `drop_required` their `required` entries.
+fn strip_type_default(
+    schema: &mut serde_json::Map<String, Value>,
+    with_status: bool,
+    drop_required: bool,
+) {
+    let fields: &[&str] = if with_status {
+        &["type", "status"]
+    } else {
+        &["type"]
+    };
+    if let Some(Value::Object(props)) = schema.get_mut("properties") {
+        for f in fields {
+            if let Some(Value::Object(p)) = props.get_mut(*f) {
+                p.remove("default");
+            }
+        }
+    }
+    if drop_required && let Some(Value::Array(required)) = schema.get_mut("required") {
+        required.retain(|r| !r.as_str().is_some_and(|r| fields.contains(&r)));
+    }
+}
+
 fn parse_crd(text: &str) -> Result<Crd, String> {
+    parse_crd_with(text, |_| ())
+}
+
+/// Parses a CRD, with `adjust` applied to its YAML first.
+fn parse_crd_with(text: &str, adjust: fn(&mut Value)) -> Result<Crd, String> {
     // Crossplane's CRD is about 30 levels deep; the default budget depth (64) would do,
     // but allow headroom in case the embedded file is updated.
     let options = serde_saphyr::options! {
         budget: serde_saphyr::budget! { max_depth: 512 },
     };
-    let value: Value =
+    let mut value: Value =
         serde_saphyr::from_str_with_options(text, options).map_err(|e| format!("YAML: {e}"))?;
+    adjust(&mut value);
     Crd::from_value(&value).map_err(|e| e.to_string())
 }
 
@@ -74,10 +169,13 @@ pub fn composition_crd_schema() -> &'static Schema {
 /// constant, guarded by the `embedded_patch_and_transform_crd_parses` test).
 pub fn patch_and_transform_input_schema() -> &'static Schema {
     static CRD: OnceLock<Crd> = OnceLock::new();
-    let crd = CRD.get_or_init(|| match parse_crd(PATCH_AND_TRANSFORM_CRD_YAML) {
-        Ok(crd) => crd,
-        Err(e) => panic!("embedded patch-and-transform input CRD does not parse: {e}"),
-    });
+    let crd =
+        CRD.get_or_init(
+            || match parse_crd_with(PATCH_AND_TRANSFORM_CRD_YAML, runtime_view) {
+                Ok(crd) => crd,
+                Err(e) => panic!("embedded patch-and-transform input CRD does not parse: {e}"),
+            },
+        );
     match crd.schema_for("v1beta1").schema {
         Some(schema) => schema,
         None => panic!("embedded patch-and-transform input CRD has no v1beta1 schema"),

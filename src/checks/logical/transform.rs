@@ -5,12 +5,14 @@ use crate::checks::go_regexp::{self, GoRegexpError};
 use crate::findings::{ErrorType, FieldError};
 use crate::model::{
     CONVERT_FORMATS, MATCH_LITERAL, MATCH_REGEXP, MATH_CLAMP_MAX, MATH_CLAMP_MIN, MATH_MULTIPLY,
-    MatchTransform, MathTransform, STRING_CONVERSIONS, StringTransform, Transform, TransformIoType,
-    kinds, string_kinds,
+    MatchTransform, MathTransform, Runtime, STRING_CONVERSIONS, StringTransform, Transform,
+    TransformIoType, kinds, string_kinds,
 };
 
-/// The first problem of a transform, with a path relative to the transform.
+/// The first problem of a transform, with a path relative to the transform. A
+/// function-patch-and-transform transform is checked as its `validate.go` does.
 pub fn validate_transform(t: &Transform) -> Option<FieldError> {
+    let pt = t.runtime == Runtime::PatchAndTransform;
     let required = |name: &str| {
         FieldError::required(
             name,
@@ -20,7 +22,7 @@ pub fn validate_transform(t: &Transform) -> Option<FieldError> {
     match t.r#type.as_str() {
         kinds::MATH => match &t.math {
             None => Some(required(kinds::MATH)),
-            Some(m) => validate_math(m).map(|e| e.prefixed(kinds::MATH)),
+            Some(m) => validate_math(m, pt).map(|e| e.prefixed(kinds::MATH)),
         },
         kinds::MAP => match &t.map {
             None => Some(required(kinds::MAP)),
@@ -36,7 +38,7 @@ pub fn validate_transform(t: &Transform) -> Option<FieldError> {
         },
         kinds::STRING => match &t.string {
             None => Some(required(kinds::STRING)),
-            Some(s) => validate_string(s).map(|e| e.prefixed(kinds::STRING)),
+            Some(s) => validate_string(s, pt).map(|e| e.prefixed(kinds::STRING)),
         },
         kinds::CONVERT => match &t.convert {
             None => Some(required(kinds::CONVERT)),
@@ -59,8 +61,13 @@ pub fn validate_transform(t: &Transform) -> Option<FieldError> {
     }
 }
 
-fn validate_math(m: &MathTransform) -> Option<FieldError> {
+/// `pt`: P&T reads its input without the CRD's default, and requires the type.
+fn validate_math(m: &MathTransform, pt: bool) -> Option<FieldError> {
     match m.r#type.as_str() {
+        "" if pt => Some(FieldError::required(
+            "type",
+            "math transform type is required",
+        )),
         MATH_MULTIPLY | "" => m.multiply.is_none().then(|| {
             FieldError::required(
                 "multiply",
@@ -117,8 +124,25 @@ fn validate_match(m: &MatchTransform) -> Option<FieldError> {
     None
 }
 
-fn validate_string(s: &StringTransform) -> Option<FieldError> {
+/// `pt`: P&T requires the type (it has no default there) and also has `Replace`.
+fn validate_string(s: &StringTransform, pt: bool) -> Option<FieldError> {
     match s.r#type.as_str() {
+        "" if pt => Some(FieldError::required(
+            "type",
+            "string transform type is required",
+        )),
+        string_kinds::REPLACE if pt => match &s.replace {
+            None => Some(FieldError::required(
+                "replace",
+                "replace transform requires a replace",
+            )),
+            // strings.ReplaceAll with an empty search would insert between every rune.
+            Some(r) if r.search.is_empty() => Some(FieldError::required(
+                "replace.search",
+                "replace transform requires a search",
+            )),
+            Some(_) => None,
+        },
         string_kinds::FORMAT | "" => s
             .fmt
             .is_none()

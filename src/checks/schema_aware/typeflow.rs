@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use crate::findings::{BadValue, ErrorType, FieldError};
 use crate::model::{
-    MATH_MULTIPLY, STRING_CONVERSIONS, Transform, TransformIoType, kinds, string_kinds,
+    MATH_MULTIPLY, Runtime, STRING_CONVERSIONS, Transform, TransformIoType, kinds, string_kinds,
 };
 use crate::schema::resolve::{FieldType, JsonType};
 
@@ -191,8 +191,13 @@ pub fn transform_output(t: &Transform, input: Flow) -> Result<Flow, InputError> 
                 return Ok(Flow::Unknown);
             };
             let string_input = matches!(input, Flow::Io(Io::String) | Flow::Unknown);
+            let pt = t.runtime == Runtime::PatchAndTransform;
             match s.r#type.as_str() {
+                // P&T has no default type: the logical checks report it.
+                "" if pt => return Ok(Flow::Unknown),
+                // P&T's Replace formats any input with %v, as Format does.
                 string_kinds::FORMAT => {}
+                string_kinds::REPLACE if pt => {}
                 string_kinds::CONVERT => {
                     let conversion = s.convert.as_deref().unwrap_or_default();
                     let needs_string = matches!(
