@@ -56,7 +56,7 @@ mod webhook;
 mod manifest;
 
 use composition_webhook::mode::Mode;
-use composition_webhook::schema::Catalog;
+use composition_webhook::schema::{Catalog, CompositionApi, CrossplaneVersion};
 use composition_webhook::server::{admission, review};
 use composition_webhook::validate::{Options, Validator};
 use http_body_util::{BodyExt, Full};
@@ -65,6 +65,15 @@ use hyper_util::rt::TokioIo;
 use kube_core::DynamicObject;
 use kube_core::admission::AdmissionReview;
 use serde_json::{Value, json};
+
+/// The corpus and the example are Crossplane v1 Compositions (Resources mode): v1.17.0's
+/// Composition API, as the webhook's defaults are.
+fn v1_options() -> Options {
+    Options {
+        composition_api: CompositionApi::embedded(CrossplaneVersion::V1),
+        ..Options::default()
+    }
+}
 
 /// The corpus Composition benchmarked unless `SERVE_BENCH_COMPOSITION` names another.
 const CORPUS_FILE: &str =
@@ -440,7 +449,7 @@ fn in_process(case: &Case, body: &[u8]) -> InProcess {
     let request =
         review::decode(Some("application/json"), body, usize::MAX).expect("the review decodes");
     let value = Value::Object(request.object.expect("an object"));
-    let validator = Validator::new(&catalog, Options::default());
+    let validator = Validator::new(&catalog, v1_options());
     let stages = vec![
         (
             "salvage",

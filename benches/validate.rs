@@ -38,10 +38,19 @@ use composition_webhook::checks::{patch_and_transform, rendered};
 use composition_webhook::document;
 use composition_webhook::findings::Severity;
 use composition_webhook::model::{self, Composition};
-use composition_webhook::schema::{Catalog, split_api_version};
+use composition_webhook::schema::{Catalog, CompositionApi, CrossplaneVersion, split_api_version};
 use composition_webhook::validate::{Options, Validator};
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::Value;
+
+/// The corpus and the example are Crossplane v1 Compositions (Resources mode): v1.17.0's
+/// Composition API, as the webhook's defaults are.
+fn v1_options() -> Options {
+    Options {
+        composition_api: CompositionApi::embedded(CrossplaneVersion::V1),
+        ..Options::default()
+    }
+}
 
 /// Resources in the synthetic Composition.
 const SYNTHETIC_RESOURCES: usize = 30;
@@ -130,7 +139,7 @@ fn bench_synthetic(c: &mut Criterion) {
         "every resource keeps its patches"
     );
 
-    let validator = Validator::new(&catalog, Options::default());
+    let validator = Validator::new(&catalog, v1_options());
     let report = validator.validate_value(&composition);
     let errors: Vec<String> = report
         .findings
@@ -228,7 +237,7 @@ fn bench_corpus(c: &mut Criterion) {
         return;
     };
     for case in &cases {
-        let validator = Validator::new(&case.catalog, Options::default());
+        let validator = Validator::new(&case.catalog, v1_options());
         let report = validator.validate_value(&case.composition);
         eprintln!(
             "note: {}: {} errors, {} warnings",
@@ -247,7 +256,7 @@ fn bench_corpus(c: &mut Criterion) {
             &case.catalog,
             Options {
                 rendered: false,
-                ..Options::default()
+                ..v1_options()
             },
         );
         c.bench_function(&format!("corpus-no-render/{id}"), |b| {
@@ -260,9 +269,10 @@ fn bench_corpus(c: &mut Criterion) {
 /// Rendering every composed resource from the mock XR and validating each against its CRD
 /// (compiled validators warm), alone: the third level's own cost.
 fn bench_rendered(c: &mut Criterion, id: &str, case: &CorpusCase) {
-    let Ok(composition) =
-        Composition::from_defaulted_value(&model::with_api_defaults(&case.composition))
-    else {
+    let Ok(composition) = Composition::from_defaulted_value(&model::with_api_defaults(
+        &case.composition,
+        &CompositionApi::embedded(CrossplaneVersion::V1),
+    )) else {
         return;
     };
     let (steps, _) = patch_and_transform::read_steps(&composition);

@@ -43,11 +43,17 @@
 //! metadata: {name: xbuckets}
 //! spec:
 //!   compositeTypeRef: {apiVersion: example.org/v1, kind: XBucket}
-//!   resources:
-//!   - name: bucket
-//!     base: {apiVersion: v1, kind: ConfigMap}
-//!     patches:
-//!     - type: FromCompositeFieldPath
+//!   pipeline:
+//!   - step: patch-and-transform
+//!     functionRef: {name: function-patch-and-transform}
+//!     input:
+//!       apiVersion: pt.fn.crossplane.io/v1beta1
+//!       kind: Resources
+//!       resources:
+//!       - name: bucket
+//!         base: {apiVersion: v1, kind: ConfigMap}
+//!         patches:
+//!         - type: FromCompositeFieldPath
 //! "#;
 //! let mut catalog = Catalog::new();
 //! for doc in document::parse_documents("xrd.yaml", xrd).unwrap() {
@@ -61,11 +67,11 @@
 //! let first = &report.findings[0];
 //! assert_eq!(
 //!     first.message(),
-//!     "spec.resources[0].patches[0].fromFieldPath: Required value: \
+//!     "spec.pipeline[0].input.resources[0].patches[0].fromFieldPath: Required value: \
 //!      fromFieldPath must be set for patch type FromCompositeFieldPath"
 //! );
-//! // The patch that lacks fromFieldPath starts on line 11.
-//! assert_eq!(doc.line_of(&first.error.field), Some(11));
+//! // The patch that lacks fromFieldPath starts on line 17.
+//! assert_eq!(doc.line_of(&first.error.field), Some(17));
 //! ```
 
 pub mod budget;

@@ -14,7 +14,7 @@ use crate::model::Composition;
 use crate::schema;
 
 /// Engine settings.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Options {
     /// The mode of Compositions without the mode annotation.
     pub default_mode: Mode,
@@ -24,6 +24,9 @@ pub struct Options {
     /// Render every composed resource from a mock composite resource and validate it
     /// against its CRD (the third level of checks).
     pub rendered: bool,
+    /// The Composition CRD whose defaults apply and, with `as_api_server`, which decides what
+    /// the API server would refuse: Crossplane v2.3.4's unless chosen otherwise.
+    pub composition_api: schema::CompositionApi,
 }
 
 impl Default for Options {
@@ -34,6 +37,7 @@ impl Default for Options {
             default_mode: Mode::default(),
             as_api_server: true,
             rendered: true,
+            composition_api: schema::CompositionApi::default(),
         }
     }
 }
@@ -95,7 +99,12 @@ impl<'a> Validator<'a> {
     /// what the API server would refuse (types, enums, required and unknown fields).
     pub fn validate_value(&self, value: &Value) -> Report {
         self.budget
-            .run(|| self.validate_defaulted(&crate::model::with_api_defaults(value)))
+            .run(|| {
+                self.validate_defaulted(&crate::model::with_api_defaults(
+                    value,
+                    &self.options.composition_api,
+                ))
+            })
             .0
     }
 
@@ -104,7 +113,7 @@ impl<'a> Validator<'a> {
     pub fn validate_owned(&self, mut value: Value) -> Report {
         self.budget
             .run(|| {
-                schema::apply_defaults(&mut value, schema::composition_crd_schema());
+                schema::apply_defaults(&mut value, self.options.composition_api.schema());
                 self.validate_defaulted(&value)
             })
             .0
@@ -115,7 +124,7 @@ impl<'a> Validator<'a> {
     fn validate_defaulted(&self, defaulted: &Value) -> Report {
         let value = defaulted;
         let api_errors = if self.options.as_api_server {
-            api_server_errors(defaulted)
+            api_server_errors(defaulted, &self.options.composition_api)
         } else {
             Vec::new()
         };
@@ -202,7 +211,13 @@ impl<'a> Validator<'a> {
         let namespaced_xr =
             schema_aware::scope::composite_is_namespaced(c, self.schemas) == Some(true);
         let composite = schemas.composite.as_deref();
-        findings.extend(resources_mode_for_v2(c, composite));
+        // Said of this XR, the migration replaces a v2 API's refusal of the mode.
+        if let Some(v2) = resources_mode_for_v2(c, composite) {
+            match findings.iter_mut().find(|f| f.error.field == "spec.mode") {
+                Some(f) => *f = v2,
+                None => findings.push(v2),
+            }
+        }
         let spec = Path::new("spec");
         let resources = schema_aware::ResourceSet::new(
             &c.spec.resources,
@@ -261,6 +276,9 @@ impl<'a> Validator<'a> {
                 &step.at,
             );
             schema_errors.extend(schema_aware::check(&set, composite, composed));
+            schema_errors.extend(checks::patch_and_transform::check_connection_secret(
+                step, composite,
+            ));
             known.add(&step.input.resources, composed);
         }
         // A field with a logical error gets no second report from the schema checks.
@@ -352,12 +370,32 @@ fn stopped_finding(e: &Exceeded, findings: &mut Vec<Finding>) -> Finding {
 /// What the API server refuses in a Composition before any webhook sees it: a value of the
 /// wrong type, a value outside an enum, a missing required field, an unknown field
 /// (`kubectl apply` validates fields strictly). `metadata` is checked by the logical checks.
-fn api_server_errors(defaulted: &Value) -> Vec<FieldError> {
-    schema::validation::validate(
-        defaulted,
-        schema::composition_crd_schema(),
-        &crate::findings::Path::default(),
-    )
+/// Where a v2 API refuses a v1 field, the error says where the field went.
+fn api_server_errors(defaulted: &Value, api: &schema::CompositionApi) -> Vec<FieldError> {
+    let mut errors =
+        schema::validation::validate(defaulted, api.schema(), &crate::findings::Path::default());
+    if !api.pipeline_only() {
+        for e in errors.iter_mut().filter(|e| {
+            e.detail.starts_with("unknown field") && schema::composition_api::added_in_v2(&e.field)
+        }) {
+            e.detail = format!(
+                "{}: step requirements are Crossplane v2's ({})",
+                e.detail,
+                api.applied()
+            );
+        }
+    } else {
+        for e in &mut errors {
+            let v1_only = match e.error_type {
+                ErrorType::NotSupported => e.field == "spec.mode",
+                _ => e.detail.starts_with("unknown field"),
+            };
+            if let Some(hint) = schema::composition_api::moved_in_v2(&e.field).filter(|_| v1_only) {
+                e.detail = format!("{}: {hint} ({})", e.detail, api.applied());
+            }
+        }
+    }
+    errors
 }
 
 /// A Resources-mode Composition of a Namespaced or Cluster XR (a Crossplane v2 XRD, whose
@@ -379,7 +417,7 @@ fn resources_mode_for_v2(c: &Composition, composite: Option<&schema::Schema>) ->
             "spec.mode",
             BadValue::from_json(&Value::String(c.spec.mode.clone())),
             format!(
-                "supported values: \"Pipeline\": {}, {} is a Crossplane v2 composite resource (its XRD's scope is Namespaced or Cluster), and Crossplane v2 composes only through a function pipeline: move spec.resources, spec.patchSets and spec.environment into the input of a function-patch-and-transform step (`crossplane beta convert pipeline-composition` does it), or give the XRD scope LegacyCluster",
+                "supported values: \"Pipeline\": {}, {} is a Crossplane v2 composite resource (its XRD's scope is Namespaced or Cluster), and Crossplane v2 composes only through a function pipeline: move spec.resources, spec.patchSets and spec.environment into the input of a function-patch-and-transform step (`crossplane beta convert pipeline-composition` does it)",
                 type_ref.api_version, type_ref.kind
             ),
         ),

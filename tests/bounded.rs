@@ -48,8 +48,15 @@ fn validate(composition: &Value, extra: &[&str]) -> (i32, Value, u64) {
     cmd.arg("-f").arg("peak-rss-kib=%M");
     cmd.arg(env!("CARGO_BIN_EXE_composition-webhook"));
     // The webhook's budget, not the command line's larger default.
-    cmd.arg("validate")
-        .args(["--output", "json", "--review-memory-bytes", "67108864"]);
+    // The hostile Compositions are in Resources mode: Crossplane v1's API.
+    cmd.arg("validate").args([
+        "--output",
+        "json",
+        "--review-memory-bytes",
+        "67108864",
+        "--crossplane-version",
+        "v1",
+    ]);
     for c in crds() {
         cmd.arg("--crds").arg(c);
     }

@@ -12,8 +12,17 @@ fn run(args: &[&str]) -> Output {
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .args(args)
         .env_remove("COMPOSITION_WEBHOOK_MODE")
+        .env_remove("COMPOSITION_WEBHOOK_CROSSPLANE_VERSION")
         .output()
         .expect("run the binary")
+}
+
+/// `run` with `--crossplane-version v1` after the subcommand: the example and most fixtures
+/// here are Crossplane v1 Compositions (Resources mode, upbound/platform-ref-gcp v0.4.0).
+fn run_v1(args: &[&str]) -> Output {
+    let mut with = args.to_vec();
+    with.splice(1..1, ["--crossplane-version", "v1"]);
+    run(&with)
 }
 
 fn stdout(o: &Output) -> String {
@@ -50,18 +59,18 @@ fn validate_with_example_schemas(file: &std::path::Path, text: &str, flags: &[&s
     ];
     args.extend_from_slice(flags);
     args.push(file.to_str().expect("UTF-8 path"));
-    run(&args)
+    run_v1(&args)
 }
 
 #[test]
 fn valid_example_is_allowed() {
-    let o = run(&["validate", "--crds", "testdata/crds", "testdata/example"]);
+    let o = run_v1(&["validate", "--crds", "testdata/crds", "testdata/example"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(
         lines(&o),
         [
             r#"testdata/example/composition.yaml: Composition "xnetworks.gcp.platformref.upbound.io" (mode loose): allowed: 0 errors, 0 warnings"#,
-            "1 Composition validated against 3 schemas: 1 allowed, 0 denied",
+            "1 Composition validated against 3 schemas and Crossplane v1.17.0's Composition API: 1 allowed, 0 denied",
         ]
     );
     assert_eq!(stderr(&o), "");
@@ -69,7 +78,7 @@ fn valid_example_is_allowed() {
 
 #[test]
 fn invalid_example_text_output() {
-    let o = run(&[
+    let o = run_v1(&[
         "validate",
         "--crds",
         "testdata/crds",
@@ -97,14 +106,14 @@ fn invalid_example_text_output() {
             format!(r#"{r}:22: error: spec.resources[0].base.spec.forProvider.routingMod: Invalid value: "routingMod": unknown field: "routingMod", did you mean "routingMode"?"#),
             format!(r#"{r}:31: error: spec.resources[1].base.spec: Invalid value: "object": ipCidrRange is a required parameter"#),
             format!(r#"{r}: Composition "xnetworks-unrenderable.gcp.platformref.upbound.io" (mode loose): denied (422 Invalid): 2 errors, 0 warnings"#),
-            "3 Compositions validated against 3 schemas: 1 allowed, 2 denied".to_string(),
+            "3 Compositions validated against 3 schemas and Crossplane v1.17.0's Composition API: 1 allowed, 2 denied".to_string(),
         ]
     );
 }
 
 #[test]
 fn invalid_example_json_output() {
-    let o = run(&[
+    let o = run_v1(&[
         "validate",
         "--output",
         "json",
@@ -120,7 +129,7 @@ fn invalid_example_json_output() {
     };
     assert_eq!(
         v,
-        json!({"compositions": [{
+        json!({"compositionApi": "Crossplane v1.17.0's Composition API", "compositions": [{
             "file": INVALID,
             "name": "xnetworks-broken.gcp.platformref.upbound.io",
             "mode": "loose",
@@ -163,7 +172,7 @@ fn modes_decide_missing_schemas() {
     let f = "testdata/cli/modes.yaml";
     let xr = r#"spec.compositeTypeRef: Not found: "example.org/v1alpha1, Kind=XThing": no CRD or XRD defines XThing.example.org; checks that need the schema of the composite resource were skipped"#;
     let thing = r#"spec.resources[0].base: Not found: "thing.example.org/v1beta1, Kind=Thing": no CRD or XRD defines Thing.thing.example.org; checks that need the schema of this resource were skipped"#;
-    let o = run(&["validate", f]);
+    let o = run_v1(&["validate", f]);
     assert_eq!(o.status.code(), Some(1));
     assert_eq!(
         lines(&o),
@@ -193,11 +202,11 @@ fn modes_decide_missing_schemas() {
             format!(
                 r#"{f}: Composition "bad-mode" (mode strict): denied (403 Forbidden): 3 errors, 0 warnings"#
             ),
-            "4 Compositions validated against 0 schemas: 1 allowed, 3 denied".to_string(),
+            "4 Compositions validated against 0 schemas and Crossplane v1.17.0's Composition API: 1 allowed, 3 denied".to_string(),
         ]
     );
     // The flag sets the default only; annotations still win.
-    let o = run(&["validate", "--mode", "strict", "--output", "json", f]);
+    let o = run_v1(&["validate", "--mode", "strict", "--output", "json", f]);
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     let modes: Vec<(&str, bool)> = v["compositions"]
         .as_array()
@@ -214,7 +223,7 @@ fn modes_decide_missing_schemas() {
             ("strict", false)
         ]
     );
-    let o = run(&["validate", "--mode", "warn", "--output", "json", f]);
+    let o = run_v1(&["validate", "--mode", "warn", "--output", "json", f]);
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["compositions"][0]["mode"], "warn");
     assert_eq!(v["compositions"][0]["allowed"], true);
@@ -230,15 +239,17 @@ fn the_mode_can_come_from_the_environment() {
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .args(["validate", "--output", "json", "testdata/cli/modes.yaml"])
         .env("COMPOSITION_WEBHOOK_MODE", "warn")
+        .env("COMPOSITION_WEBHOOK_CROSSPLANE_VERSION", "1.20")
         .output()
         .unwrap();
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["compositions"][0]["mode"], "warn");
+    assert_eq!(v["compositionApi"], "Crossplane v1.17.0's Composition API");
 }
 
 #[test]
 fn conflicting_crds_deny_in_every_mode() {
-    let o = run(&[
+    let o = run_v1(&[
         "validate",
         "--mode",
         "warn",
@@ -263,7 +274,7 @@ fn conflicting_crds_deny_in_every_mode() {
 #[test]
 fn crd_without_schema_and_unknown_version() {
     let f = "testdata/cli/no-schema.yaml";
-    let o = run(&["validate", f]);
+    let o = run_v1(&["validate", f]);
     assert_eq!(o.status.code(), Some(1));
     assert_eq!(
         lines(&o),
@@ -277,14 +288,14 @@ fn crd_without_schema_and_unknown_version() {
             format!(
                 r#"{f}: Composition "no-schema" (mode loose): denied (422 Invalid): 1 error, 1 warning"#
             ),
-            "1 Composition validated against 2 schemas: 0 allowed, 1 denied".to_string(),
+            "1 Composition validated against 2 schemas and Crossplane v1.17.0's Composition API: 0 allowed, 1 denied".to_string(),
         ]
     );
 }
 
 #[test]
 fn wrong_types_are_a_finding_with_line() {
-    let o = run(&["validate", "testdata/cli/wrong-types.yaml"]);
+    let o = run_v1(&["validate", "testdata/cli/wrong-types.yaml"]);
     assert_eq!(o.status.code(), Some(1));
     assert_eq!(
         lines(&o)[0],
@@ -294,7 +305,7 @@ fn wrong_types_are_a_finding_with_line() {
 
 #[test]
 fn yaml_syntax_error_names_file_line_and_column() {
-    let o = run(&[
+    let o = run_v1(&[
         "validate",
         "testdata/cli/syntax-error.yaml",
         "testdata/example",
@@ -310,7 +321,7 @@ fn yaml_syntax_error_names_file_line_and_column() {
 
 #[test]
 fn a_document_that_is_not_an_object() {
-    let o = run(&["validate", "testdata/cli/not-an-object.yaml"]);
+    let o = run_v1(&["validate", "testdata/cli/not-an-object.yaml"]);
     assert_eq!(o.status.code(), Some(2));
     assert_eq!(
         stderr(&o),
@@ -320,22 +331,22 @@ fn a_document_that_is_not_an_object() {
 
 #[test]
 fn unreadable_input_and_no_composition() {
-    let o = run(&["validate", "testdata/does-not-exist.yaml"]);
+    let o = run_v1(&["validate", "testdata/does-not-exist.yaml"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(
         stderr(&o).starts_with("error: testdata/does-not-exist.yaml: "),
         "{}",
         stderr(&o)
     );
-    let o = run(&["validate", "testdata/crds"]);
+    let o = run_v1(&["validate", "testdata/crds"]);
     assert_eq!(o.status.code(), Some(2));
     assert_eq!(
         stderr(&o),
         "error: no Composition (apiextensions.crossplane.io/v1) found in testdata/crds\n"
     );
-    let o = run(&["validate"]);
+    let o = run_v1(&["validate"]);
     assert_eq!(o.status.code(), Some(2), "a usage error");
-    let o = run(&["validate", "--mode", "Strict", "testdata/example"]);
+    let o = run_v1(&["validate", "--mode", "Strict", "testdata/example"]);
     assert_eq!(o.status.code(), Some(2), "modes are case-sensitive");
 }
 
@@ -345,6 +356,8 @@ fn reads_standard_input() {
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .args([
             "validate",
+            "--crossplane-version",
+            "v1",
             "--crds",
             "testdata/crds",
             "--crds",
@@ -417,7 +430,7 @@ fn deep_nesting_and_huge_inputs_are_clean_errors() {
     let dir = scratch("deep");
     let file = dir.join("deep.yaml");
     std::fs::write(&file, "[".repeat(100_000)).unwrap();
-    let o = run(&["validate", file.to_str().unwrap()]);
+    let o = run_v1(&["validate", file.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
     assert!(
         stderr(&o).contains("nesting is deeper than 256 levels"),
@@ -429,7 +442,7 @@ fn deep_nesting_and_huge_inputs_are_clean_errors() {
 #[test]
 fn compositions_in_a_list_with_their_lines() {
     let f = "testdata/cli/list.yaml";
-    let o = run(&["validate", "--mode", "warn", "--output", "json", f]);
+    let o = run_v1(&["validate", "--mode", "warn", "--output", "json", f]);
     assert_eq!(o.status.code(), Some(1));
     assert_eq!(
         stderr(&o),
@@ -469,7 +482,7 @@ fn the_mode_of_a_composition_that_cannot_be_read() {
             "  name: wrong-types\n  annotations:\n    crossplane.io/composition-schema-aware-validation-mode: warn\n",
         );
     std::fs::write(&file, text).unwrap();
-    let o = run(&["validate", "--output", "json", file.to_str().unwrap()]);
+    let o = run_v1(&["validate", "--output", "json", file.to_str().unwrap()]);
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["compositions"][0]["mode"], "warn");
     assert_eq!(
@@ -482,7 +495,7 @@ fn the_mode_of_a_composition_that_cannot_be_read() {
 
 #[test]
 fn a_malformed_xrd_names_file_line_and_field() {
-    let o = run(&[
+    let o = run_v1(&[
         "validate",
         "--crds",
         "testdata/cli/bad-xrd.yaml",
@@ -499,7 +512,7 @@ fn a_malformed_xrd_names_file_line_and_field() {
 /// its template, and exits 0 when every rendered resource is valid.
 #[test]
 fn render_prints_the_composed_resources() {
-    let out = run(&[
+    let out = run_v1(&[
         "render",
         "testdata/example/composition.yaml",
         "--crds",
@@ -541,7 +554,7 @@ fn render_from_a_given_xr_reports_invalid_resources() {
         );
     let file = dir.join("composition.yaml");
     std::fs::write(&file, composition).expect("write composition");
-    let out = run(&[
+    let out = run_v1(&[
         "render",
         file.to_str().expect("path"),
         "--xr",
@@ -580,4 +593,93 @@ fn validate_renders_unless_told_not_to() {
     ), "{}", stdout(&out));
     let out = validate_with_example_schemas(&file, &text, &["--no-render"]);
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+}
+
+/// Offline, Crossplane v2.3.4's Composition API applies unless `--crossplane-version` picks
+/// v1's; a Composition CRD among the schemas decides over both.
+#[test]
+fn the_composition_api_is_v2_unless_picked_or_given() {
+    let example = ["--crds", "testdata/crds", "testdata/example"];
+    let o = run(&[&["validate"][..], &example].concat());
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        lines(&o),
+        [
+            "testdata/example/composition.yaml:7: error: spec.pipeline: Required value: an array of pipeline steps is required in Pipeline mode",
+            "testdata/example/composition.yaml:12: error: spec.resources: Invalid value: \"resources\": unknown field: \"resources\": Crossplane v2 Compositions have no spec.resources: compose resources in a pipeline step of function-patch-and-transform (`crossplane beta convert pipeline-composition` converts a v1 Composition) (checked against Crossplane v2.3.4's Composition API; for Crossplane v1, validate with --crossplane-version v1)",
+            "testdata/example/composition.yaml: Composition \"xnetworks.gcp.platformref.upbound.io\" (mode loose): denied (422 Invalid): 2 errors, 0 warnings",
+            "1 Composition validated against 3 schemas and Crossplane v2.3.4's Composition API: 0 allowed, 1 denied",
+        ]
+    );
+    // Crossplane v1.17.0's own CRD, given: the example is valid again.
+    let v1_crd = "crds/upstream/apiextensions.crossplane.io_compositions.yaml";
+    let o = run(&[&["validate", "--crds", v1_crd][..], &example].concat());
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    assert_eq!(
+        lines(&o).last().map(String::as_str),
+        Some(
+            "1 Composition validated against 4 schemas and the Composition CRD in crds/upstream/apiextensions.crossplane.io_compositions.yaml: 1 allowed, 0 denied"
+        )
+    );
+    // v2.3.4's CRD, given, decides over the flag.
+    let o = run(&[
+        &[
+            "validate",
+            "--crossplane-version",
+            "v1",
+            "--crds",
+            "crds/upstream/v2.3.4",
+        ][..],
+        &example,
+    ]
+    .concat());
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("spec.resources: Invalid value: \"resources\": unknown field: \"resources\": Crossplane v2 Compositions have no spec.resources"),
+        "{}",
+        stdout(&o)
+    );
+}
+
+/// A step's `requirements` (Crossplane v2.3.4's CRD) is valid with v2's API, and an unknown
+/// field that says so with v1's.
+#[test]
+fn step_requirements_are_v2s() {
+    let dir = scratch("requirements");
+    let file = dir.join("composition.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: apiextensions.crossplane.io/v1
+kind: Composition
+metadata:
+  name: with-requirements
+spec:
+  compositeTypeRef:
+    apiVersion: gcp.platformref.upbound.io/v1alpha1
+    kind: XNetwork
+  mode: Pipeline
+  pipeline:
+  - step: environment
+    functionRef:
+      name: function-extra-resources
+    requirements:
+      requiredResources:
+      - requirementName: environment
+        apiVersion: v1
+        kind: ConfigMap
+        name: environment
+",
+    )
+    .expect("write");
+    let f = file.to_str().expect("UTF-8");
+    let o = run(&["validate", "--crds", "testdata/example", f]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    let o = run_v1(&["validate", "--crds", "testdata/example", f]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        lines(&o)[0],
+        format!(
+            "{f}:14: error: spec.pipeline[0].requirements: Invalid value: \"requirements\": unknown field: \"requirements\": step requirements are Crossplane v2's (checked against Crossplane v1.17.0's Composition API; for Crossplane v2, validate with --crossplane-version v2)"
+        )
+    );
 }

@@ -18,7 +18,7 @@ use composition_webhook::findings::{FieldError, Stage};
 use composition_webhook::mode::Mode;
 use composition_webhook::model::{MODE_ANNOTATION, Transform, TransformIoType};
 use composition_webhook::schema::resolve::{FieldType, JsonType, resolve, resolve_segments};
-use composition_webhook::schema::{Catalog, Crd, Schema};
+use composition_webhook::schema::{Catalog, CompositionApi, Crd, CrossplaneVersion, Schema};
 use composition_webhook::validate::{Options, Validator};
 use serde_json::{Value, json};
 
@@ -358,6 +358,8 @@ fn run(
             as_api_server: false,
             // Upstream never shipped rendered validation; tests/rendered.rs covers ours.
             rendered: false,
+            // Upstream's cases are Crossplane v1 Compositions (Resources mode by default).
+            composition_api: CompositionApi::embedded(CrossplaneVersion::V1),
         },
     );
     let r = validator.validate_value(&composition);
@@ -539,6 +541,7 @@ fn compare_case(id: &str, case: &Value, file: &Path, problems: &mut Vec<String>)
                 default_mode: Mode::Warn,
                 as_api_server: false,
                 rendered: false,
+                composition_api: CompositionApi::embedded(CrossplaneVersion::V1),
             },
         );
         let mut c = case["composition"].clone();

@@ -9,8 +9,17 @@ use std::path::Path;
 
 use composition_webhook::document;
 use composition_webhook::schema::Catalog;
+use composition_webhook::schema::{CompositionApi, CrossplaneVersion};
 use composition_webhook::validate::{Options, Validator};
 use serde_json::Value;
+
+/// Crossplane v1 material (Resources mode): v1.17.0's Composition API.
+fn v1_options() -> Options {
+    Options {
+        composition_api: CompositionApi::embedded(CrossplaneVersion::V1),
+        ..Options::default()
+    }
+}
 
 /// One finding or load error, as listed in the expectations file.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -61,6 +70,7 @@ fn corpus_findings_are_all_reviewed_defects() {
     let compositions = manifest["compositions"].as_array().expect("compositions");
     let mut seen = BTreeSet::new();
     let mut validated = 0;
+    let mut pipelines = 0;
     for entry in compositions {
         let rel = entry["file"].as_str().unwrap_or_default();
         let name = entry["composition_name"].as_str().unwrap_or_default();
@@ -89,13 +99,23 @@ fn corpus_findings_are_all_reviewed_defects() {
                 continue;
             }
         };
-        let validator = Validator::new(&catalog, Options::default());
+        let validator = Validator::new(&catalog, v1_options());
         let doc = docs
             .iter()
             .find(|d| d.value.pointer("/metadata/name").and_then(Value::as_str) == Some(name))
             .unwrap_or_else(|| panic!("{rel}: no Composition named {name}"));
         let report = validator.validate_value(&doc.value);
         validated += 1;
+        // A Pipeline Composition means the same to Crossplane v2's Composition API: the
+        // same findings (none of these uses a field v2 removed).
+        if doc.value.pointer("/spec/mode").and_then(Value::as_str) == Some("Pipeline") {
+            let v2 = Validator::new(&catalog, Options::default()).validate_value(&doc.value);
+            let messages = |r: &composition_webhook::validate::Report| -> Vec<String> {
+                r.findings.iter().map(|f| f.message()).collect()
+            };
+            assert_eq!(messages(&v2), messages(&report), "{rel} with v2's API");
+            pipelines += 1;
+        }
         for f in &report.findings {
             seen.insert(Seen {
                 file: rel.into(),
@@ -114,6 +134,10 @@ fn corpus_findings_are_all_reviewed_defects() {
         seen.len()
     );
     assert!(validated >= 100, "only {validated} Compositions validated");
+    assert!(
+        pipelines >= 13,
+        "only {pipelines} Pipeline Compositions compared"
+    );
     assert!(
         unexpected.is_empty() && missing.is_empty(),
         "unexpected findings (fix the validator if false positives):\n{unexpected:#?}\nexpected but not found:\n{missing:#?}"

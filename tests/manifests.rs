@@ -920,6 +920,9 @@ fn local_test_compositions_get_the_verdicts_the_script_expects() {
             .current_dir(root())
             .args([
                 "validate",
+                // The local test's Compositions are in Resources mode.
+                "--crossplane-version",
+                "v1",
                 "--crds",
                 "testdata/crds",
                 "--crds",

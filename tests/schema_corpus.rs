@@ -8,7 +8,9 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use composition_webhook::document;
-use composition_webhook::schema::{Catalog, Origin, apply_defaults, composition_crd_schema};
+use composition_webhook::schema::{
+    Catalog, CrossplaneVersion, Origin, apply_defaults, composition_crd_schema_of,
+};
 use serde_json::Value;
 
 /// Every `*.yaml` file under `dir`, recursively.
@@ -124,7 +126,8 @@ fn every_corpus_composition_takes_api_server_defaults() {
             if doc.get("kind").and_then(Value::as_str) != Some("Composition") {
                 continue;
             }
-            apply_defaults(&mut doc, composition_crd_schema());
+            // The corpus is Crossplane v1 material.
+            apply_defaults(&mut doc, &composition_crd_schema_of(CrossplaneVersion::V1));
             let mode = doc.pointer("/spec/mode").and_then(Value::as_str);
             assert!(
                 matches!(mode, Some("Resources" | "Pipeline")),

@@ -275,6 +275,7 @@ async fn thousands_of_errors_get_a_bounded_denial() {
         .current_dir(project_dir())
         .args(["validate", "--output", "json", "--crds", "testdata/crds"])
         .args(["--crds", "testdata/example/definition.yaml"])
+        .args(["--crossplane-version", "v1"])
         .arg(&file)
         .output()
         .expect("validate");

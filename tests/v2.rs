@@ -2,10 +2,13 @@
 //! that say where v1 fields went. Material from Crossplane v2.3.4 (e2e XRDs and
 //! compositions, see testdata/README.md) and provider-upjet-aws v2.6.0 S3 Bucket CRDs.
 
+mod common;
+mod webhook;
+
 use std::path::Path;
 
 use composition_webhook::findings::Stage;
-use composition_webhook::schema::Catalog;
+use composition_webhook::schema::{Catalog, CompositionApi, CrossplaneVersion};
 use composition_webhook::validate::{Options, Validator};
 use serde_json::{Value, json};
 
@@ -178,7 +181,7 @@ fn patches_of_v1_machinery_on_a_v2_xr_say_where_it_went() {
                 r#"{p}[1].fromFieldPath: Invalid value: "spec.claimRef.name": field 'claimRef' is not valid according to the schema; a Crossplane v2 composite resource (scope Namespaced or Cluster) has no claim: spec.claimRef exists only with scope LegacyCluster"#
             ),
             format!(
-                r#"{p}[2].toFieldPath: Invalid value: "spec.writeConnectionSecretToRef.name": field 'writeConnectionSecretToRef' is not valid according to the schema; a Crossplane v2 composite resource (scope Namespaced or Cluster) writes no connection secret: spec.writeConnectionSecretToRef exists only with scope LegacyCluster (compose a Secret instead)"#
+                r#"{p}[2].toFieldPath: Invalid value: "spec.writeConnectionSecretToRef.name": field 'writeConnectionSecretToRef' is not valid according to the schema; a Crossplane v2 composite resource (scope Namespaced or Cluster) writes no connection secret: spec.writeConnectionSecretToRef exists only with scope LegacyCluster (function-patch-and-transform composes the Secret its input.writeConnectionSecretToRef names)"#
             ),
         ]
     );
@@ -205,16 +208,263 @@ fn resources_mode_for_a_v2_xr_says_how_to_migrate() {
     assert_eq!(
         found.first().map(String::as_str),
         Some(
-            "spec.mode: Unsupported value: \"Resources\": supported values: \"Pipeline\": example.org/v1alpha1, Test is a Crossplane v2 composite resource (its XRD's scope is Namespaced or Cluster), and Crossplane v2 composes only through a function pipeline: move spec.resources, spec.patchSets and spec.environment into the input of a function-patch-and-transform step (`crossplane beta convert pipeline-composition` does it), or give the XRD scope LegacyCluster"
+            "spec.mode: Unsupported value: \"Resources\": supported values: \"Pipeline\": example.org/v1alpha1, Test is a Crossplane v2 composite resource (its XRD's scope is Namespaced or Cluster), and Crossplane v2 composes only through a function pipeline: move spec.resources, spec.patchSets and spec.environment into the input of a function-patch-and-transform step (`crossplane beta convert pipeline-composition` does it)"
         ),
         "{found:?}"
     );
-    let found = messages(
-        &catalog,
-        &resources_mode("nop.example.org/v1alpha1", "XNopResource"),
+    // Crossplane v2 has no Resources mode for a LegacyCluster XR either: its API refuses it.
+    let legacy = resources_mode("nop.example.org/v1alpha1", "XNopResource");
+    let found = messages(&catalog, &legacy);
+    assert_eq!(
+        found.first().map(String::as_str),
+        Some(
+            "spec.mode: Unsupported value: \"Resources\": supported values: \"Pipeline\": Crossplane v2 runs only Pipeline mode: move spec.resources into a function-patch-and-transform step (`crossplane beta convert pipeline-composition` converts a v1 Composition) (checked against Crossplane v2.3.4's Composition API; for Crossplane v1, validate with --crossplane-version v1)"
+        ),
+        "{found:?}"
+    );
+    // With Crossplane v1's API a LegacyCluster XR's Resources mode is fine, while a v2 XRD
+    // still gets the migration.
+    let v1 = Options {
+        composition_api: CompositionApi::embedded(CrossplaneVersion::V1),
+        ..Options::default()
+    };
+    let with_v1 = |c: &Value| -> Vec<String> {
+        Validator::new(&catalog, v1.clone())
+            .validate_value(c)
+            .findings
+            .iter()
+            .map(|f| f.error.to_string())
+            .collect()
+    };
+    assert!(
+        with_v1(&legacy).iter().all(|m| !m.starts_with("spec.mode")),
+        "{:?}",
+        with_v1(&legacy)
     );
     assert!(
-        found.iter().all(|m| !m.starts_with("spec.mode")),
-        "{found:?}"
+        with_v1(&resources_mode("example.org/v1alpha1", "Test"))[0]
+            .contains("is a Crossplane v2 composite resource")
+    );
+}
+
+/// What `validate` says of a Composition file: whether it is allowed, its errors and its
+/// warnings (`field: message`), with every v2 schema of testdata.
+fn validate_file(file: &Path, flags: &[&str]) -> (bool, Vec<String>, Vec<String>) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_composition-webhook"))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .arg("validate")
+        .args(["--output", "json"])
+        .args(V2_SCHEMAS.iter().flat_map(|s| ["--crds", s]))
+        .args(flags)
+        .arg(file)
+        .env_remove("COMPOSITION_WEBHOOK_MODE")
+        .env_remove("COMPOSITION_WEBHOOK_CROSSPLANE_VERSION")
+        .output()
+        .expect("run validate");
+    let v: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let c = &v["compositions"][0];
+    let of = |severity: &str| -> Vec<String> {
+        c["findings"]
+            .as_array()
+            .expect("findings")
+            .iter()
+            .filter(|f| f["severity"] == severity)
+            .map(|f| f["message"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    (c["allowed"] == true, of("error"), of("warning"))
+}
+
+/// The schemas of the v2 material: the e2e XRDs, P&T's example XR and the S3 Buckets.
+const V2_SCHEMAS: [&str; 5] = [
+    "testdata/v2/basic-namespaced.definition.yaml",
+    "testdata/v2/legacy.definition.yaml",
+    "testdata/v2/namespaced-xr-no-cluster-scoped-resource.definition.yaml",
+    "testdata/v2/crds",
+    "testdata/patch-and-transform/definition.yaml",
+];
+
+/// Every v2 case of this file, with its source, through `validate` (offline, Crossplane
+/// v2.3.4's Composition API) and through `serve` (the Composition as a v2.3.4 API server
+/// defaults and sends it): the same verdict, the same errors, the same warnings.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn validate_and_serve_agree_on_v2_material() {
+    let file = |path: &str| -> Value {
+        webhook::yaml_documents(&webhook::project_dir().join(path))
+            .into_iter()
+            .find(|d| d["kind"] == "Composition")
+            .expect("a Composition")
+    };
+    let cases: Vec<(&str, Value)> = vec![
+        // P&T v0.10.8 example/ and the v2.3.4 e2e basic-namespaced XR type.
+        ("bucket", file("testdata/v2/bucket-composition.yaml")),
+        (
+            "pt-example",
+            file("testdata/patch-and-transform/composition.yaml"),
+        ),
+        (
+            "pt-multistep",
+            file("testdata/patch-and-transform/multistep-composition.yaml"),
+        ),
+        // v2.3.4 e2e namespaced-xr-no-cluster-scoped-resource.
+        (
+            "cluster-role",
+            pipeline(
+                "validation.example.org/v1alpha1",
+                "NamespacedTest",
+                json!([{"name": "cluster-role-test", "base": {
+                    "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                    "metadata": {"name": "cluster-role"},
+                    "rules": [{"apiGroups": ["example.org"], "resources": ["clustertests"], "verbs": ["*"]}]}}]),
+            ),
+        ),
+        (
+            "cluster-bucket",
+            pipeline(
+                "validation.example.org/v1alpha1",
+                "NamespacedTest",
+                json!([{"name": "bucket", "base": {
+                    "apiVersion": "s3.aws.upbound.io/v1beta1", "kind": "Bucket",
+                    "spec": {"forProvider": {"region": "us-east-2"}}}}]),
+            ),
+        ),
+        ("requirements", with_requirements()),
+        (
+            "v1-machinery",
+            pipeline(
+                "example.org/v1alpha1",
+                "Test",
+                json!([{"name": "bucket", "base": {
+                    "apiVersion": "s3.aws.m.upbound.io/v1beta1", "kind": "Bucket",
+                    "spec": {"forProvider": {"region": "us-east-2"}}},
+                    "patches": [{"fromFieldPath": "spec.compositionRef.name",
+                                 "toFieldPath": "metadata.annotations[composition]"}]}]),
+            ),
+        ),
+    ];
+    let crds: Vec<std::path::PathBuf> = V2_SCHEMAS
+        .iter()
+        .map(|s| webhook::project_dir().join(s))
+        .collect();
+    let refs: Vec<&Path> = crds.iter().map(|p| p.as_path()).collect();
+    let server = webhook::Server::start(&refs, &[]);
+    let dir = webhook::ScratchDir::new("v2-agree");
+    let api = CompositionApi::default();
+    for (name, c) in cases {
+        let path = dir.path(&format!("{name}.json"));
+        std::fs::write(&path, serde_json::to_vec(&c).expect("json")).expect("write");
+        let offline = validate_file(&path, &[]);
+        let sent = composition_webhook::model::with_api_defaults(&c, &api);
+        let review = webhook::composition_review("v1", name, "CREATE", sent);
+        let r = server.client().review(&review).await;
+        let causes: Vec<String> = r["status"]["details"]["causes"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|c| {
+                        format!(
+                            "{}: {}",
+                            c["field"].as_str().unwrap_or(""),
+                            c["message"].as_str().unwrap_or("")
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let (allowed, errors, warnings) = offline;
+        assert_eq!(allowed, expected_allowed(name), "{name}: {errors:?}");
+        assert_eq!(r["allowed"], allowed, "{name}: {r}");
+        assert_eq!(causes, errors, "{name}");
+        // The API server shows warnings shortened (no bad value, the middle elided): the
+        // fields they name are the same.
+        let field = |w: &str| w.split(": ").next().unwrap_or_default().to_string();
+        let served: Vec<String> = r["warnings"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(|w| field(w.split_once("\": ").map_or(w, |(_, rest)| rest)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let offline: Vec<String> = warnings.iter().map(|w| field(w)).collect();
+        assert_eq!(served, offline, "{name}: {r}");
+    }
+}
+
+/// The verdict each case of [`validate_and_serve_agree_on_v2_material`] must get.
+fn expected_allowed(name: &str) -> bool {
+    !matches!(name, "cluster-role" | "cluster-bucket" | "v1-machinery")
+}
+
+/// A pipeline whose first step declares `requirements` (v2's Composition API only): the
+/// shape of v2.3.4's CRD `spec.pipeline[].requirements.requiredResources`, as the v2.3 docs
+/// use it with function-extra-resources.
+fn with_requirements() -> Value {
+    let mut c = pipeline(
+        "example.org/v1alpha1",
+        "Test",
+        json!([{"name": "bucket", "base": {
+            "apiVersion": "s3.aws.m.upbound.io/v1beta1", "kind": "Bucket",
+            "spec": {"forProvider": {"region": "us-east-2"}}}}]),
+    );
+    c["spec"]["pipeline"][0]["requirements"] = json!({"requiredResources": [{
+        "requirementName": "environment", "apiVersion": "v1", "kind": "ConfigMap",
+        "name": "environment"}]});
+    c
+}
+
+/// `writeConnectionSecretToRef.patches` of a P&T step: their paths and types are checked
+/// like other patches, against the XR on one side and, on the other, the object P&T patches
+/// them onto (v0.10.8 `connection.go`: `apiVersion`, `kind`, `name`, `namespace`, of which
+/// only `name` and `namespace` are read back). The valid case is P&T's
+/// `connection_test.go` "PatchFromCompositeFieldPath" (metadata.uid formatted into the
+/// name, a spec field into the namespace).
+#[test]
+fn connection_secret_patches_are_checked_like_other_patches() {
+    let cat = catalog(&["basic-namespaced.definition.yaml", M_BUCKETS]);
+    let with_patches = |patches: Value| {
+        let mut c = pipeline(
+            "example.org/v1alpha1",
+            "Test",
+            json!([{"name": "bucket", "base": {
+                "apiVersion": "s3.aws.m.upbound.io/v1beta1", "kind": "Bucket",
+                "spec": {"forProvider": {"region": "us-east-2"}}}}]),
+        );
+        c["spec"]["pipeline"][0]["input"]["writeConnectionSecretToRef"] =
+            json!({"patches": patches});
+        c
+    };
+    let valid = with_patches(json!([
+        {"type": "FromCompositeFieldPath", "fromFieldPath": "metadata.uid", "toFieldPath": "name",
+         "transforms": [{"type": "string", "string": {"type": "Format", "fmt": "%s-cool-creds"}}]},
+        {"type": "FromCompositeFieldPath", "fromFieldPath": "spec.coolField", "toFieldPath": "namespace"}
+    ]));
+    assert_eq!(messages(&cat, &valid), Vec::<String>::new());
+    let invalid = with_patches(json!([
+        {"fromFieldPath": "spec.coolFeld", "toFieldPath": "name"},
+        {"fromFieldPath": "spec.coolField", "toFieldPath": "metadata.name"},
+        {"type": "CombineFromComposite", "combine": {"strategy": "string",
+            "variables": [{"fromFieldPath": "metadata.name"}], "string": {"fmt": "%s-creds"}}},
+        {"type": "ToCompositeFieldPath", "fromFieldPath": "name", "toFieldPath": "spec.coolField"}
+    ]));
+    let p = "spec.pipeline[0].input.writeConnectionSecretToRef.patches";
+    assert_eq!(
+        messages(&cat, &invalid),
+        [
+            format!(
+                r#"{p}[3].type: Unsupported value: "ToCompositeFieldPath": supported values: "FromCompositeFieldPath", "CombineFromComposite""#
+            ),
+            format!(
+                "{p}[2].toFieldPath: Required value: toFieldPath must be set for patch type CombineFromComposite"
+            ),
+            format!(
+                r#"{p}[1].toFieldPath: Invalid value: "metadata.name": function-patch-and-transform reads only name and namespace back from the connection secret reference: this patch would change nothing"#
+            ),
+            format!(
+                r#"{p}[0].fromFieldPath: Invalid value: "spec.coolFeld": field 'coolFeld' is not valid according to the schema; did you mean "coolField"?"#
+            ),
+        ]
     );
 }

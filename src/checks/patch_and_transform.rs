@@ -7,13 +7,15 @@
 //! unknown fields. Other functions' inputs stay opaque.
 
 use crate::findings::{BadValue, ErrorType, FieldError, Path};
-use crate::model::{
-    Composition, CompositionSpec, MODE_RESOURCES, PatchAndTransformInput, is_patch_and_transform,
-    with_input_defaults,
-};
-use crate::schema::{self, validation};
+use std::sync::{Arc, OnceLock};
 
-use super::logical;
+use crate::model::{
+    ComposedTemplate, Composition, CompositionSpec, MODE_RESOURCES, PatchAndTransformInput,
+    is_patch_and_transform, with_input_defaults,
+};
+use crate::schema::{self, Schema, validation};
+
+use super::{logical, schema_aware};
 
 /// A pipeline step running function-patch-and-transform, with its input read.
 #[derive(Debug, Clone)]
@@ -107,7 +109,133 @@ pub fn validate_logical(step: &PatchAndTransformStep) -> Vec<FieldError> {
             e.field = format!("{}{rest}", step.at.as_str());
         }
     }
+    if let Some(stand_in) = connection_secret_stand_in(step) {
+        let c = Composition {
+            spec: CompositionSpec {
+                mode: MODE_RESOURCES.to_string(),
+                resources: vec![stand_in],
+                ..CompositionSpec::default()
+            },
+            ..Composition::default()
+        };
+        let mut found = logical::validate_resources(&c);
+        found.extend(logical::validate_field_paths(&c));
+        let from = spec.child("resources").index(0);
+        errs.extend(
+            found
+                .into_iter()
+                .map(|e| to_connection_ref(e, from.as_str(), step)),
+        );
+    }
     errs
+}
+
+/// The object function-patch-and-transform applies `writeConnectionSecretToRef.patches`
+/// to (v0.10.8 `connection.go`, `applyConnectionSecretPatches`): `apiVersion: v1`,
+/// `kind: SecretReference`, `name` and `namespace`, as a template to check like others.
+fn connection_secret_stand_in(step: &PatchAndTransformStep) -> Option<ComposedTemplate> {
+    let r = step
+        .input
+        .write_connection_secret_to_ref
+        .as_ref()
+        .filter(|r| !r.patches.is_empty())?;
+    Some(ComposedTemplate {
+        name: Some("writeConnectionSecretToRef".to_string()),
+        base: serde_json::json!({
+            "apiVersion": "v1", "kind": "SecretReference",
+            "name": r.name, "namespace": r.namespace,
+        }),
+        patches: r.patches.clone(),
+        ..ComposedTemplate::default()
+    })
+}
+
+/// What the function reads back from the stand-in: `name` and `namespace`, as strings
+/// (anything else a patch writes there is dropped).
+fn connection_secret_schema() -> Arc<Schema> {
+    static SCHEMA: OnceLock<Arc<Schema>> = OnceLock::new();
+    SCHEMA
+        .get_or_init(|| {
+            let v = serde_json::json!({"type": "object", "properties": {
+                "name": {"type": "string"}, "namespace": {"type": "string"}}});
+            Arc::new(Schema::from_value(&v).unwrap_or_default())
+        })
+        .clone()
+}
+
+/// An error at the stand-in (`from`, e.g. `spec.resources[0]`) moved to the step's
+/// `writeConnectionSecretToRef`.
+fn to_connection_ref(mut e: FieldError, from: &str, step: &PatchAndTransformStep) -> FieldError {
+    if let Some(rest) = e.field.strip_prefix(from) {
+        e.field = format!(
+            "{}{rest}",
+            step.at.child("writeConnectionSecretToRef").as_str()
+        );
+    }
+    e
+}
+
+/// The schema errors of a step's `writeConnectionSecretToRef.patches`: their sources on the
+/// composite resource, their destinations on the secret reference (only `name` and
+/// `namespace`, strings, are read back), and the types between them.
+pub fn check_connection_secret(
+    step: &PatchAndTransformStep,
+    composite: Option<&Schema>,
+) -> Vec<FieldError> {
+    let Some(stand_in) = connection_secret_stand_in(step) else {
+        return Vec::new();
+    };
+    let at = Path::new("writeConnectionSecretToRef");
+    let from = at.child("resources").index(0);
+    // Only `name` and `namespace` are read back (a `metadata.name`, which any other
+    // object has, included): a patch to anything else does nothing.
+    let mut errs = Vec::new();
+    for (j, p) in stand_in.patches.iter().enumerate() {
+        // Other types are refused by the input's CRD already.
+        if !matches!(
+            p.effective_type(),
+            crate::model::FROM_COMPOSITE_FIELD_PATH | crate::model::COMBINE_FROM_COMPOSITE
+        ) {
+            continue;
+        }
+        let to = p.to_field_path.as_deref().or(p.from_field_path.as_deref());
+        if let Some(to) = to.filter(|t| !matches!(*t, "name" | "namespace")) {
+            let defaulted = if p.to_field_path.is_none() {
+                " (toFieldPath defaults to fromFieldPath)"
+            } else {
+                ""
+            };
+            errs.push(FieldError::invalid(
+                from.child("patches").index(j).child("toFieldPath"),
+                to,
+                format!(
+                    "function-patch-and-transform reads only name and namespace back from the connection secret reference{defaulted}: this patch would change nothing"
+                ),
+            ));
+        }
+    }
+    let templates = [stand_in];
+    let set = schema_aware::ResourceSet::new(&templates, &[], None, &at);
+    let found = schema_aware::check(&set, composite, &[Some(connection_secret_schema())]);
+    // A destination already reported gets no second error from the schema check.
+    errs.extend(
+        found
+            .into_iter()
+            .filter(|e| {
+                !errs.iter().any(|d| {
+                    e.field == d.field
+                        || d.field.strip_suffix("toFieldPath").is_some_and(|patch| {
+                            e.field.strip_prefix(patch).is_some_and(|rest| {
+                                rest == "transforms" || rest.starts_with("transforms[")
+                            })
+                        })
+                })
+            })
+            .collect::<Vec<_>>(),
+    );
+    errs.into_iter()
+        .map(|e| to_connection_ref(e, from.as_str(), step))
+        .collect()
 }
 
 /// Whether `field` is `at` or under it.

@@ -1,8 +1,10 @@
 //! The `composition-webhook` command line.
 //!
-//! `composition-webhook validate [--crds PATH]... [--mode warn|loose|strict] [--no-render]
-//! [--output text|json] FILE_OR_DIR...` validates every Composition found in the inputs
-//! against the CRDs and XRDs given with `--crds` and those found in the inputs themselves.
+//! `composition-webhook validate [--crds PATH]... [--crossplane-version v2|v1]
+//! [--mode warn|loose|strict] [--no-render] [--output text|json] FILE_OR_DIR...` validates
+//! every Composition found in the inputs against the CRDs and XRDs given with `--crds` and
+//! those found in the inputs themselves, and against the Composition API of the Crossplane
+//! chosen (a Composition CRD among the schemas decides over the flag).
 //! Exit status: 0 when every Composition is allowed, 1 when any is denied, 2 for usage or
 //! input errors (unreadable file, YAML syntax error, no Composition found).
 //!
@@ -25,7 +27,7 @@ use crate::budget::{self, Budget, Limits};
 use crate::document::{self, Document, DocumentError};
 use crate::mode::Mode;
 use crate::model::APIEXTENSIONS_GROUP;
-use crate::schema::Catalog;
+use crate::schema::{Catalog, CompositionApi, CrossplaneVersion};
 use crate::validate::{Options, Report, Validator};
 
 /// Exit status: every Composition allowed.
@@ -62,6 +64,9 @@ enum Command {
 struct ValidateArgs {
     #[command(flatten)]
     schemas: CrdFiles,
+
+    #[command(flatten)]
+    api: ApiArgs,
 
     /// Mode of Compositions without the crossplane.io/composition-schema-aware-validation-mode annotation.
     #[arg(long, value_enum, default_value_t = ModeArg::Loose, env = "COMPOSITION_WEBHOOK_MODE")]
@@ -116,6 +121,28 @@ struct CrdFiles {
         value_delimiter = ','
     )]
     crds: Vec<PathBuf>,
+}
+
+/// `--crossplane-version`: whose Composition API applies to Compositions read from files.
+#[derive(Debug, clap::Args)]
+struct ApiArgs {
+    /// The Crossplane whose Composition API (its Composition CRD: defaults, fields, modes) applies to the files: v2 (v2.0 to v2.3: Pipeline mode only) or v1 (v1.14 to v1.20: Resources mode too); a release such as v1.20 or 2.3.4 picks its major version. A Composition CRD (compositions.apiextensions.crossplane.io) among the schemas decides instead.
+    #[arg(
+        long,
+        value_name = "VERSION",
+        default_value = "v2",
+        value_parser = |s: &str| s.parse::<CrossplaneVersion>().map_err(|e| e.to_string()),
+        env = "COMPOSITION_WEBHOOK_CROSSPLANE_VERSION"
+    )]
+    crossplane_version: CrossplaneVersion,
+}
+
+impl ApiArgs {
+    /// The Composition API: the CRD among the schemas, else the embedded one of the flag's
+    /// version.
+    fn choose(&self, catalog: &Catalog) -> CompositionApi {
+        CompositionApi::choose(catalog, self.crossplane_version)
+    }
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -186,6 +213,7 @@ fn run_validate(args: &ValidateArgs) -> u8 {
     let input_docs = load_all(&args.inputs, &mut errors);
 
     let catalog = build_catalog(schema_docs.iter().chain(&input_docs), &mut errors);
+    let api = args.api.choose(&catalog);
 
     let validator = Validator::new(
         &catalog,
@@ -193,6 +221,7 @@ fn run_validate(args: &ValidateArgs) -> u8 {
             default_mode: args.mode.into(),
             as_api_server: true,
             rendered: !args.no_render,
+            composition_api: api.clone(),
         },
     )
     .with_budget(Budget::new(Limits {
@@ -239,8 +268,8 @@ fn run_validate(args: &ValidateArgs) -> u8 {
 
     let mut stdout = io::stdout().lock();
     let printed = match args.output {
-        OutputFormat::Text => output::write_text(&mut stdout, &results, catalog.len()),
-        OutputFormat::Json => output::write_json(&mut stdout, &results),
+        OutputFormat::Text => output::write_text(&mut stdout, &results, catalog.len(), &api),
+        OutputFormat::Json => output::write_json(&mut stdout, &results, &api),
     };
     match printed {
         // The reader went away (`| head`): nothing left to tell it.

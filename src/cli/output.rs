@@ -6,13 +6,15 @@ use serde_json::{Value, json};
 
 use super::Validated;
 use crate::findings::Severity;
+use crate::schema::CompositionApi;
 
 /// One line per finding (`file:line: severity: field: message`), a line per Composition,
-/// then a summary.
+/// then a summary naming the schemas and the Composition API they were validated against.
 pub fn write_text(
     out: &mut impl Write,
     results: &[Validated],
     schema_count: usize,
+    api: &CompositionApi,
 ) -> io::Result<()> {
     let mut denied = 0;
     for r in results {
@@ -53,7 +55,7 @@ pub fn write_text(
     }
     writeln!(
         out,
-        "{} validated against {}: {} allowed, {denied} denied",
+        "{} validated against {} and {api}: {} allowed, {denied} denied",
         count(results.len(), "Composition"),
         count(schema_count, "schema"),
         results.len() - denied,
@@ -69,10 +71,17 @@ fn count(n: usize, word: &str) -> String {
 }
 
 /// The results as one JSON object:
-/// `{"compositions":[{"file","name","mode","allowed","findings":[{"severity","stage","type","field","message","line"}]}]}`.
-pub fn write_json(out: &mut impl Write, results: &[Validated]) -> io::Result<()> {
+/// `{"compositionApi","compositions":[{"file","name","mode","allowed","findings":[{"severity","stage","type","field","message","line"}]}]}`.
+pub fn write_json(
+    out: &mut impl Write,
+    results: &[Validated],
+    api: &CompositionApi,
+) -> io::Result<()> {
     let compositions: Vec<Value> = results.iter().map(composition_json).collect();
-    serde_json::to_writer_pretty(&mut *out, &json!({ "compositions": compositions }))?;
+    serde_json::to_writer_pretty(
+        &mut *out,
+        &json!({ "compositionApi": api.to_string(), "compositions": compositions }),
+    )?;
     writeln!(out)
 }
 

@@ -10,7 +10,8 @@ use std::path::PathBuf;
 use serde_json::Value;
 
 use super::{
-    CrdFiles, EXIT_ALLOWED, EXIT_DENIED, EXIT_INPUT_ERROR, build_catalog, compositions_in, load_all,
+    ApiArgs, CrdFiles, EXIT_ALLOWED, EXIT_DENIED, EXIT_INPUT_ERROR, build_catalog, compositions_in,
+    load_all,
 };
 use crate::checks::patch_and_transform::read_steps;
 use crate::checks::rendered::{self, Composite};
@@ -31,6 +32,8 @@ pub struct RenderArgs {
     xr: Option<PathBuf>,
     #[command(flatten)]
     schemas: CrdFiles,
+    #[command(flatten)]
+    api: ApiArgs,
 }
 
 /// Runs `render`: 0 when every rendered resource is valid (or not checked), 1 when one is
@@ -65,20 +68,19 @@ pub fn run(args: &RenderArgs) -> u8 {
         );
         return EXIT_INPUT_ERROR;
     };
-    let composition =
-        match Composition::from_defaulted_value(&crate::model::with_api_defaults(value)) {
-            Ok(c) => c,
-            Err(e) => {
-                let _ = writeln!(
-                    stderr,
-                    "error: {}: {}: {}",
-                    args.composition.display(),
-                    e.field,
-                    e.message
-                );
-                return EXIT_INPUT_ERROR;
-            }
-        };
+    let composition = match Composition::from_value(value, &args.api.choose(&catalog)) {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = writeln!(
+                stderr,
+                "error: {}: {}: {}",
+                args.composition.display(),
+                e.field,
+                e.message
+            );
+            return EXIT_INPUT_ERROR;
+        }
+    };
     let (steps, _) = read_steps(&composition);
     let xr_schema = {
         let t = &composition.spec.composite_type_ref;

@@ -263,10 +263,13 @@ pub struct SecretReference {
 
 impl Composition {
     /// Reads a Composition from a JSON value as the API server would hand it to a webhook:
-    /// the Composition CRD's defaults are applied first (idempotent for objects that already
-    /// came through the API server), then the typed model is read.
-    pub fn from_value(value: &Value) -> Result<Composition, ModelError> {
-        Self::from_defaulted_value(&with_api_defaults(value))
+    /// the defaults of `api`'s Composition CRD are applied first (idempotent for objects
+    /// that already came through the API server), then the typed model is read.
+    pub fn from_value(
+        value: &Value,
+        api: &schema::CompositionApi,
+    ) -> Result<Composition, ModelError> {
+        Self::from_defaulted_value(&with_api_defaults(value, api))
     }
 
     /// Reads a Composition without applying defaults.
@@ -294,11 +297,11 @@ impl Composition {
     }
 }
 
-/// A copy of a Composition with the defaults the API server gives it (those of the
+/// A copy of a Composition with the defaults the API server gives it (those of `api`'s
 /// Composition CRD); idempotent for objects that already came through the API server.
-pub fn with_api_defaults(value: &Value) -> Value {
+pub fn with_api_defaults(value: &Value, api: &schema::CompositionApi) -> Value {
     let mut defaulted = value.clone();
-    schema::apply_defaults(&mut defaulted, schema::composition_crd_schema());
+    schema::apply_defaults(&mut defaulted, api.schema());
     defaulted
 }
 

@@ -28,6 +28,26 @@ pub struct PatchAndTransformInput {
     /// The composed resource templates.
     #[serde(default, deserialize_with = "null_default")]
     pub resources: Vec<ComposedTemplate>,
+    /// The Secret a Crossplane v2 XR's connection details are written to, and the patches
+    /// from the XR that name it.
+    #[serde(default)]
+    pub write_connection_secret_to_ref: Option<ConnectionSecretRef>,
+}
+
+/// `writeConnectionSecretToRef` of a P&T input (v0.10.x).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConnectionSecretRef {
+    /// The Secret's name.
+    #[serde(default, deserialize_with = "null_default")]
+    pub name: String,
+    /// The Secret's namespace.
+    #[serde(default, deserialize_with = "null_default")]
+    pub namespace: String,
+    /// Patches from the XR to `name` and `namespace` (FromCompositeFieldPath and
+    /// CombineFromComposite only).
+    #[serde(default, deserialize_with = "null_default")]
+    pub patches: Vec<Patch>,
 }
 
 /// Whether a step input is function-patch-and-transform's (any version).
@@ -65,7 +85,12 @@ impl PatchAndTransformInput {
             .iter_mut()
             .flat_map(|s| s.patches.iter_mut())
             .chain(self.resources.iter_mut().flat_map(|r| r.patches.iter_mut()))
-            .chain(environment);
+            .chain(environment)
+            .chain(
+                self.write_connection_secret_to_ref
+                    .iter_mut()
+                    .flat_map(|r| r.patches.iter_mut()),
+            );
         for patch in patches {
             // A spent budget is reported by the caller's next step; the checks stop there.
             if crate::budget::step().is_err() {

@@ -66,6 +66,11 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// Crossplane v1's Composition API: these Compositions are in Resources mode.
+    fn v1() -> crate::schema::CompositionApi {
+        crate::schema::CompositionApi::embedded(crate::schema::CrossplaneVersion::V1)
+    }
+
     #[test]
     fn files_get_the_composition_crd_defaults() {
         let c = Composition::from_value(&json!({
@@ -86,7 +91,7 @@ mod tests {
                     }]
                 }]
             }
-        }))
+        }), &v1())
         .expect("valid");
         assert_eq!(c.spec.mode, "Resources");
         let r = &c.spec.resources[0];
@@ -111,8 +116,11 @@ mod tests {
             ("Value", "literal")
         );
         // Explicit empty readiness checks are kept: the API server defaults absent fields only.
-        let c = Composition::from_value(&json!({"spec": {"resources": [{"readinessChecks": []}]}}))
-            .unwrap();
+        let c = Composition::from_value(
+            &json!({"spec": {"resources": [{"readinessChecks": []}]}}),
+            &v1(),
+        )
+        .unwrap();
         assert!(c.spec.resources[0].readiness_checks.is_empty());
     }
 
@@ -120,15 +128,19 @@ mod tests {
     fn nulls_and_wrong_types() {
         let c = Composition::from_value(
             &json!({"spec": {"resources": null, "patchSets": [{"name": "a", "patches": null}]}}),
+            &v1(),
         )
         .expect("nulls read as absent");
         assert!(c.spec.resources.is_empty());
         assert!(c.spec.patch_sets[0].patches.is_empty());
-        let e = Composition::from_value(&json!({"spec": {"resources": [{"patches": {"a": 1}}]}}))
-            .unwrap_err();
+        let e = Composition::from_value(
+            &json!({"spec": {"resources": [{"patches": {"a": 1}}]}}),
+            &v1(),
+        )
+        .unwrap_err();
         assert_eq!(e.field, "spec.resources[0].patches");
         assert_eq!(e.message, "must be of type array, got object");
-        let e = Composition::from_value(&json!(["not", "an", "object"])).unwrap_err();
+        let e = Composition::from_value(&json!(["not", "an", "object"]), &v1()).unwrap_err();
         assert_eq!(e.message, "a Composition must be an object, got array");
     }
 }

@@ -456,7 +456,8 @@ mod tests {
     use super::*;
 
     fn composition(v: Value) -> Composition {
-        Composition::from_defaulted_value(&crate::model::with_api_defaults(&v)).expect("model")
+        let v1 = crate::schema::CompositionApi::embedded(crate::schema::CrossplaneVersion::V1);
+        Composition::from_defaulted_value(&crate::model::with_api_defaults(&v, &v1)).expect("model")
     }
 
     #[test]

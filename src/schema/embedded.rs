@@ -2,33 +2,42 @@
 //! build time.
 //!
 //! `crds/upstream/apiextensions.crossplane.io_compositions.yaml` is Crossplane v1.17.0's
-//! `cluster/crds` file, unchanged. Its schema `default:` values are what the API server
-//! applies to a Composition before any webhook sees it; [`composition_crd_schema`] lets the
-//! validator apply the same defaults to Compositions read from files.
+//! `cluster/crds` file and `crds/upstream/v2.3.4/apiextensions.crossplane.io_compositions.yaml`
+//! v2.3.4's, unchanged. Their schema `default:` values are what the API server applies to a
+//! Composition before any webhook sees it; [`composition_crd_schema_of`] lets the validator
+//! apply the same defaults to Compositions read from files (see `composition_api`).
 //!
 //! `crds/upstream/pt.fn.crossplane.io_resources.yaml` is function-patch-and-transform
 //! v0.10.8's `package/input` CRD, unchanged: the schema of its `Resources` input. Nothing
 //! applies that CRD (the function decodes its input with `json.Unmarshal`), and where it
 //! disagrees with the function's code the code wins: [`runtime_view`] adjusts it as read.
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use serde_json::Value;
 
+use super::composition_api::CrossplaneVersion;
 use super::crd::Crd;
 use super::structural::Schema;
 
-/// The embedded CRD file's text.
+/// The embedded Crossplane v1.17.0 Composition CRD file's text.
 pub const COMPOSITION_CRD_YAML: &str =
     include_str!("../../crds/upstream/apiextensions.crossplane.io_compositions.yaml");
+
+/// The embedded Crossplane v2.3.4 Composition CRD file's text.
+pub const COMPOSITION_CRD_V2_YAML: &str =
+    include_str!("../../crds/upstream/v2.3.4/apiextensions.crossplane.io_compositions.yaml");
 
 /// The embedded function-patch-and-transform input CRD's text.
 pub const PATCH_AND_TRANSFORM_CRD_YAML: &str =
     include_str!("../../crds/upstream/pt.fn.crossplane.io_resources.yaml");
 
-/// Parses the embedded Composition CRD (YAML -> CRD), reporting what went wrong.
-fn parse_composition_crd() -> Result<Crd, String> {
-    parse_crd(COMPOSITION_CRD_YAML)
+/// Parses an embedded Composition CRD (YAML -> CRD), reporting what went wrong.
+fn parse_composition_crd(version: CrossplaneVersion) -> Result<Crd, String> {
+    parse_crd(match version {
+        CrossplaneVersion::V1 => COMPOSITION_CRD_YAML,
+        CrossplaneVersion::V2 => COMPOSITION_CRD_V2_YAML,
+    })
 }
 
 /// The stale enums of P&T v0.10.8's input CRD, and what its code (`IsValid`, the `switch`es
@@ -135,29 +144,42 @@ fn parse_crd_with(text: &str, adjust: fn(&mut Value)) -> Result<Crd, String> {
     Crd::from_value(&value).map_err(|e| e.to_string())
 }
 
-/// Crossplane's Composition CRD (`compositions.apiextensions.crossplane.io`), parsed once.
+/// Crossplane's Composition CRD (`compositions.apiextensions.crossplane.io`) of `version`,
+/// parsed once.
 ///
 /// # Panics
 ///
 /// Panics if the embedded file does not parse. It is a build-time constant, and the
-/// `embedded_composition_crd_parses` test guards it.
-pub fn composition_crd() -> &'static Crd {
-    static CRD: OnceLock<Crd> = OnceLock::new();
-    CRD.get_or_init(|| match parse_composition_crd() {
+/// `embedded_composition_crds_parse` test guards it.
+pub fn composition_crd(version: CrossplaneVersion) -> &'static Crd {
+    static V1: OnceLock<Crd> = OnceLock::new();
+    static V2: OnceLock<Crd> = OnceLock::new();
+    let cell = match version {
+        CrossplaneVersion::V1 => &V1,
+        CrossplaneVersion::V2 => &V2,
+    };
+    cell.get_or_init(|| match parse_composition_crd(version) {
         Ok(crd) => crd,
-        Err(e) => panic!("embedded Composition CRD does not parse: {e}"),
+        Err(e) => panic!(
+            "embedded Composition CRD {} does not parse: {e}",
+            version.release()
+        ),
     })
 }
 
-/// The `v1` schema of Crossplane's Composition CRD, used to apply the API server's defaults.
+/// The `v1` schema of the Composition CRD of `version`, used to apply the API server's
+/// defaults and find what it refuses.
 ///
 /// # Panics
 ///
 /// Panics if the embedded file has no `v1` schema (guarded by a test, see [`composition_crd`]).
-pub fn composition_crd_schema() -> &'static Schema {
-    match composition_crd().schema_for("v1").schema {
-        Some(schema) => schema,
-        None => panic!("embedded Composition CRD has no v1 schema"),
+pub fn composition_crd_schema_of(version: CrossplaneVersion) -> Arc<Schema> {
+    match composition_crd(version).schema_for("v1").schema {
+        Some(schema) => schema.clone(),
+        None => panic!(
+            "embedded Composition CRD {} has no v1 schema",
+            version.release()
+        ),
     }
 }
 
@@ -188,20 +210,27 @@ mod tests {
     use crate::schema::defaults::apply_defaults;
     use serde_json::json;
 
+    /// The v1.17.0 schema, which most tests here default with.
+    fn composition_crd_schema() -> Arc<Schema> {
+        composition_crd_schema_of(CrossplaneVersion::V1)
+    }
+
     #[test]
-    fn embedded_composition_crd_parses() {
-        let crd = parse_composition_crd().expect("embedded CRD parses");
-        assert_eq!(crd.name, "compositions.apiextensions.crossplane.io");
-        assert_eq!(crd.group, "apiextensions.crossplane.io");
-        assert_eq!(crd.names.kind, "Composition");
-        assert!(crd.all_problems().next().is_none());
-        let v1 = crd.version("v1").expect("v1");
-        assert!(v1.served && v1.storage && v1.schema.is_some());
-        assert!(
-            composition_crd_schema()
-                .descend(&["spec", "mode"])
-                .is_some()
-        );
+    fn embedded_composition_crds_parse() {
+        for version in [CrossplaneVersion::V1, CrossplaneVersion::V2] {
+            let crd = parse_composition_crd(version).expect("embedded CRD parses");
+            assert_eq!(crd.name, "compositions.apiextensions.crossplane.io");
+            assert_eq!(crd.group, "apiextensions.crossplane.io");
+            assert_eq!(crd.names.kind, "Composition");
+            assert!(crd.all_problems().next().is_none());
+            let v1 = crd.version("v1").expect("v1");
+            assert!(v1.served && v1.storage && v1.schema.is_some());
+            assert!(
+                composition_crd_schema_of(version)
+                    .descend(&["spec", "mode"])
+                    .is_some()
+            );
+        }
     }
 
     #[test]
@@ -245,7 +274,7 @@ mod tests {
                 ]
             }
         });
-        apply_defaults(&mut c, composition_crd_schema());
+        apply_defaults(&mut c, &composition_crd_schema());
         let spec = &c["spec"];
         assert_eq!(spec["mode"], json!("Resources"));
         assert_eq!(
@@ -304,7 +333,7 @@ mod tests {
     fn pipeline_mode_is_kept() {
         let mut c = json!({"spec": {"mode": "Pipeline", "compositeTypeRef": {"apiVersion": "a/v1", "kind": "K"},
             "pipeline": [{"step": "s", "functionRef": {"name": "f"}}]}});
-        apply_defaults(&mut c, composition_crd_schema());
+        apply_defaults(&mut c, &composition_crd_schema());
         assert_eq!(c["spec"]["mode"], json!("Pipeline"));
         assert!(c["spec"].get("resources").is_none());
     }

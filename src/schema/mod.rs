@@ -10,7 +10,8 @@
 //! - [`catalog`]: [`Catalog`], every known CRD indexed by group and kind, with upstream's
 //!   NotFound and "more than one CRD" errors;
 //! - [`defaults`]: [`apply_defaults`], the API server's structural defaulting;
-//! - [`embedded`]: Crossplane's own Composition CRD, for applying its defaults to files;
+//! - [`embedded`]: Crossplane's own Composition CRDs (v1.17.0, v2.3.4) and P&T's input CRD;
+//! - [`composition_api`]: which Composition CRD applies to Compositions read from files;
 //! - [`validation`]: validating a value against a schema as the API server does: the
 //!   lightweight walker (types, enums, required and unknown fields) and the whole custom
 //!   resource pipeline (pruning, defaults, JSON Schema, embedded resources, list types, CEL)
@@ -19,6 +20,7 @@
 //! Nothing here performs I/O: documents come in as `serde_json::Value`s.
 
 pub mod catalog;
+pub mod composition_api;
 pub mod crd;
 pub mod defaults;
 pub mod embedded;
@@ -30,11 +32,12 @@ pub mod xrd;
 pub use catalog::{
     Added, Candidate, Catalog, CatalogEntry, LookupError, Origin, Resolved, split_api_version,
 };
+pub use composition_api::{ApiOrigin, CompositionApi, CrossplaneVersion, VersionError};
 pub use crd::{Crd, CrdNames, CrdVersion, SchemaSelection, Scope, is_crd};
 pub use defaults::apply_defaults;
 pub use embedded::{
-    COMPOSITION_CRD_YAML, PATCH_AND_TRANSFORM_CRD_YAML, composition_crd, composition_crd_schema,
-    patch_and_transform_input_schema,
+    COMPOSITION_CRD_V2_YAML, COMPOSITION_CRD_YAML, PATCH_AND_TRANSFORM_CRD_YAML, composition_crd,
+    composition_crd_schema_of, patch_and_transform_input_schema,
 };
 pub use structural::{
     AdditionalProperties, Items, MAX_SCHEMA_DEPTH, Schema, SchemaError, ValidationRule,

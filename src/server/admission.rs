@@ -114,6 +114,12 @@ pub fn decide(
             // The API server has validated the object against the Composition CRD.
             as_api_server: false,
             rendered,
+            // The API server has applied its own Composition CRD's defaults. The only one
+            // left to apply is for an API server whose CRD has no default mode: a Crossplane
+            // before Pipeline mode (v1.10 and older), whose Compositions are in Resources mode.
+            composition_api: crate::schema::CompositionApi::embedded(
+                crate::schema::CrossplaneVersion::V1,
+            ),
         },
     )
     .validate_owned(Value::Object(object));

@@ -157,7 +157,7 @@ fn v2_hint(side: Side<'_>, path: &str) -> Option<String> {
             "{v2_xr} has no claim: spec.claimRef exists only with scope LegacyCluster"
         )),
         "writeConnectionSecretToRef" | "publishConnectionDetailsTo" => Some(format!(
-            "{v2_xr} writes no connection secret: spec.{field} exists only with scope LegacyCluster (compose a Secret instead)"
+            "{v2_xr} writes no connection secret: spec.{field} exists only with scope LegacyCluster (function-patch-and-transform composes the Secret its input.writeConnectionSecretToRef names)"
         )),
         _ => None,
     }
