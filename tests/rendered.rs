@@ -353,7 +353,7 @@ fn other_functions_are_named_once_and_not_guessed() {
     assert_eq!(
         rendered(&report),
         [
-            "warning: spec.pipeline[1]: Not rendered: function \"function-go-templating\" (step \"templates\"): what it does to composed resources cannot be known without running it, so only the patch-and-transform steps were rendered, and rendered findings of the steps before it are warnings",
+            "warning: spec.pipeline[1]: Not rendered: function \"function-go-templating\" (step \"templates\"): recognised by its name as none whose effect is known, what it does to composed resources cannot be known without running it, so only the patch-and-transform steps were rendered, and rendered findings of the steps before it are warnings",
             "warning: spec.pipeline[0].input.resources[0].base.spec.forProvider.engine: Required value",
         ]
     );

@@ -1113,7 +1113,7 @@ fn case_expectation(id: &str, mode: Option<&str>, crds: &Path) -> (Value, Upstre
             let opaque = id.contains("/008").then(|| {
                 warning(
                     &composition,
-                    r#"spec.pipeline[0]: Not rendered: function "fn" (step "s"): what it composes cannot be known without running it, so no composed resource was validated"#,
+                    r#"spec.pipeline[0]: Not rendered: function "fn" (step "s"): recognised by its name as none whose effect is known, what it composes cannot be known without running it, so no composed resource was validated"#,
                 )
             });
             if m == "strict" {

@@ -183,13 +183,13 @@ fn opaque_note(rendered: &Rendered) -> Option<Finding> {
         .join(", ");
     let detail = if rendered.resources.is_empty() {
         format!(
-            "function {names}: what it composes cannot be known without running it, so no \
-             composed resource was validated"
+            "function {names}: recognised by its name as none whose effect is known, what it \
+             composes cannot be known without running it, so no composed resource was validated"
         )
     } else {
         format!(
-            "function {names}: what it does to composed resources cannot be known without \
-             running it, so only the patch-and-transform steps were rendered, and rendered \
+            "function {names}: recognised by its name as none whose effect is known, what it \
+             does to composed resources cannot be known without running it, so only the patch-and-transform steps were rendered, and rendered \
              findings of the steps before it are warnings"
         )
     };

@@ -203,6 +203,7 @@ async fn handle(
     // Set once a worker has the review: from then on it is decoded without waiting.
     let working = Arc::new(AtomicBool::new(false));
     let salvaged = echo.composition(state.default_mode);
+    let salvaged_operation = echo.operation.unwrap_or("unknown");
     let job = {
         let state = state.clone();
         let known = known.clone();
@@ -229,7 +230,7 @@ async fn handle(
                         let (mode, name) =
                             salvaged.unwrap_or_else(|| (state.default_mode, String::new()));
                         let decision = admission::over_budget(mode, &name, values, state.limits);
-                        return Ok(("unknown", decision));
+                        return Ok((salvaged_operation, decision));
                     }
                     Err(e) => return Err(e),
                 };
@@ -315,7 +316,7 @@ async fn handle(
                 echo,
                 answer: admission::deadline_answer(mode, &name, budget),
                 outcome: Outcome::DeadlineExceeded,
-                operation: "unknown",
+                operation: salvaged_operation,
                 mode: Some(mode),
                 decision: None,
                 problem: Some(format!(

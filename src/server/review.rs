@@ -158,6 +158,9 @@ pub struct Echo {
     pub api_version: Option<&'static str>,
     /// `request.uid`.
     pub uid: Option<String>,
+    /// `request.operation`, when it is one of the four Kubernetes sends (the API server
+    /// sends it before the object).
+    pub operation: Option<&'static str>,
     /// Whether `request.kind` is an `apiextensions.crossplane.io` Composition, once read.
     pub composition: Option<bool>,
     /// `request.object`'s metadata, once read in full.
@@ -355,6 +358,12 @@ impl<'de> Visitor<'de> for SalvageRequest<'_> {
         while let Some(key) = map.next_key::<Key<'de>>()? {
             match key.as_ref() {
                 "uid" => self.0.uid = Some(map.next_value()?),
+                "operation" => {
+                    let op: Key<'de> = map.next_value()?;
+                    self.0.operation = ["CREATE", "UPDATE", "DELETE", "CONNECT"]
+                        .into_iter()
+                        .find(|o| *o == op.as_ref());
+                }
                 "kind" => {
                     let kind: Kind<'de> = map.next_value()?;
                     self.0.composition =
@@ -604,9 +613,12 @@ mod tests {
         assert_eq!(salvaged(&strict), Some((Mode::Strict, "c".to_string())));
         let echo = salvage(strict.as_bytes());
         assert_eq!(
-            (echo.api_version, echo.uid.as_deref()),
-            (Some(V1BETA1), Some("u"))
+            (echo.api_version, echo.uid.as_deref(), echo.operation),
+            (Some(V1BETA1), Some("u"), Some("CREATE"))
         );
+        // The metrics label of a late answer: only the four operations Kubernetes sends.
+        let odd = strict.replace("\"CREATE\"", "\"PATCH\"");
+        assert_eq!(salvage(odd.as_bytes()).operation, None);
         // No annotation: the default; an invalid one: strict; the legacy one is read.
         assert_eq!(
             salvaged(&review(json!({"generateName": "g-"}))),
