@@ -915,14 +915,21 @@ impl ServeSettings {
 
 #[test]
 fn local_test_compositions_get_the_verdicts_the_script_expects() {
+    // The local test's Compositions are Pipelines: the same for Crossplane v1's and v2's
+    // API servers.
+    for version in ["v1", "v2"] {
+        local_test_verdicts(version);
+    }
+}
+
+fn local_test_verdicts(version: &str) {
     let validate = |file: &str, mode: &str| {
         let out = Command::new(env!("CARGO_BIN_EXE_composition-webhook"))
             .current_dir(root())
             .args([
                 "validate",
-                // The local test's Compositions are in Resources mode.
                 "--crossplane-version",
-                "v1",
+                version,
                 "--crds",
                 "testdata/crds",
                 "--crds",
@@ -959,11 +966,11 @@ fn local_test_compositions_get_the_verdicts_the_script_expects() {
     assert_eq!(
         findings,
         [
-            "error: spec.resources[0].patches[1].toFieldPath: Invalid value: \"spec.forProvider.autoCreateSubnetwork\": field 'autoCreateSubnetwork' is not valid according to the schema; did you mean \"autoCreateSubnetworks\"?",
-            "error: spec.resources[0].patches[2].transforms: Required value: the fromFieldPath does not have a type compatible with the toFieldPath according to their schemas and no transforms were provided: string != boolean (a convert transform with toType: bool would do)",
+            "error: spec.pipeline[0].input.resources[0].patches[1].toFieldPath: Invalid value: \"spec.forProvider.autoCreateSubnetwork\": field 'autoCreateSubnetwork' is not valid according to the schema; did you mean \"autoCreateSubnetworks\"?",
+            "error: spec.pipeline[0].input.resources[0].patches[2].transforms: Required value: the fromFieldPath does not have a type compatible with the toFieldPath according to their schemas and no transforms were provided: string != boolean (a convert transform with toType: bool would do)",
         ]
     );
-    let missing = "spec.resources[1].base: Not found: \"compute.gcp.upbound.io/v1beta1, Kind=Subnetworkk\": no CRD or XRD defines Subnetworkk.compute.gcp.upbound.io; checks that need the schema of this resource were skipped";
+    let missing = "spec.pipeline[0].input.resources[1].base: Not found: \"compute.gcp.upbound.io/v1beta1, Kind=Subnetworkk\": no CRD or XRD defines Subnetworkk.compute.gcp.upbound.io; checks that need the schema of this resource were skipped";
     assert_eq!(
         validate("deploy/local-test/missing-schema.yaml", "loose"),
         (Some(0), vec![format!("warning: {missing}")])
