@@ -2,17 +2,11 @@
 //! types, enums, required and unknown fields (`kubectl apply` validates fields strictly).
 //! Checked for files; skipped for admission requests, which went through the API server.
 
-use composition_webhook::schema::{Catalog, CompositionApi, CrossplaneVersion};
+mod common;
+
+use composition_webhook::schema::Catalog;
 use composition_webhook::validate::{Options, Validator};
 use serde_json::{Value, json};
-
-/// These Compositions are Crossplane v1's (Resources mode): v1.17.0's Composition API.
-fn v1_options() -> Options {
-    Options {
-        composition_api: CompositionApi::embedded(CrossplaneVersion::V1),
-        ..Options::default()
-    }
-}
 
 fn base() -> Value {
     json!({
@@ -34,7 +28,7 @@ fn logical(value: &Value, as_api_server: bool) -> Vec<String> {
     let catalog = Catalog::new();
     let options = Options {
         as_api_server,
-        ..v1_options()
+        ..common::v1_options()
     };
     let report = Validator::new(&catalog, options).validate_value(value);
     report
@@ -123,7 +117,7 @@ fn map_keys_are_bracketed() {
     v["metadata"]["annotations"] =
         json!({"crossplane.io/composition-schema-aware-validation-mode": 1});
     let catalog = Catalog::new();
-    let report = Validator::new(&catalog, v1_options()).validate_value(&v);
+    let report = Validator::new(&catalog, common::v1_options()).validate_value(&v);
     assert_eq!(
         report.findings[0].message(),
         r#"metadata.annotations[crossplane.io/composition-schema-aware-validation-mode]: Invalid value: 1: must be of type string, got integer"#

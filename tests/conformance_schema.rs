@@ -18,7 +18,7 @@ use composition_webhook::findings::{FieldError, Stage};
 use composition_webhook::mode::Mode;
 use composition_webhook::model::{MODE_ANNOTATION, Transform, TransformIoType};
 use composition_webhook::schema::resolve::{FieldType, JsonType, resolve, resolve_segments};
-use composition_webhook::schema::{Catalog, CompositionApi, Crd, CrossplaneVersion, Schema};
+use composition_webhook::schema::{Catalog, Crd, Schema};
 use composition_webhook::validate::{Options, Validator};
 use serde_json::{Value, json};
 
@@ -359,7 +359,7 @@ fn run(
             // Upstream never shipped rendered validation; tests/rendered.rs covers ours.
             rendered: false,
             // Upstream's cases are Crossplane v1 Compositions (Resources mode by default).
-            composition_api: CompositionApi::embedded(CrossplaneVersion::V1),
+            composition_api: common::v1_api(),
         },
     );
     let r = validator.validate_value(&composition);
@@ -541,7 +541,7 @@ fn compare_case(id: &str, case: &Value, file: &Path, problems: &mut Vec<String>)
                 default_mode: Mode::Warn,
                 as_api_server: false,
                 rendered: false,
-                composition_api: CompositionApi::embedded(CrossplaneVersion::V1),
+                composition_api: common::v1_api(),
             },
         );
         let mut c = case["composition"].clone();

@@ -9,17 +9,8 @@ use std::path::Path;
 
 use composition_webhook::document;
 use composition_webhook::schema::Catalog;
-use composition_webhook::schema::{CompositionApi, CrossplaneVersion};
 use composition_webhook::validate::{Options, Validator};
 use serde_json::Value;
-
-/// Crossplane v1 material (Resources mode): v1.17.0's Composition API.
-fn v1_options() -> Options {
-    Options {
-        composition_api: CompositionApi::embedded(CrossplaneVersion::V1),
-        ..Options::default()
-    }
-}
 
 /// One finding or load error, as listed in the expectations file.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -99,7 +90,7 @@ fn corpus_findings_are_all_reviewed_defects() {
                 continue;
             }
         };
-        let validator = Validator::new(&catalog, v1_options());
+        let validator = Validator::new(&catalog, common::v1_options());
         let doc = docs
             .iter()
             .find(|d| d.value.pointer("/metadata/name").and_then(Value::as_str) == Some(name))

@@ -1,15 +1,11 @@
 //! The logical checks this project adds to upstream's (see the README's differences table):
 //! exact messages for each.
 
+mod common;
+
 use composition_webhook::checks::logical;
 use composition_webhook::model::Composition;
-use composition_webhook::schema::{CompositionApi, CrossplaneVersion};
 use serde_json::{Value, json};
-
-/// Crossplane v1's Composition API: these Compositions are in Resources mode.
-fn v1() -> CompositionApi {
-    CompositionApi::embedded(CrossplaneVersion::V1)
-}
 
 /// A valid Composition with one resource; `edit` changes it.
 fn messages(edit: impl FnOnce(&mut Value)) -> Vec<String> {
@@ -27,7 +23,7 @@ fn messages(edit: impl FnOnce(&mut Value)) -> Vec<String> {
         }
     });
     edit(&mut v);
-    let c = Composition::from_value(&v, &v1()).expect("valid model");
+    let c = Composition::from_value(&v, &common::v1_api()).expect("valid model");
     logical::validate(&c, true)
         .iter()
         .map(ToString::to_string)
@@ -276,7 +272,7 @@ fn names_as_the_api_server_checks_them() {
     // What a webhook receives went through the API server: no such checks there.
     let c = Composition::from_value(
         &json!({"metadata": {"name": "Bad_Name"}, "spec": {"resources": [{}]}}),
-        &v1(),
+        &common::v1_api(),
     )
     .unwrap();
     assert_eq!(logical::validate(&c, false), []);

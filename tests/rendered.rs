@@ -14,24 +14,15 @@ use composition_webhook::mode::Mode;
 use composition_webhook::render::mock;
 use composition_webhook::schema::validation::{compiled, validate_resource};
 use composition_webhook::schema::{Catalog, Schema, apply_defaults, split_api_version};
-use composition_webhook::schema::{CompositionApi, CrossplaneVersion};
 use composition_webhook::validate::{Options, Report, Validator};
 use serde_json::{Value, json};
-
-/// Crossplane v1 material (Resources mode): v1.17.0's Composition API.
-fn v1_options() -> Options {
-    Options {
-        composition_api: CompositionApi::embedded(CrossplaneVersion::V1),
-        ..Options::default()
-    }
-}
 
 fn validate(catalog: &Catalog, composition: &Value, mode: Mode) -> Report {
     Validator::new(
         catalog,
         Options {
             default_mode: mode,
-            ..v1_options()
+            ..common::v1_options()
         },
     )
     .validate_value(composition)
@@ -322,7 +313,7 @@ fn base_errors_are_errors_in_strict_and_loose_and_warnings_in_warn() {
         &catalog,
         Options {
             rendered: false,
-            ..v1_options()
+            ..common::v1_options()
         },
     )
     .validate_value(&c);

@@ -2,19 +2,12 @@
 //! over upstream (ObjectMeta, int-or-string, `[*]`, numeric keys, precise type flow,
 //! omitted toFieldPath) and for function-patch-and-transform pipeline steps.
 
+mod common;
+
 use composition_webhook::findings::Stage;
 use composition_webhook::schema::Catalog;
-use composition_webhook::schema::{CompositionApi, CrossplaneVersion};
-use composition_webhook::validate::{Options, Validator};
+use composition_webhook::validate::Validator;
 use serde_json::{Value, json};
-
-/// Crossplane v1 material (Resources mode): v1.17.0's Composition API.
-fn v1_options() -> Options {
-    Options {
-        composition_api: CompositionApi::embedded(CrossplaneVersion::V1),
-        ..Options::default()
-    }
-}
 
 fn crd(group: &str, kind: &str, version: &str, schema: Value) -> Value {
     json!({
@@ -76,7 +69,7 @@ fn composition(patches: Value) -> Value {
 
 /// `field: message body` of every non-Crds finding.
 fn messages(catalog: &Catalog, c: &Value) -> Vec<String> {
-    let v = Validator::new(catalog, v1_options());
+    let v = Validator::new(catalog, common::v1_options());
     v.validate_value(c)
         .findings
         .iter()
@@ -185,7 +178,7 @@ fn a_missing_xr_schema_skips_only_the_checks_that_need_it() {
         patch("spec.whatever", "spec.forProvider.count"),
     ]));
     let schemas = catalog(false);
-    let v = Validator::new(&schemas, v1_options());
+    let v = Validator::new(&schemas, common::v1_options());
     let r = v.validate_value(&c);
     let got: Vec<String> = r.findings.iter().map(|f| f.message()).collect();
     assert_eq!(
@@ -378,7 +371,7 @@ fn templates_without_base_use_the_earlier_resource_schema() {
         }
     });
     let catalog = catalog(true);
-    let v = Validator::new(&catalog, v1_options());
+    let v = Validator::new(&catalog, common::v1_options());
     let report = v.validate_value(&c);
     let out: Vec<(String, bool)> = report
         .findings
@@ -416,7 +409,7 @@ fn patch_and_transform_examples_validate() {
     catalog
         .add_document(&read("definition.yaml"), "definition.yaml")
         .expect("XRD");
-    let v = Validator::new(&catalog, v1_options());
+    let v = Validator::new(&catalog, common::v1_options());
     for (file, warnings) in [("composition.yaml", 1), ("multistep-composition.yaml", 3)] {
         let report = v.validate_value(&read(file));
         let errors: Vec<String> = report

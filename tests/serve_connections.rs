@@ -56,17 +56,12 @@ async fn idle_http2_then_review(server: &mut Server, n: usize) {
     let open = idle.iter().filter(|(_, task)| !task.is_finished()).count();
     eprintln!("{n} idle HTTP/2 connections opened in {opened:?}; {open} still open");
 
-    let started = Instant::now();
-    let response = tokio::time::timeout(
-        Duration::from_secs(5),
-        server.client().review(&review("uid-beside-idle")),
+    allowed_within_a_second(
+        server,
+        "uid-beside-idle",
+        &format!("{n} idle HTTP/2 connections"),
     )
-    .await
-    .expect("an answer within 5 s");
-    let elapsed = started.elapsed();
-    eprintln!("review beside {n} idle HTTP/2 connections answered in {elapsed:?}");
-    assert_eq!(response["allowed"], true, "{response}");
-    assert!(elapsed < Duration::from_secs(1), "{elapsed:?}");
+    .await;
 
     // The newest idle connection is still there, and serves.
     let (mut sender, _) = idle.pop().expect("a connection");
@@ -78,6 +73,19 @@ async fn idle_http2_then_review(server: &mut Server, n: usize) {
     assert_eq!(review_answer(resp, "uid-newest").await["allowed"], true);
     drop(idle);
     assert_healthy(server).await;
+}
+
+/// A review of the example beside `what` is allowed, within a second.
+async fn allowed_within_a_second(server: &Server, uid: &str, what: &str) {
+    let started = Instant::now();
+    let response =
+        tokio::time::timeout(Duration::from_secs(5), server.client().review(&review(uid)))
+            .await
+            .expect("an answer within 5 s");
+    let elapsed = started.elapsed();
+    eprintln!("review beside {what} answered in {elapsed:?}");
+    assert_eq!(response["allowed"], true, "{response}");
+    assert!(elapsed < Duration::from_secs(1), "{elapsed:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -99,17 +107,12 @@ async fn silent_tcp_connections_make_room_for_a_review() {
     for _ in 0..200 {
         silent.push(TcpStream::connect(server.admission).await.expect("tcp"));
     }
-    let started = Instant::now();
-    let response = tokio::time::timeout(
-        Duration::from_secs(5),
-        server.client().review(&review("uid-beside-silent")),
+    allowed_within_a_second(
+        &server,
+        "uid-beside-silent",
+        "200 silent TCP connections (64 slots)",
     )
-    .await
-    .expect("an answer within 5 s");
-    let elapsed = started.elapsed();
-    eprintln!("review beside 200 silent TCP connections (64 slots) answered in {elapsed:?}");
-    assert_eq!(response["allowed"], true, "{response}");
-    assert!(elapsed < Duration::from_secs(1), "{elapsed:?}");
+    .await;
     // The oldest were closed to make room, at once rather than at the handshake timeout.
     let (closed_after, _) = until_closed(&mut silent[0], Duration::from_secs(1)).await;
     assert!(

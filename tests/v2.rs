@@ -42,6 +42,39 @@ fn pipeline(api_version: &str, kind: &str, resources: Value) -> Value {
     })
 }
 
+/// A P&T template composing an S3 Bucket of `api_version` in us-east-2, with `patches`.
+fn bucket(api_version: &str, patches: Value) -> Value {
+    let mut t = json!({"name": "bucket", "base": {
+        "apiVersion": api_version, "kind": "Bucket",
+        "spec": {"forProvider": {"region": "us-east-2"}}}});
+    if !patches.is_null() {
+        t["patches"] = patches;
+    }
+    t
+}
+
+/// The namespaced S3 Bucket composed for the v2.3.4 e2e `basic-namespaced` XR (`Test`).
+fn namespaced_bucket_for_test() -> Value {
+    pipeline(
+        "example.org/v1alpha1",
+        "Test",
+        json!([bucket("s3.aws.m.upbound.io/v1beta1", Value::Null)]),
+    )
+}
+
+/// The ClusterRole of the v2.3.4 e2e case namespaced-xr-no-cluster-scoped-resource, as a
+/// patch-and-transform base of its namespaced XR.
+fn cluster_role_for_namespaced_xr() -> Value {
+    pipeline(
+        "validation.example.org/v1alpha1",
+        "NamespacedTest",
+        json!([{"name": "cluster-role-test", "base": {
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": "cluster-role"},
+            "rules": [{"apiGroups": ["example.org"], "resources": ["clustertests"], "verbs": ["*"]}]}}]),
+    )
+}
+
 /// `field: message` of every finding but the Crds stage's.
 fn messages(catalog: &Catalog, c: &Value) -> Vec<String> {
     Validator::new(catalog, Options::default())
@@ -59,16 +92,7 @@ const M_BUCKETS: &str = "crds/s3.aws.m.upbound.io_buckets.yaml";
 
 #[test]
 fn a_namespaced_xr_composing_a_cluster_scoped_kind_is_an_error() {
-    // The ClusterRole of the v2.3.4 e2e case namespaced-xr-no-cluster-scoped-resource, as a
-    // patch-and-transform base.
-    let c = pipeline(
-        "validation.example.org/v1alpha1",
-        "NamespacedTest",
-        json!([{"name": "cluster-role-test", "base": {
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-            "metadata": {"name": "cluster-role"},
-            "rules": [{"apiGroups": ["example.org"], "resources": ["clustertests"], "verbs": ["*"]}]}}]),
-    );
+    let c = cluster_role_for_namespaced_xr();
     assert_eq!(
         messages(&catalog(&[NAMESPACED_XRD]), &c),
         [
@@ -79,16 +103,12 @@ fn a_namespaced_xr_composing_a_cluster_scoped_kind_is_an_error() {
 
 #[test]
 fn the_namespaced_upjet_kind_is_named() {
-    let bucket = |api_version: &str| {
-        json!([{"name": "bucket", "base": {
-            "apiVersion": api_version, "kind": "Bucket",
-            "spec": {"forProvider": {"region": "us-east-2"}}}}])
-    };
+    let buckets = |api_version: &str| json!([bucket(api_version, Value::Null)]);
     let cat = catalog(&[NAMESPACED_XRD, BUCKETS, M_BUCKETS]);
     let c = pipeline(
         "validation.example.org/v1alpha1",
         "NamespacedTest",
-        bucket("s3.aws.upbound.io/v1beta1"),
+        buckets("s3.aws.upbound.io/v1beta1"),
     );
     assert_eq!(
         messages(&cat, &c),
@@ -99,7 +119,7 @@ fn the_namespaced_upjet_kind_is_named() {
     let ok = pipeline(
         "validation.example.org/v1alpha1",
         "NamespacedTest",
-        bucket("s3.aws.m.upbound.io/v1beta1"),
+        buckets("s3.aws.m.upbound.io/v1beta1"),
     );
     assert_eq!(messages(&cat, &ok), Vec::<String>::new());
 }
@@ -159,16 +179,16 @@ fn patches_of_v1_machinery_on_a_v2_xr_say_where_it_went() {
     let c = pipeline(
         "example.org/v1alpha1",
         "Test",
-        json!([{"name": "bucket", "base": {
-        "apiVersion": "s3.aws.m.upbound.io/v1beta1", "kind": "Bucket",
-        "spec": {"forProvider": {"region": "us-east-2"}}},
-        "patches": [
-            {"fromFieldPath": "spec.compositionRef.name", "toFieldPath": "metadata.annotations[composition]"},
-            {"fromFieldPath": "spec.claimRef.name", "toFieldPath": "metadata.annotations[claim]"},
-            {"type": "ToCompositeFieldPath", "fromFieldPath": "metadata.name",
-             "toFieldPath": "spec.writeConnectionSecretToRef.name"},
-            {"fromFieldPath": "spec.crossplane.compositionRef.name", "toFieldPath": "metadata.annotations[ok]"}
-        ]}]),
+        json!([bucket(
+            "s3.aws.m.upbound.io/v1beta1",
+            json!([
+                {"fromFieldPath": "spec.compositionRef.name", "toFieldPath": "metadata.annotations[composition]"},
+                {"fromFieldPath": "spec.claimRef.name", "toFieldPath": "metadata.annotations[claim]"},
+                {"type": "ToCompositeFieldPath", "fromFieldPath": "metadata.name",
+                 "toFieldPath": "spec.writeConnectionSecretToRef.name"},
+                {"fromFieldPath": "spec.crossplane.compositionRef.name", "toFieldPath": "metadata.annotations[ok]"}
+            ])
+        )]),
     );
     let p = "spec.pipeline[0].input.resources[0].patches";
     assert_eq!(
@@ -308,25 +328,13 @@ async fn validate_and_serve_agree_on_v2_material() {
             file("testdata/patch-and-transform/multistep-composition.yaml"),
         ),
         // v2.3.4 e2e namespaced-xr-no-cluster-scoped-resource.
-        (
-            "cluster-role",
-            pipeline(
-                "validation.example.org/v1alpha1",
-                "NamespacedTest",
-                json!([{"name": "cluster-role-test", "base": {
-                    "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-                    "metadata": {"name": "cluster-role"},
-                    "rules": [{"apiGroups": ["example.org"], "resources": ["clustertests"], "verbs": ["*"]}]}}]),
-            ),
-        ),
+        ("cluster-role", cluster_role_for_namespaced_xr()),
         (
             "cluster-bucket",
             pipeline(
                 "validation.example.org/v1alpha1",
                 "NamespacedTest",
-                json!([{"name": "bucket", "base": {
-                    "apiVersion": "s3.aws.upbound.io/v1beta1", "kind": "Bucket",
-                    "spec": {"forProvider": {"region": "us-east-2"}}}}]),
+                json!([bucket("s3.aws.upbound.io/v1beta1", Value::Null)]),
             ),
         ),
         ("requirements", with_requirements()),
@@ -335,11 +343,11 @@ async fn validate_and_serve_agree_on_v2_material() {
             pipeline(
                 "example.org/v1alpha1",
                 "Test",
-                json!([{"name": "bucket", "base": {
-                    "apiVersion": "s3.aws.m.upbound.io/v1beta1", "kind": "Bucket",
-                    "spec": {"forProvider": {"region": "us-east-2"}}},
-                    "patches": [{"fromFieldPath": "spec.compositionRef.name",
-                                 "toFieldPath": "metadata.annotations[composition]"}]}]),
+                json!([bucket(
+                    "s3.aws.m.upbound.io/v1beta1",
+                    json!([{"fromFieldPath": "spec.compositionRef.name",
+                            "toFieldPath": "metadata.annotations[composition]"}])
+                )]),
             ),
         ),
     ];
@@ -402,13 +410,7 @@ fn expected_allowed(name: &str) -> bool {
 /// shape of v2.3.4's CRD `spec.pipeline[].requirements.requiredResources`, as the v2.3 docs
 /// use it with function-extra-resources.
 fn with_requirements() -> Value {
-    let mut c = pipeline(
-        "example.org/v1alpha1",
-        "Test",
-        json!([{"name": "bucket", "base": {
-            "apiVersion": "s3.aws.m.upbound.io/v1beta1", "kind": "Bucket",
-            "spec": {"forProvider": {"region": "us-east-2"}}}}]),
-    );
+    let mut c = namespaced_bucket_for_test();
     c["spec"]["pipeline"][0]["requirements"] = json!({"requiredResources": [{
         "requirementName": "environment", "apiVersion": "v1", "kind": "ConfigMap",
         "name": "environment"}]});
@@ -425,13 +427,7 @@ fn with_requirements() -> Value {
 fn connection_secret_patches_are_checked_like_other_patches() {
     let cat = catalog(&["basic-namespaced.definition.yaml", M_BUCKETS]);
     let with_patches = |patches: Value| {
-        let mut c = pipeline(
-            "example.org/v1alpha1",
-            "Test",
-            json!([{"name": "bucket", "base": {
-                "apiVersion": "s3.aws.m.upbound.io/v1beta1", "kind": "Bucket",
-                "spec": {"forProvider": {"region": "us-east-2"}}}}]),
-        );
+        let mut c = namespaced_bucket_for_test();
         c["spec"]["pipeline"][0]["input"]["writeConnectionSecretToRef"] =
             json!({"patches": patches});
         c

@@ -190,7 +190,12 @@ pub fn check_connection_secret(
     // Only `name` and `namespace` are read back (a `metadata.name`, which any other
     // object has, included): a patch to anything else does nothing.
     let mut errs = Vec::new();
+    // The patches reported so, whose destination and types the schema check skips.
+    let mut idle = Vec::new();
     for (j, p) in stand_in.patches.iter().enumerate() {
+        if crate::budget::step().is_err() {
+            break;
+        }
         // Other types are refused by the input's CRD already.
         if !matches!(
             p.effective_type(),
@@ -205,34 +210,29 @@ pub fn check_connection_secret(
             } else {
                 ""
             };
+            let patch = from.child("patches").index(j);
             errs.push(FieldError::invalid(
-                from.child("patches").index(j).child("toFieldPath"),
+                patch.child("toFieldPath"),
                 to,
                 format!(
                     "function-patch-and-transform reads only name and namespace back from the connection secret reference{defaulted}: this patch would change nothing"
                 ),
             ));
+            idle.push(patch);
         }
     }
     let templates = [stand_in];
     let set = schema_aware::ResourceSet::new(&templates, &[], None, &at);
     let found = schema_aware::check(&set, composite, &[Some(connection_secret_schema())]);
-    // A destination already reported gets no second error from the schema check.
-    errs.extend(
-        found
-            .into_iter()
-            .filter(|e| {
-                !errs.iter().any(|d| {
-                    e.field == d.field
-                        || d.field.strip_suffix("toFieldPath").is_some_and(|patch| {
-                            e.field.strip_prefix(patch).is_some_and(|rest| {
-                                rest == "transforms" || rest.starts_with("transforms[")
-                            })
-                        })
-                })
-            })
-            .collect::<Vec<_>>(),
-    );
+    errs.extend(found.into_iter().filter(|e| {
+        !idle.iter().any(|patch| {
+            let to = patch.child("toFieldPath");
+            let transforms = patch.child("transforms");
+            e.field == to.as_str()
+                || e.field == transforms.as_str()
+                || e.field.starts_with(&format!("{}[", transforms.as_str()))
+        })
+    }));
     errs.into_iter()
         .map(|e| to_connection_ref(e, from.as_str(), step))
         .collect()

@@ -5,7 +5,22 @@ pub mod manifest;
 
 use std::path::{Path, PathBuf};
 
+use composition_webhook::schema::{CompositionApi, CrossplaneVersion};
+use composition_webhook::validate::Options;
 use serde_json::Value;
+
+/// Crossplane v1.17.0's Composition API, for v1 material (Resources mode by default).
+pub fn v1_api() -> CompositionApi {
+    CompositionApi::embedded(CrossplaneVersion::V1)
+}
+
+/// The default options with Crossplane v1's Composition API.
+pub fn v1_options() -> Options {
+    Options {
+        composition_api: v1_api(),
+        ..Options::default()
+    }
+}
 
 /// The `shared/` folder beside the project (CI clones the project with it beside).
 pub fn shared_dir() -> Option<PathBuf> {
