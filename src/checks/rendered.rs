@@ -1,19 +1,25 @@
 //! Rendered-resource validation: render every composed resource from a composite resource
-//! (a minimal mock built from the XR schema, or a real one) and validate each against its
-//! CRD as the API server would on create. Findings are reported at the template's base
+//! (a minimal mock built from the XR schema, or a real one) and validate each as the API
+//! server would on create: its metadata (names, labels, annotations, ...) whatever its kind,
+//! the rest against its CRD. Findings are reported at the template's base
 //! (`spec.resources[0].base.spec.forProvider.region`) so the user sees which template is
 //! wrong.
 //!
-//! A mock XR holds only what its schema requires, so some findings are about the mock, not
-//! the Composition. Those are warnings in every mode, with the reason:
-//! - a required field set only by a patch whose source the mock does not have (an optional
-//!   XR field without default, the environment);
-//! - a value constraint broken by a value patched from the mock (a real XR may hold another);
-//! - a patch that fails at run time on a mock value (a transform's map without that key).
+//! How a finding's severity is decided (the README's "What is checked" has the table):
+//! - it holds for every composite resource (XR) the XR's schema allows: an error. That is a
+//!   finding no patch is involved in (the base), an unknown field (unknown whatever value a
+//!   patch writes into it), a required field no patch writes, and a finding a patch's value
+//!   causes for every value its XR field can hold (an enum or a boolean, rendered with each);
+//! - it depends on an XR value the schema allows to be absent or different: a warning, with
+//!   the reason. That is a required field set only by a patch whose source the mock does not
+//!   have (an optional XR field without default, the environment), a constraint broken by a
+//!   value patched from the mock (the note says which value was the mock's), a patch that
+//!   fails at run time on a mock value.
 //!
-//! A finding at a field that a patch with a logical or schema error writes is the same
-//! problem seen again, and is dropped.
+//! A finding about a field that a patch with a logical or schema error writes is the same
+//! problem seen again, and is dropped; the base and the other patches are still validated.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,18 +28,23 @@ use serde_json::Value;
 
 use crate::checks::patch_and_transform::PatchAndTransformStep;
 use crate::checks::schema_aware::lookup::SchemaSource;
+use crate::fieldpath::{self, Segment};
 use crate::findings::{BadValue, ErrorType, FieldError, Finding, Path, Stage};
 use crate::model::{ComposedTemplate, Composition};
 use crate::render::patch::Outcome;
-use crate::render::{self, FunctionRole, PatchRecord, Rendered, RenderedResource, mock};
-use crate::schema::validation::{self, CelLimits};
-use crate::schema::{Schema, split_api_version};
+use crate::render::{self, FunctionRole, PatchRecord, Rendered, RenderedResource, mock, paved};
+use crate::schema::validation::{self, CelLimits, CompiledSchema, NameRule, ObjectMetaRules};
+use crate::schema::{Schema, Scope, split_api_version};
 
 /// The CEL budget of one rendered resource.
 pub const CEL_LIMITS: CelLimits = CelLimits {
     max_evaluations: 10_000,
     deadline: Duration::from_millis(200),
 };
+
+/// The most combinations of XR values a finding is rendered again with to tell whether it
+/// holds for every value (`2 enums of 8 values` is 64).
+const MAX_VARIANTS: usize = 64;
 
 /// Which composite resource the resources are rendered from.
 #[derive(Debug, Clone, Copy)]
@@ -45,17 +56,46 @@ pub enum Composite<'a> {
     Real(&'a Value),
 }
 
+/// What the Composition's patches expect of the XR's string fields (the mock holds it).
+pub fn hints(c: &Composition, steps: &[PatchAndTransformStep]) -> mock::Hints {
+    let sets = std::iter::once((
+        c.spec.resources.as_slice(),
+        c.spec.patch_sets.as_slice(),
+        c.spec.environment.as_ref(),
+    ))
+    .chain(steps.iter().map(|s| {
+        (
+            s.input.resources.as_slice(),
+            s.input.patch_sets.as_slice(),
+            s.input.environment.as_ref(),
+        )
+    }));
+    let mut patches = Vec::new();
+    for (resources, patch_sets, environment) in sets {
+        patches.extend(resources.iter().flat_map(|t| &t.patches));
+        patches.extend(patch_sets.iter().flat_map(|s| &s.patches));
+        patches.extend(environment.iter().flat_map(|e| &e.patches));
+    }
+    mock::Hints::of(patches)
+}
+
 /// The composite resource to render from.
-pub fn composite_value(c: &Composition, composite: Composite<'_>) -> Value {
+pub fn composite_value(
+    c: &Composition,
+    steps: &[PatchAndTransformStep],
+    composite: Composite<'_>,
+) -> Value {
     match composite {
         Composite::Real(v) => v.clone(),
         Composite::Mock(schema) => {
             let type_ref = &c.spec.composite_type_ref;
+            let hints = hints(c, steps);
             let of = mock::Of {
                 api_version: &type_ref.api_version,
                 kind: &type_ref.kind,
                 composition: &c.metadata.name,
                 secrets_namespace: c.spec.write_connection_secrets_to_namespace.as_deref(),
+                hints: &hints,
             };
             mock::composite(schema, &of)
                 // A non-object XR schema is reported by the schema checks; render from the
@@ -92,8 +132,9 @@ impl KnownSchemas {
     }
 }
 
-/// Renders `c` and validates every rendered resource whose CRD is known: from `known`, else
-/// from `source`. `earlier` are the logical and schema findings (to drop repeats of them).
+/// Renders `c` and validates every rendered resource: its metadata whatever its kind, the
+/// rest when its CRD is known (from `known`, else from `source`). `earlier` are the logical
+/// and schema findings (to drop repeats of them).
 pub fn check(
     c: &Composition,
     steps: &[PatchAndTransformStep],
@@ -102,9 +143,21 @@ pub fn check(
     source: &dyn SchemaSource,
     earlier: &[Finding],
 ) -> Vec<Finding> {
-    let xr = composite_value(c, composite);
+    let xr = composite_value(c, steps, composite);
     let mut rendered = render::render(c, steps, &xr);
-    let mock = matches!(composite, Composite::Mock(_));
+    let ctx = Ctx {
+        c,
+        steps,
+        xr: &xr,
+        mock: match composite {
+            Composite::Mock(schema) => Some(schema),
+            Composite::Real(_) => None,
+        },
+        known,
+        source,
+        earlier,
+        variants: RefCell::new(HashMap::new()),
+    };
     let mut findings = Vec::new();
     findings.extend(opaque_note(&rendered));
     // An environment patch not rendered leaves the environment unknown: said, not judged.
@@ -133,13 +186,7 @@ pub fn check(
                 ),
             }
         };
-        findings.extend(check_resource(
-            resource,
-            &later,
-            mock,
-            (known, source),
-            earlier,
-        ));
+        findings.extend(ctx.check_resource(resource, &later));
     }
     findings
 }
@@ -204,67 +251,111 @@ fn opaque_note(rendered: &Rendered) -> Option<Finding> {
     ))
 }
 
-/// The findings of one rendered resource, validated in place (pruned and defaulted: the
-/// resource is not needed afterwards).
-fn check_resource(
-    mut resource: RenderedResource,
-    later: &Later,
-    mock: bool,
-    (known, source): (&KnownSchemas, &dyn SchemaSource),
-    earlier: &[Finding],
-) -> Vec<Finding> {
-    let mut findings = Vec::new();
-    for record in &resource.patches {
-        if let Outcome::NotRendered(message) = &record.outcome {
-            // Not an error of the Composition: say what was not checked.
-            findings.push(not_rendered(&record.at, message));
+/// How one kind of rendered resource is validated: its metadata always, the rest against
+/// its compiled schema when its CRD is known.
+struct Validation {
+    compiled: Option<Arc<CompiledSchema>>,
+    meta: ObjectMetaRules,
+    root: Path,
+}
+
+impl Validation {
+    /// Validates `object` in place (pruned and defaulted).
+    fn run(&self, object: &mut Value) -> validation::ResourceValidation {
+        // The API server ignores status on create (the status subresource sets it).
+        if let Some(o) = object.as_object_mut() {
+            o.remove("status");
         }
-        if let Outcome::Failed(message) = &record.outcome
-            && !has_finding(earlier, &record.at)
-        {
-            let e = FieldError::invalid(
-                record.at.as_str(),
-                record.from.as_str(),
-                if mock {
-                    format!("rendering from the mock composite resource fails: {message}")
-                } else {
-                    format!("rendering fails: {message}")
-                },
-            );
-            findings.push(finding(e, mock));
+        validation::validate_object(
+            self.compiled.as_deref(),
+            object,
+            &self.meta,
+            &self.root,
+            &CEL_LIMITS,
+        )
+    }
+}
+
+/// One template rendered again from an XR whose patched fields hold other values.
+#[derive(Debug)]
+struct Variant {
+    /// The patches that failed.
+    failed: Vec<String>,
+    /// The errors of the rendered resource, by field and type.
+    errors: Vec<(String, ErrorType)>,
+}
+
+/// A template (`spec.resources[0]`) and the XR fields varied to render it again.
+type VariantKey = (String, Vec<String>);
+
+/// What checking one render needs.
+struct Ctx<'a> {
+    c: &'a Composition,
+    steps: &'a [PatchAndTransformStep],
+    /// The composite resource rendered from.
+    xr: &'a Value,
+    /// `Some` (with the XR's schema, if known) when `xr` is the mock.
+    mock: Option<Option<&'a Schema>>,
+    known: &'a KnownSchemas,
+    source: &'a dyn SchemaSource,
+    earlier: &'a [Finding],
+    /// Renders from other XR values, by template and XR fields varied.
+    variants: RefCell<HashMap<VariantKey, Option<Arc<Vec<Variant>>>>>,
+}
+
+/// The verdict on one rendered finding.
+enum Verdict {
+    /// The same problem as an earlier finding, or about a field left unknown.
+    Drop,
+    /// Holds for every XR: an error, with an optional note.
+    Error(Option<String>),
+    /// Depends on the XR: a warning, with why.
+    Warning(String),
+}
+
+impl Ctx<'_> {
+    /// The findings of one rendered resource, validated in place.
+    fn check_resource(&self, mut resource: RenderedResource, later: &Later) -> Vec<Finding> {
+        let mut findings = Vec::new();
+        let object = resource.object.take();
+        let validation = object.as_ref().and_then(|o| self.validation(o, &resource));
+        for record in &resource.patches {
+            if let Outcome::NotRendered(message) = &record.outcome {
+                // Not an error of the Composition: say what was not checked.
+                findings.push(not_rendered(&record.at, message));
+            }
+            if let Outcome::Failed(message) = &record.outcome
+                && !has_finding(self.earlier, &record.at)
+            {
+                findings.push(self.failed_patch(record, message, &resource, validation.as_ref()));
+            }
         }
-    }
-    let Some(mut object) = resource.object.take() else {
-        return findings;
-    };
-    let Some(schema) = schema_of(&object, known, source) else {
-        return findings; // A missing CRD is reported by the schema lookups.
-    };
-    let Ok(compiled) = validation::compiled(&schema) else {
-        return findings;
-    };
-    let root = if resource.at.as_str().is_empty() {
-        Path::default()
-    } else {
-        resource.at.child("base")
-    };
-    // The API server ignores status on create (the status subresource sets it).
-    if let Some(o) = object.as_object_mut() {
-        o.remove("status");
-    }
-    // Validation walks the object and may copy parts of it (defaults, CEL).
-    if crate::budget::reserve_copy(&object).is_err() {
-        return findings;
-    }
-    let result = validation::validate_resource(&compiled, &mut object, &root, &CEL_LIMITS);
-    for (i, error) in result.errors.into_iter().enumerate() {
-        if crate::budget::step().is_err() {
-            break;
+        let (Some(mut object), Some(validation)) = (object, validation) else {
+            return findings;
+        };
+        // Validation walks the object and may copy parts of it (defaults, CEL).
+        if crate::budget::reserve_copy(&object).is_err() {
+            return findings;
         }
-        let relative = relative(&error.field, root.as_str());
-        let from_rule = i >= result.rules_from;
-        if let Some(f) = judge(error, &relative, from_rule, &resource, mock, earlier) {
-            let f = match later {
+        let result = validation.run(&mut object);
+        let root = validation.root.as_str().to_string();
+        for (i, error) in result.errors.into_iter().enumerate() {
+            if crate::budget::step().is_err() {
+                break;
+            }
+            // What the error is about: the fields its rule tests, else its own field.
+            let rule = i.checked_sub(result.rules_from);
+            let targets: Vec<Vec<String>> = match rule.and_then(|r| result.rule_fields.get(r)) {
+                Some(fields) if !fields.is_empty() => {
+                    fields.iter().map(|f| relative(f, &root)).collect()
+                }
+                _ => vec![relative(&error.field, &root)],
+            };
+            let Some(f) = self.judge(error, &targets, rule.is_some(), &resource, &validation)
+            else {
+                continue;
+            };
+            findings.push(match later {
                 Later::Unchanged => f,
                 Later::Changed => Finding::advisory(Stage::Rendered, f.error),
                 Later::MayBeRemoved(filters) => {
@@ -278,69 +369,209 @@ fn check_resource(
                     );
                     Finding::advisory(Stage::Rendered, error)
                 }
-            };
-            findings.push(f);
+            });
+        }
+        findings
+    }
+
+    /// How a rendered object of this kind is validated; `None` when it has no kind.
+    fn validation(&self, object: &Value, resource: &RenderedResource) -> Option<Validation> {
+        let api_version = object.get("apiVersion")?.as_str()?;
+        let kind = object.get("kind")?.as_str()?;
+        let (group, version) = split_api_version(api_version).unwrap_or(("", api_version));
+        let known = self.known.get(api_version, kind);
+        // The CRD's scope matters only for an object without a namespace.
+        let looked_up = (known.is_none() || !has_namespace(object))
+            .then(|| self.source.resolve(group, kind, version).ok())
+            .flatten();
+        let schema = known.or_else(|| looked_up.as_ref().and_then(|i| i.schema.clone()));
+        let namespaced = looked_up.as_ref().map(|i| i.scope == Scope::Namespaced);
+        let is_crd = looked_up.is_some() || schema.is_some();
+        Some(Validation {
+            // A missing CRD is reported by the schema lookups; a schema that does not
+            // compile leaves the metadata to check.
+            compiled: schema.and_then(|s| validation::compiled(&s).ok()),
+            meta: ObjectMetaRules {
+                namespaced,
+                name: if is_crd {
+                    NameRule::DnsSubdomain
+                } else {
+                    NameRule::of(group, kind)
+                },
+            },
+            root: if resource.at.as_str().is_empty() {
+                Path::default()
+            } else {
+                resource.at.child("base")
+            },
+        })
+    }
+
+    /// The finding of a patch that fails at run time.
+    fn failed_patch(
+        &self,
+        record: &PatchRecord,
+        message: &str,
+        resource: &RenderedResource,
+        validation: Option<&Validation>,
+    ) -> Finding {
+        let Some(_) = self.mock else {
+            let e = FieldError::invalid(
+                record.at.as_str(),
+                record.from.as_str(),
+                format!("rendering fails: {message}"),
+            );
+            return finding(e, false);
+        };
+        let every = self.for_every_value(&resource.at, &record.sources, validation, |v| {
+            v.failed.contains(&record.at)
+        });
+        let e = match &every {
+            Some(values) => FieldError::invalid(
+                record.at.as_str(),
+                record.from.as_str(),
+                format!(
+                    "rendering fails for every value the composite resource's schema allows ({values}): {message}"
+                ),
+            ),
+            None => FieldError::invalid(
+                record.at.as_str(),
+                record.from.as_str(),
+                format!(
+                    "rendering from the mock composite resource fails{}: {message}",
+                    self.mock_values(&record.sources)
+                        .map(|v| format!(" ({v})"))
+                        .unwrap_or_default()
+                ),
+            ),
+        };
+        finding(e, every.is_none())
+    }
+
+    /// The finding for one rendered error, or `None` when it repeats an earlier one.
+    fn judge(
+        &self,
+        mut error: FieldError,
+        targets: &[Vec<String>],
+        from_rule: bool,
+        resource: &RenderedResource,
+        validation: &Validation,
+    ) -> Option<Finding> {
+        match self.verdict(&error, targets, from_rule, resource, validation) {
+            Verdict::Drop => None,
+            Verdict::Error(note) => {
+                if let Some(note) = note {
+                    append(&mut error, &note);
+                }
+                Some(finding(error, false))
+            }
+            Verdict::Warning(why) => {
+                append(&mut error, &why);
+                Some(finding(error, true))
+            }
         }
     }
-    findings
-}
 
-fn finding(error: FieldError, advisory: bool) -> Finding {
-    if advisory {
-        Finding::advisory(Stage::Rendered, error)
-    } else {
-        Finding::new(Stage::Rendered, error)
-    }
-}
-
-/// The finding for one rendered error, or `None` when it repeats an earlier one.
-fn judge(
-    mut error: FieldError,
-    relative: &[String],
-    from_rule: bool,
-    resource: &RenderedResource,
-    mock: bool,
-    earlier: &[Finding],
-) -> Option<Finding> {
-    let related: Vec<&PatchRecord> = resource
-        .patches
-        .iter()
-        .filter(|r| {
+    fn verdict(
+        &self,
+        error: &FieldError,
+        targets: &[Vec<String>],
+        from_rule: bool,
+        resource: &RenderedResource,
+        validation: &Validation,
+    ) -> Verdict {
+        // The patches that write what the error is about (or an object holding it, or a
+        // field inside it).
+        let related: Vec<&PatchRecord> = resource
+            .patches
+            .iter()
+            .filter(|r| {
+                r.to.as_deref().is_some_and(|to| {
+                    let to = tokens(to);
+                    targets.iter().any(|t| related(&to, t))
+                })
+            })
+            .collect();
+        // A patch with its own error already explains what it writes; one this tool could not
+        // render leaves its fields unknown.
+        if related.iter().any(|r| {
+            has_finding(self.earlier, &r.at) || matches!(r.outcome, Outcome::NotRendered(_))
+        }) {
+            return Verdict::Drop;
+        }
+        // With `policy.fromFieldPath: Required` the runtime does not create the resource until
+        // the source exists: the field is never missing on the API server.
+        if related
+            .iter()
+            .any(|r| matches!(r.outcome, Outcome::Skipped { required: true, .. }))
+        {
+            return Verdict::Drop;
+        }
+        let absent = error.error_type == ErrorType::Required || from_rule;
+        if absent
+            && let Some(r) = related
+                .iter()
+                .find(|r| matches!(r.outcome, Outcome::Skipped { .. }))
+        {
+            return Verdict::Warning(self.set_only_by(r));
+        }
+        let mut written: Vec<&&PatchRecord> = related
+            .iter()
+            .filter(|r| matches!(r.outcome, Outcome::Written(_)))
+            .collect();
+        // A patch that writes the field (or an object holding it) replaces what earlier
+        // patches wrote there.
+        if let Some(last) = written.iter().rposition(|r| {
             r.to.as_deref()
-                .is_some_and(|to| related(&tokens(to), relative))
-        })
-        .collect();
-    // A patch with its own error already explains what it writes; one this tool could not
-    // render leaves its fields unknown.
-    if related
-        .iter()
-        .any(|r| has_finding(earlier, &r.at) || matches!(r.outcome, Outcome::NotRendered(_)))
-    {
-        return None;
+                .is_some_and(|to| targets.iter().any(|t| under(t, &tokens(to))))
+        }) {
+            written.drain(..last);
+        }
+        if written.is_empty() {
+            // The base alone: every XR renders it.
+            return Verdict::Error(None);
+        }
+        if self.mock.is_none() {
+            return Verdict::Error(None);
+        }
+        let at = written
+            .iter()
+            .map(|r| r.at.as_str())
+            .collect::<Vec<_>>()
+            .join(", ");
+        let mut sources: Vec<String> = written
+            .iter()
+            .flat_map(|r| r.sources.iter().cloned())
+            .collect();
+        sources.sort();
+        sources.dedup();
+        let from = sources.join(", ");
+        if is_unknown_field(error) {
+            return Verdict::Error(Some(format!(
+                "{at} writes it from {from}: the field is unknown whatever the value"
+            )));
+        }
+        if written.iter().all(|r| !r.from_environment)
+            && let Some(values) =
+                self.for_every_value(&resource.at, &sources, Some(validation), |v| {
+                    v.errors
+                        .iter()
+                        .any(|(f, t)| *f == error.field && *t == error.error_type)
+                })
+        {
+            return Verdict::Error(Some(format!(
+                "written by {at}: every value of {from} the composite resource's schema allows ({values}) renders this"
+            )));
+        }
+        let held = self
+            .mock_values(&sources)
+            .map(|v| format!(": {v} in the mock composite resource, a real one may hold another"))
+            .unwrap_or_else(|| " of the mock composite resource".to_string());
+        Verdict::Warning(format!("the value comes from {at}{held}"))
     }
-    // With `policy.fromFieldPath: Required` the runtime does not create the resource until
-    // the source exists: the field is never missing on the API server.
-    if related
-        .iter()
-        .any(|r| matches!(r.outcome, Outcome::Skipped { required: true, .. }))
-    {
-        return None;
-    }
-    let skipped: Vec<&&PatchRecord> = related
-        .iter()
-        .filter(|r| matches!(r.outcome, Outcome::Skipped { .. }))
-        .collect();
-    let written: Vec<&&PatchRecord> = related
-        .iter()
-        .filter(|r| {
-            matches!(r.outcome, Outcome::Written(_))
-                && r.to
-                    .as_deref()
-                    .is_some_and(|to| under(relative, &tokens(to)))
-        })
-        .collect();
-    let required = error.error_type == ErrorType::Required;
-    if let Some(r) = skipped.first().filter(|_| required || from_rule) {
+
+    /// Why a field set only by the skipped patch `r` is missing.
+    fn set_only_by(&self, r: &PatchRecord) -> String {
         let why = if r.from_environment {
             format!(
                 "from the environment's {}, which is empty when rendered without \
@@ -353,7 +584,7 @@ fn judge(
                  then the resource is invalid (policy.fromFieldPath: Required would wait for it)",
                 r.from
             )
-        } else if mock {
+        } else if self.mock.is_some() {
             format!(
                 "from {}, which the mock composite resource does not have (optional, no \
                  default); a composite resource without it renders an invalid resource",
@@ -365,20 +596,173 @@ fn judge(
                 r.from
             )
         };
-        append(&mut error, &format!("set only by {} {why}", r.at));
-        return Some(finding(error, true));
+        format!("set only by {} {why}", r.at)
     }
-    if mock && let Some(r) = written.first() {
-        append(
-            &mut error,
-            &format!(
-                "the value comes from {} ({}) of the mock composite resource",
-                r.at, r.from
-            ),
-        );
-        return Some(finding(error, true));
+
+    /// The mock's values at `sources` (`spec.id is "id"`), if it has them.
+    fn mock_values(&self, sources: &[String]) -> Option<String> {
+        let shown: Vec<String> = sources
+            .iter()
+            .filter_map(|s| {
+                let path = fieldpath::parse(s).ok()?;
+                let v = paved::get(self.xr, &path).ok()?;
+                Some(format!("{s} is {}", short(v)))
+            })
+            .collect();
+        (!shown.is_empty()).then(|| shown.join(", "))
     }
-    Some(finding(error, false))
+
+    /// When the XR's schema allows only a few values at each of `sources` (enums, booleans)
+    /// and `holds` is true of the template at `at` rendered from every combination of
+    /// them, the values (`spec.size: "small", "large"`).
+    fn for_every_value(
+        &self,
+        at: &Path,
+        sources: &[String],
+        validation: Option<&Validation>,
+        holds: impl Fn(&Variant) -> bool,
+    ) -> Option<String> {
+        let schema = self.mock??;
+        if sources.is_empty() {
+            return None;
+        }
+        let key = (at.as_str().to_string(), sources.to_vec());
+        let cached = self.variants.borrow().get(&key).cloned();
+        let variants = match cached {
+            Some(v) => v,
+            None => {
+                let v = self
+                    .render_variants(at, sources, schema, validation)
+                    .map(Arc::new);
+                self.variants.borrow_mut().insert(key, v.clone());
+                v
+            }
+        }?;
+        if !variants.iter().all(holds) {
+            return None;
+        }
+        let described: Vec<String> = sources
+            .iter()
+            .filter_map(|s| {
+                let values = domain(schema, s)?;
+                Some(format!(
+                    "{s}: {}",
+                    values.iter().map(short).collect::<Vec<_>>().join(", ")
+                ))
+            })
+            .collect();
+        Some(described.join("; "))
+    }
+
+    /// The template at `at` rendered and validated from the mock with every combination of
+    /// the values the XR's schema allows at `sources`; `None` when one of them is open-ended
+    /// or there are too many.
+    fn render_variants(
+        &self,
+        at: &Path,
+        sources: &[String],
+        schema: &Schema,
+        validation: Option<&Validation>,
+    ) -> Option<Vec<Variant>> {
+        let mut fields = Vec::new();
+        let mut combinations: usize = 1;
+        for s in sources {
+            let values = domain(schema, s)?;
+            combinations = combinations.checked_mul(values.len())?;
+            fields.push((fieldpath::parse(s).ok()?, values));
+        }
+        if combinations > MAX_VARIANTS {
+            return None;
+        }
+        let mut out = Vec::with_capacity(combinations);
+        for n in 0..combinations {
+            crate::budget::step().ok()?;
+            crate::budget::reserve_copy(self.xr).ok()?;
+            let mut xr = self.xr.clone();
+            let mut rest = n;
+            for (path, values) in &fields {
+                let value = values[rest % values.len()].clone();
+                rest /= values.len();
+                paved::set(&mut xr, path, value).ok()?;
+            }
+            let rendered = render::render(self.c, self.steps, &xr);
+            let resource = rendered.resources.into_iter().find(|r| r.at == *at)?;
+            let failed = resource
+                .patches
+                .iter()
+                .filter(|r| matches!(r.outcome, Outcome::Failed(_)))
+                .map(|r| r.at.clone())
+                .collect();
+            let errors = match (resource.object, validation) {
+                (Some(mut object), Some(v)) => v
+                    .run(&mut object)
+                    .errors
+                    .into_iter()
+                    .map(|e| (e.field, e.error_type))
+                    .collect(),
+                _ => Vec::new(),
+            };
+            out.push(Variant { failed, errors });
+        }
+        Some(out)
+    }
+}
+
+/// The values the XR's schema allows at `source`, when they are few: an enum's, or a
+/// boolean's two.
+fn domain(schema: &Schema, source: &str) -> Option<Vec<Value>> {
+    let path = fieldpath::parse(source).ok()?;
+    let mut node = schema;
+    for segment in path.as_slice() {
+        node = match segment {
+            Segment::Field(f) if f != "*" => node
+                .property(f)
+                .or_else(|| node.additional_properties_schema())?,
+            Segment::Index(_) => node.items_schema()?,
+            Segment::Field(_) => return None,
+        };
+    }
+    if !node.enum_values.is_empty() {
+        let values: Vec<Value> = node
+            .enum_values
+            .iter()
+            .filter(|v| !v.is_null())
+            .cloned()
+            .collect();
+        return (!values.is_empty()).then_some(values);
+    }
+    (node.type_.as_deref() == Some("boolean")).then(|| vec![Value::Bool(false), Value::Bool(true)])
+}
+
+/// A value as a note shows it: JSON, cut short.
+fn short(v: &Value) -> String {
+    let s = v.to_string();
+    if s.chars().count() > 60 {
+        format!("{}...", s.chars().take(57).collect::<String>())
+    } else {
+        s
+    }
+}
+
+/// Whether an error is an unknown field the pruning reported.
+fn is_unknown_field(error: &FieldError) -> bool {
+    error.error_type == ErrorType::Invalid && error.detail.starts_with("unknown field: ")
+}
+
+/// Whether a rendered object names its namespace.
+fn has_namespace(object: &Value) -> bool {
+    object
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .is_some_and(|ns| !ns.is_empty())
+}
+
+fn finding(error: FieldError, advisory: bool) -> Finding {
+    if advisory {
+        Finding::advisory(Stage::Rendered, error)
+    } else {
+        Finding::new(Stage::Rendered, error)
+    }
 }
 
 fn append(error: &mut FieldError, note: &str) {
@@ -398,21 +782,6 @@ fn has_finding(earlier: &[Finding], at: &str) -> bool {
                 .strip_prefix(at)
                 .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
     })
-}
-
-/// The schema of a rendered object's kind, if its CRD is known.
-fn schema_of(
-    object: &Value,
-    known: &KnownSchemas,
-    source: &dyn SchemaSource,
-) -> Option<Arc<Schema>> {
-    let api_version = object.get("apiVersion")?.as_str()?;
-    let kind = object.get("kind")?.as_str()?;
-    if let Some(schema) = known.get(api_version, kind) {
-        return Some(schema);
-    }
-    let (group, version) = split_api_version(api_version)?;
-    source.resolve(group, kind, version).ok()?.schema
 }
 
 /// `field` relative to `root`, as path tokens.

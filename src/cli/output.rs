@@ -92,14 +92,9 @@ fn composition_json(r: &Validated) -> Value {
         .iter()
         .zip(&r.lines)
         .map(|(f, line)| {
-            json!({
-                "severity": f.severity.name(),
-                "stage": f.stage.name(),
-                "type": f.error.error_type.name(),
-                "field": f.error.field,
-                "message": f.message(),
-                "line": line,
-            })
+            let mut v = finding_json(f);
+            v["line"] = json!(line);
+            v
         })
         .collect();
     json!({
@@ -108,5 +103,16 @@ fn composition_json(r: &Validated) -> Value {
         "mode": r.report.mode.name(),
         "allowed": r.report.verdict.allowed,
         "findings": findings,
+    })
+}
+
+/// One finding as JSON: `{"severity","stage","type","field","message"}`.
+pub fn finding_json(f: &crate::findings::Finding) -> Value {
+    json!({
+        "severity": f.severity.name(),
+        "stage": f.stage.name(),
+        "type": f.error.error_type.name(),
+        "field": f.error.field,
+        "message": f.message(),
     })
 }

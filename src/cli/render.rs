@@ -1,13 +1,16 @@
 //! `composition-webhook render COMPOSITION [--xr FILE] [--crds PATH]...`: prints what a
 //! Composition composes, as YAML documents: the composite resource (the mock one built from
 //! its schema, or the one given with `--xr`), then every composed resource as Crossplane's
-//! runtime renders it. With the CRDs of the composed resources, each is also validated as
-//! the API server would; the findings go to standard error.
+//! runtime renders it. A resource the runtime would not send (a patch from the XR failed,
+//! or a `policy.fromFieldPath: Required` source is missing) is printed commented out, with
+//! why. Each rendered resource is also validated as the API server would (its metadata
+//! always, the rest with its CRD); the findings go to standard error. `--output json` prints
+//! all of it as one JSON object instead.
 
 use std::io::{self, Write};
 use std::path::PathBuf;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::{
     ApiArgs, CrdFiles, EXIT_ALLOWED, EXIT_DENIED, EXIT_INPUT_ERROR, build_catalog, compositions_in,
@@ -19,6 +22,7 @@ use crate::checks::schema_aware::lookup::SchemaSource;
 use crate::document::DocumentError;
 use crate::findings::Severity;
 use crate::model::Composition;
+use crate::render::Rendered;
 use crate::schema::split_api_version;
 
 /// Arguments of `render`.
@@ -34,6 +38,19 @@ pub struct RenderArgs {
     schemas: CrdFiles,
     #[command(flatten)]
     api: ApiArgs,
+    /// `yaml` (documents on standard output, findings on standard error) or `json` (one
+    /// object with the composite resource, the composed resources and the findings).
+    #[arg(long, value_enum, default_value_t = RenderOutput::Yaml, env = "COMPOSITION_WEBHOOK_RENDER_OUTPUT")]
+    output: RenderOutput,
+}
+
+/// How `render` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RenderOutput {
+    /// YAML documents, findings on standard error.
+    Yaml,
+    /// One JSON object: `{"composite","resources":[{"template","name","sent","notSent","object"}],"findings"}`.
+    Json,
 }
 
 /// Runs `render`: 0 when every rendered resource is valid (or not checked), 1 when one is
@@ -92,34 +109,8 @@ pub fn run(args: &RenderArgs) -> u8 {
         Some(doc) => Composite::Real(&doc.value),
         None => Composite::Mock(xr_schema.as_deref()),
     };
-    let xr = rendered::composite_value(&composition, composite);
+    let xr = rendered::composite_value(&composition, &steps, composite);
     let output = crate::render::render(&composition, &steps, &xr);
-
-    let mut stdout = io::stdout().lock();
-    let mut text = String::new();
-    let what = if xr_docs.is_empty() {
-        "mock composite resource"
-    } else {
-        "composite resource"
-    };
-    push_document(&mut text, &format!("# The {what}"), &output.composite);
-    for r in &output.resources {
-        let title = match &r.name {
-            Some(n) => format!("# {} ({n})", r.at.as_str()),
-            None => format!("# {}", r.at.as_str()),
-        };
-        match &r.object {
-            Some(o) => push_document(&mut text, &title, o),
-            None => text.push_str(&format!("---\n{title}: not rendered (no base)\n")),
-        }
-    }
-    if let Err(e) = stdout.write_all(text.as_bytes())
-        && e.kind() != io::ErrorKind::BrokenPipe
-    {
-        let _ = writeln!(stderr, "error: writing output: {e}");
-        return EXIT_INPUT_ERROR;
-    }
-
     let mut findings = rendered::check(
         &composition,
         &steps,
@@ -129,8 +120,22 @@ pub fn run(args: &RenderArgs) -> u8 {
         &[],
     );
     crate::mode::apply_mode(crate::mode::Mode::Strict, &mut findings);
-    for f in &findings {
-        let _ = writeln!(stderr, "{}: {}", f.severity.name(), f.message());
+
+    let text = match args.output {
+        RenderOutput::Yaml => {
+            for f in &findings {
+                let _ = writeln!(stderr, "{}: {}", f.severity.name(), f.message());
+            }
+            yaml(&output, xr_docs.is_empty())
+        }
+        RenderOutput::Json => json(&output, &findings),
+    };
+    let mut stdout = io::stdout().lock();
+    if let Err(e) = stdout.write_all(text.as_bytes())
+        && e.kind() != io::ErrorKind::BrokenPipe
+    {
+        let _ = writeln!(stderr, "error: writing output: {e}");
+        return EXIT_INPUT_ERROR;
     }
     if findings.iter().any(|f| f.severity == Severity::Error) {
         EXIT_DENIED
@@ -139,12 +144,77 @@ pub fn run(args: &RenderArgs) -> u8 {
     }
 }
 
-fn push_document(out: &mut String, title: &str, value: &Value) {
+/// The YAML documents: the composite resource, then each composed resource headed by its
+/// template; one the runtime would not send is commented out.
+fn yaml(output: &Rendered, mock: bool) -> String {
+    let mut text = String::new();
+    let what = if mock {
+        "mock composite resource"
+    } else {
+        "composite resource"
+    };
+    push_document(
+        &mut text,
+        &format!("# The {what}"),
+        &output.composite,
+        false,
+    );
+    for r in &output.resources {
+        let mut title = match &r.name {
+            Some(n) => format!("# {} ({n})", r.at.as_str()),
+            None => format!("# {}", r.at.as_str()),
+        };
+        let not_sent = r.not_sent.as_ref().filter(|n| !n.earlier_kept);
+        if let Some(n) = &r.not_sent {
+            title.push_str(&format!(": {}", n.describe()));
+        }
+        match &r.object {
+            Some(o) => push_document(&mut text, &title, o, not_sent.is_some()),
+            None => text.push_str(&format!("---\n{title}: not rendered (no base)\n")),
+        }
+    }
+    text
+}
+
+/// Everything as one JSON object.
+fn json(output: &Rendered, findings: &[crate::findings::Finding]) -> String {
+    let resources: Vec<Value> = output
+        .resources
+        .iter()
+        .map(|r| {
+            json!({
+                "template": r.at.as_str(),
+                "name": r.name,
+                "sent": r.not_sent.as_ref().is_none_or(|n| n.earlier_kept),
+                "notSent": r.not_sent.as_ref().map(|n| n.describe()),
+                "object": r.object,
+            })
+        })
+        .collect();
+    let findings: Vec<Value> = findings.iter().map(super::output::finding_json).collect();
+    let mut text = serde_json::to_string_pretty(&json!({
+        "composite": output.composite,
+        "resources": resources,
+        "findings": findings,
+    }))
+    .unwrap_or_default();
+    text.push('\n');
+    text
+}
+
+fn push_document(out: &mut String, title: &str, value: &Value, commented: bool) {
     out.push_str("---\n");
     out.push_str(title);
     out.push('\n');
-    match serde_saphyr::to_string(value) {
-        Ok(yaml) => out.push_str(&yaml),
-        Err(e) => out.push_str(&format!("# cannot print: {e}\n")),
+    let yaml = match serde_saphyr::to_string(value) {
+        Ok(yaml) => yaml,
+        Err(e) => format!("# cannot print: {e}"),
+    };
+    for line in yaml.lines() {
+        if commented {
+            out.push_str("# ");
+        }
+        out.push_str(line);
+        out.push('\n');
     }
 }

@@ -4,11 +4,18 @@
 //!
 //! The fill follows the never-merged upstream prototype (`MockRequiredFields`): only required
 //! properties, recursively; a required array gets one element; a scalar gets its default,
-//! else a zero value (`""`, `0`, `false`, and `0.1` for numbers). Unlike the prototype, the
-//! zero value is adjusted to the field's enum, format, pattern, bounds and lengths.
+//! else a plain value (`0`, `false`, `0.1` for numbers). Unlike the prototype, the value is
+//! adjusted to the field's enum, format, pattern, bounds and lengths, and a string is never
+//! the prototype's `""` (which renders names such as `-controlplane` no real XR gives): it
+//! is what the Composition's patches expect of the field ([`Hints`]: a key of the map
+//! transform that reads it, ...), else the field's name as a DNS label (`cluster-name`).
+
+use std::collections::HashMap;
 
 use serde_json::{Map, Value, json};
 
+use crate::fieldpath::{self, Segment};
+use crate::model::{self, Patch};
 use crate::schema::{Schema, apply_defaults};
 
 /// The mock's `metadata.uid` (a fixed, well-formed UUID so patches of it render alike).
@@ -21,14 +28,106 @@ pub const MOCK_NAMESPACE: &str = "default";
 #[error("the composite resource schema has type {0:?}, not object")]
 pub struct MockError(pub String);
 
+/// What the Composition's patches expect of XR string fields, by field path (array indexes
+/// as `*`): the values the first transform of a patch reading the field takes without
+/// failing (the keys of a map, the literals of a match, a string a `Regexp` matches, a
+/// number or boolean a convert parses). A mock holding one of them renders what a real XR
+/// renders, instead of failing on a missing map key.
+#[derive(Debug, Clone, Default)]
+pub struct Hints(HashMap<Vec<String>, Vec<String>>);
+
+impl Hints {
+    /// The hints of patches that read the XR (`FromCompositeFieldPath`; combine variables go
+    /// through no transform of their own).
+    pub fn of<'a>(patches: impl IntoIterator<Item = &'a Patch>) -> Self {
+        let mut hints = Hints::default();
+        for p in patches {
+            if p.effective_type() != model::FROM_COMPOSITE_FIELD_PATH {
+                continue;
+            }
+            let (Some(from), Some(first)) = (p.from_field_path.as_deref(), p.transforms.first())
+            else {
+                continue;
+            };
+            let Ok(segments) = fieldpath::parse(from) else {
+                continue;
+            };
+            let key: Vec<String> = segments
+                .as_slice()
+                .iter()
+                .map(|s| match s {
+                    Segment::Field(f) => f.clone(),
+                    Segment::Index(_) => "*".to_string(),
+                })
+                .collect();
+            let values = hints.0.entry(key).or_default();
+            for v in accepted(first) {
+                if !values.contains(&v) {
+                    values.push(v);
+                }
+            }
+        }
+        hints
+    }
+
+    fn at(&self, path: &[String]) -> &[String] {
+        self.0.get(path).map_or(&[], Vec::as_slice)
+    }
+}
+
+/// Strings `t` accepts as input without failing.
+fn accepted(t: &model::Transform) -> Vec<String> {
+    match t.r#type.as_str() {
+        "map" => t
+            .map
+            .as_ref()
+            .map(|m| m.pairs.keys().cloned().collect())
+            .unwrap_or_default(),
+        "match" => t
+            .r#match
+            .as_ref()
+            .map(|m| {
+                m.patterns
+                    .iter()
+                    .filter_map(|p| match (&p.literal, &p.regexp) {
+                        (Some(l), _) if p.r#type != "regexp" => Some(l.clone()),
+                        (_, Some(r)) => super::pattern::example(r),
+                        _ => None,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+        "string" => t
+            .string
+            .as_ref()
+            .and_then(|s| s.regexp.as_ref().filter(|_| s.r#type == "Regexp"))
+            .and_then(|r| super::pattern::example(&r.r#match))
+            .into_iter()
+            .collect(),
+        "convert" => {
+            let Some(c) = &t.convert else {
+                return Vec::new();
+            };
+            match (c.to_type.as_str(), c.effective_format()) {
+                ("bool", _) => vec!["true".into()],
+                ("int" | "int64" | "float64", _) => vec!["1".into()],
+                ("object", "json") => vec!["{}".into()],
+                ("array", "json") => vec!["[]".into()],
+                _ => Vec::new(),
+            }
+        }
+        _ => Vec::new(),
+    }
+}
+
 /// The required fields of an object schema, filled (the prototype's `mockRequiredFields`).
 /// `None` (no schema) gives an empty object; a schema of another type than object is an error.
-pub fn required_fields(schema: Option<&Schema>) -> Result<Value, MockError> {
+pub fn required_fields(schema: Option<&Schema>, hints: &Hints) -> Result<Value, MockError> {
     let Some(schema) = schema else {
         return Ok(Value::Object(Map::new()));
     };
     match schema.type_.as_deref() {
-        None | Some("" | "object") => Ok(fill_object(schema, 0)),
+        None | Some("" | "object") => Ok(fill_object(schema, &mut Vec::new(), hints)),
         Some(other) => Err(MockError(other.to_string())),
     }
 }
@@ -44,6 +143,8 @@ pub struct Of<'a> {
     pub composition: &'a str,
     /// The Composition's `writeConnectionSecretsToNamespace`.
     pub secrets_namespace: Option<&'a str>,
+    /// What the Composition's patches expect of the XR's string fields.
+    pub hints: &'a Hints,
 }
 
 /// A mock XR: required fields filled, defaults applied, and what Crossplane sets: name,
@@ -62,8 +163,9 @@ pub fn composite(schema: Option<&Schema>, of: &Of<'_>) -> Result<Value, MockErro
         kind,
         composition,
         secrets_namespace,
+        hints,
     } = *of;
-    let required = required_fields(schema)?;
+    let required = required_fields(schema, hints)?;
     let name = format!("{}-mock", kind.to_ascii_lowercase());
     let claimed = schema.is_some_and(|s| s.descend(&["spec", "claimRef"]).is_some());
     let v2 = schema.is_some_and(|s| {
@@ -141,40 +243,52 @@ pub fn composite(schema: Option<&Schema>, of: &Of<'_>) -> Result<Value, MockErro
 /// Deep enough for any real schema; recursive schemas cannot occur in structural CRDs.
 const MAX_DEPTH: usize = 64;
 
-fn fill_object(schema: &Schema, depth: usize) -> Value {
+fn fill_object(schema: &Schema, path: &mut Vec<String>, hints: &Hints) -> Value {
     let mut map = Map::new();
-    if depth > MAX_DEPTH {
+    if path.len() > MAX_DEPTH {
         return Value::Object(map);
     }
     for name in &schema.required {
         // `metadata` is Crossplane's to set, and apiVersion/kind are set by the caller.
-        if depth == 0 && matches!(name.as_str(), "metadata" | "apiVersion" | "kind") {
+        if path.is_empty() && matches!(name.as_str(), "metadata" | "apiVersion" | "kind") {
             continue;
         }
+        path.push(name.clone());
         let value = match schema.property(name) {
-            Some(prop) => fill(prop, depth + 1),
-            None => Value::String(String::new()),
+            Some(prop) => fill(prop, path, hints),
+            None => json!(plain_string(path)),
         };
+        path.pop();
         map.insert(name.clone(), value);
     }
     Value::Object(map)
 }
 
-/// A value of `schema` that satisfies its own constraints.
-fn fill(schema: &Schema, depth: usize) -> Value {
+/// A value of `schema` (at `path`) that satisfies its own constraints.
+fn fill(schema: &Schema, path: &mut Vec<String>, hints: &Hints) -> Value {
     if let Some(default) = &schema.default {
         return default.clone();
     }
     if let Some(first) = schema.enum_values.first() {
-        return first.clone();
+        // The enum value a patch expects, if one does.
+        let expected = hints.at(path);
+        return schema
+            .enum_values
+            .iter()
+            .find(|v| v.as_str().is_some_and(|s| expected.iter().any(|e| e == s)))
+            .unwrap_or(first)
+            .clone();
     }
     match schema.type_.as_deref() {
-        Some("object") => fill_object(schema, depth),
+        Some("object") => fill_object(schema, path, hints),
         Some("array") => {
             let n = schema.min_items.unwrap_or(1).max(1);
-            let item = schema
-                .items_schema()
-                .map_or(Value::String(String::new()), |s| fill(s, depth + 1));
+            path.push("*".into());
+            let item = match schema.items_schema() {
+                Some(s) => fill(s, path, hints),
+                None => json!(plain_string(path)),
+            };
+            path.pop();
             // Elements of a set must differ; a required array is valid with one element
             // unless minItems asks for more.
             let items: Vec<Value> = (0..n.min(16)).map(|i| distinct(&item, i)).collect();
@@ -183,9 +297,9 @@ fn fill(schema: &Schema, depth: usize) -> Value {
         Some("integer") => json!(integer(schema)),
         Some("number") => number(schema),
         Some("boolean") => json!(false),
-        Some("string") => json!(string(schema)),
+        Some("string") => json!(string(schema, path, hints)),
         _ if schema.int_or_string => json!(integer(schema)),
-        _ => Value::String(String::new()),
+        _ => json!(plain_string(path)),
     }
 }
 
@@ -226,7 +340,20 @@ fn number(schema: &Schema) -> Value {
     json!(0.1)
 }
 
-fn string(schema: &Schema) -> String {
+fn string(schema: &Schema, path: &[String], hints: &Hints) -> String {
+    let fits = |s: &str| {
+        let n = s.chars().count() as u64;
+        n >= schema.min_length.unwrap_or(0)
+            && schema.max_length.is_none_or(|max| n <= max)
+            && schema
+                .pattern
+                .as_deref()
+                .is_none_or(|p| regex::Regex::new(p).is_ok_and(|re| re.is_match(s)))
+    };
+    // What a patch expects, when the schema allows it.
+    if let Some(expected) = hints.at(path).iter().find(|s| fits(s)) {
+        return expected.clone();
+    }
     let mut s = match schema
         .format
         .as_deref()
@@ -249,9 +376,10 @@ fn string(schema: &Schema) -> String {
         Some("hexcolor") => "#000000".to_string(),
         Some("rgbcolor") => "rgb(0,0,0)".to_string(),
         Some("bsonobjectid") => "000000000000000000000000".to_string(),
-        _ => String::new(),
+        _ => plain_string(path),
     };
     if let Some(pattern) = &schema.pattern
+        && !fits(&s)
         && let Some(m) = super::pattern::example(pattern)
     {
         s = m;
@@ -260,7 +388,39 @@ fn string(schema: &Schema) -> String {
     while s.chars().count() < min {
         s.push('x');
     }
+    if let Some(max) = schema.max_length {
+        s = s.chars().take(max as usize).collect();
+    }
     s
+}
+
+/// The value of a string field without constraints: its name as a DNS label
+/// (`clusterName` is `cluster-name`), valid wherever Kubernetes takes a name or a label.
+fn plain_string(path: &[String]) -> String {
+    let name = path
+        .iter()
+        .rev()
+        .find(|s| *s != "*")
+        .map_or("", String::as_str);
+    let mut out = String::new();
+    for c in name.chars() {
+        if c.is_ascii_uppercase() && !out.is_empty() && !out.ends_with('-') {
+            out.push('-');
+        }
+        match c {
+            'a'..='z' | '0'..='9' => out.push(c),
+            'A'..='Z' => out.push(c.to_ascii_lowercase()),
+            _ if !out.is_empty() && !out.ends_with('-') => out.push('-'),
+            _ => {}
+        }
+    }
+    let out: String = out.trim_end_matches('-').chars().take(63).collect();
+    let out = out.trim_end_matches('-');
+    if out.is_empty() {
+        "mock".to_string()
+    } else {
+        out.to_string()
+    }
 }
 
 #[cfg(test)]
@@ -275,7 +435,7 @@ mod tests {
     fn fills_constraints() {
         let s = schema(
             json!({"type": "object", "required": ["spec"], "properties": {
-            "spec": {"type": "object", "required": ["a", "b", "c", "d", "e", "f", "g", "h"],
+            "spec": {"type": "object", "required": ["a", "b", "c", "d", "e", "f", "g", "h", "clusterName", "size", "tier"],
                 "properties": {
                     "a": {"type": "string", "enum": ["small", "large"]},
                     "b": {"type": "integer", "minimum": 3},
@@ -286,15 +446,36 @@ mod tests {
                           "items": {"type": "string"}},
                     "g": {"type": "string", "format": "date-time"},
                     "h": {"type": "number", "maximum": 10, "minimum": 2},
+                    "clusterName": {"type": "string", "maxLength": 7},
+                    "size": {"type": "string"},
+                    "tier": {"type": "string", "enum": ["free", "gold", "silver"]},
                     "opt": {"type": "string", "default": "d"}
                 }}}}),
         );
-        let xr = required_fields(Some(&s)).expect("mock");
+        // What the Composition's map transforms take: a key, the first the schema allows.
+        let patch = |from: &str, map: Value| -> Patch {
+            serde_json::from_value(json!({"fromFieldPath": from, "toFieldPath": "spec.x",
+                "transforms": [{"type": "map", "map": map}]}))
+            .expect("patch")
+        };
+        let patches = [
+            patch("spec.size", json!({"s": 1, "medium": 2})),
+            patch("spec.tier", json!({"platinum": 1, "silver": 2})),
+        ];
+        let hints = Hints::of(&patches);
+        let xr = required_fields(Some(&s), &hints).expect("mock");
         assert_eq!(
             xr,
-            json!({"spec": {"a": "small", "b": 3, "c": "xx", "d": "a-00", "e": "x",
-                            "f": ["", "1"], "g": "1970-01-01T00:00:00Z", "h": 2.0}})
+            json!({"spec": {"a": "small", "b": 3, "c": "cx", "d": "a-00", "e": "x",
+                            "f": ["f", "f1"], "g": "1970-01-01T00:00:00Z", "h": 2.0,
+                            "clusterName": "cluster", "size": "s", "tier": "silver"}})
         );
+        assert_eq!(
+            plain_string(&["spec".into(), "dbVersion".into()]),
+            "db-version"
+        );
+        assert_eq!(plain_string(&["spec".into(), "*".into()]), "spec");
+        assert_eq!(plain_string(&["__".into()]), "mock");
     }
 
     #[test]
@@ -309,6 +490,7 @@ mod tests {
             kind: "XDatabase",
             composition: "xdb-aws",
             secrets_namespace: Some("crossplane-system"),
+            hints: &Hints::default(),
         };
         let xr = composite(Some(&s), &of).expect("mock");
         assert_eq!(

@@ -41,6 +41,8 @@ pub struct PatchRecord {
     pub at: String,
     /// The source field path(s), for messages.
     pub from: String,
+    /// The source field paths, one per combine variable.
+    pub sources: Vec<String>,
     /// Whether the source is the environment rather than the XR.
     pub from_environment: bool,
     /// What happened.
@@ -61,6 +63,57 @@ pub struct RenderedResource {
     pub object: Option<Value>,
     /// Every patch of the template, patch sets expanded, in order.
     pub patches: Vec<PatchRecord>,
+    /// Why the runtime does not send this resource to the API server, if it does not.
+    pub not_sent: Option<NotSent>,
+}
+
+/// Why the runtime does not send a rendered resource: a patch from the XR or the
+/// environment failed (Crossplane v1.17's `PTComposer` and function-patch-and-transform's
+/// `RunFunction` skip the template then: "cannot render FromComposite or environment
+/// patches for composed resource"). A patch with `policy.fromFieldPath: Required` whose
+/// source is absent fails that way on purpose: the resource waits for the field.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NotSent {
+    /// The patch that failed (`spec.resources[0].patches[1]`).
+    pub patch: String,
+    /// What failed, in words.
+    pub why: String,
+    /// Whether an earlier step's resource of the same name is sent instead, unpatched by
+    /// this template (a template without a base).
+    pub earlier_kept: bool,
+}
+
+impl NotSent {
+    /// The reason, as `render` prints it.
+    pub fn describe(&self) -> String {
+        if self.earlier_kept {
+            format!(
+                "this template's patches are not applied (the runtime keeps the resource as the earlier step composed it): {} {}",
+                self.patch, self.why
+            )
+        } else {
+            format!(
+                "not sent: the runtime does not create or update this resource while {} {}",
+                self.patch, self.why
+            )
+        }
+    }
+}
+
+impl PatchRecord {
+    /// Why this patch keeps its resource from being sent, if it does.
+    fn stops_resource(&self) -> Option<String> {
+        match &self.outcome {
+            Outcome::Skipped {
+                source,
+                required: true,
+            } => Some(format!(
+                "requires {source} (policy.fromFieldPath: Required), which the composite resource does not have"
+            )),
+            Outcome::Failed(message) => Some(format!("fails: {message}")),
+            _ => None,
+        }
+    }
 }
 
 /// A function pipeline step whose effect cannot be rendered.
@@ -250,6 +303,7 @@ fn render_set(set: &ResourceSet<'_>, out: &mut Rendered) {
             name: template.name.clone(),
             object: None,
             patches: Vec::with_capacity(template.patches.len()),
+            not_sent: None,
         };
         if let Some(mut object) = start {
             metadata(&mut object, &out.composite, template.name.as_deref());
@@ -266,7 +320,20 @@ fn render_set(set: &ResourceSet<'_>, out: &mut Rendered) {
                 );
                 rendered.patches.push(record);
             }
-            rendered.object = Some(object);
+            rendered.not_sent = rendered.patches.iter().find_map(|r| {
+                r.stops_resource().map(|why| NotSent {
+                    patch: r.at.clone(),
+                    why,
+                    earlier_kept: earlier.is_some(),
+                })
+            });
+            // function-patch-and-transform keeps what the earlier step composed.
+            let kept = rendered
+                .not_sent
+                .as_ref()
+                .filter(|n| n.earlier_kept)
+                .and_then(|_| earlier.and_then(|e| out.resources[e].object.clone()));
+            rendered.object = Some(kept.unwrap_or(object));
         }
         match earlier {
             Some(e) => out.resources[e] = rendered,
@@ -342,15 +409,15 @@ fn apply(
     environment: &Value,
     object: &mut Value,
 ) -> PatchRecord {
-    let from = match &p.combine {
+    let sources: Vec<String> = match &p.combine {
         Some(c) if p.from_field_path.is_none() => c
             .variables
             .iter()
-            .map(|v| v.from_field_path.as_str())
-            .collect::<Vec<_>>()
-            .join(", "),
-        _ => p.from_field_path.clone().unwrap_or_default(),
+            .map(|v| v.from_field_path.clone())
+            .collect(),
+        _ => p.from_field_path.iter().cloned().collect(),
     };
+    let from = sources.join(", ");
     let (outcome, from_environment) = match patch::direction(p.effective_type()) {
         Some((Direction::In, env)) => {
             let source = if env { environment } else { composite };
@@ -365,6 +432,7 @@ fn apply(
     PatchRecord {
         at: at.to_string(),
         from,
+        sources,
         from_environment,
         outcome,
         to: p

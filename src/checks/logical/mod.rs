@@ -56,35 +56,10 @@ pub fn validate_name(c: &Composition) -> Vec<FieldError> {
         }
         return Vec::new();
     }
-    match dns1123_subdomain_problem(name) {
-        Some(detail) => vec![FieldError::invalid("metadata.name", name.as_str(), detail)],
-        None => Vec::new(),
-    }
-}
-
-/// apimachinery's `IsDNS1123Subdomain`, with its messages.
-fn dns1123_subdomain_problem(name: &str) -> Option<String> {
-    const MAX: usize = 253;
-    if name.len() > MAX {
-        return Some(format!("must be no more than {MAX} characters"));
-    }
-    let label_ok = |l: &str| {
-        let b = l.as_bytes();
-        !b.is_empty()
-            && b.iter()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
-            && b[0] != b'-'
-            && b[b.len() - 1] != b'-'
-    };
-    if name.split('.').all(label_ok) {
-        return None;
-    }
-    Some(
-        "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', \
-         and must start and end with an alphanumeric character (e.g. 'example.com', regex used for \
-         validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
-            .to_string(),
-    )
+    crate::schema::validation::names::dns1123_subdomain(name)
+        .into_iter()
+        .map(|detail| FieldError::invalid("metadata.name", name.as_str(), detail))
+        .collect()
 }
 
 /// Upstream's `Composition.Validate()` groups, in its order (mode, patch sets, resources,

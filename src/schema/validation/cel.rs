@@ -75,6 +75,8 @@ struct Rule {
     reason: Option<String>,
     /// The `fieldPath`, normalized to a field path (`spec.x`, `labels[a]`).
     field_path: Option<String>,
+    /// The fields the rule is about, relative to its node ([`rule_fields`]).
+    fields: Vec<String>,
 }
 
 impl CelProgram {
@@ -206,6 +208,7 @@ impl CelProgram {
                         message_expression: rule.message_expression.is_some(),
                         reason: rule.reason.clone(),
                         field_path,
+                        fields: rule_fields(&rule.rule),
                     });
                     keep.push(true);
                 }
@@ -380,11 +383,11 @@ impl Run<'_> {
                 // server (where the type checker would have refused the rule).
                 ErrorKind::ValidationFailure => {
                     let failure = failure(rule, Some(&error.message), unit, path);
-                    self.result.errors.push(failure);
+                    self.push(failure, rule, path);
                 }
                 ErrorKind::InvalidResult => {
                     let failure = failure(rule, None, unit, path);
-                    self.result.errors.push(failure);
+                    self.push(failure, rule, path);
                 }
                 ErrorKind::EvaluationError => {
                     let cause = cel_go_wording(&error);
@@ -396,11 +399,9 @@ impl Run<'_> {
                     } else {
                         format!("{cause} evaluating rule: {}", rule_error_string(rule))
                     };
-                    self.result.errors.push(FieldError::invalid(
-                        path.as_str(),
-                        unit.schema_type.as_str(),
-                        detail,
-                    ));
+                    let error =
+                        FieldError::invalid(path.as_str(), unit.schema_type.as_str(), detail);
+                    self.push(error, rule, path);
                 }
                 _ => self.result.notes.push(format!(
                     "rule {} at {} could not be evaluated: {}",
@@ -411,6 +412,84 @@ impl Run<'_> {
             }
         }
     }
+}
+
+impl Run<'_> {
+    /// Records a rule's error with the fields the rule is about, under its node's `path`.
+    fn push(&mut self, error: FieldError, rule: &Rule, path: &Path) {
+        self.result.errors.push(error);
+        self.result.rule_fields.push(
+            rule.fields
+                .iter()
+                .map(|f| join_path(path.as_str(), f))
+                .collect(),
+        );
+    }
+}
+
+/// The fields a rule is about, relative to its node: the ones it tests with
+/// `has(self.a.b)`, else the ones it reads (`self.a.b`); only the deepest of a chain
+/// (`has(self.a) && has(self.a.b)` is about `a.b`). Upjet's "spec.forProvider.policy is a
+/// required parameter" rule on `spec` is about `forProvider.policy` and
+/// `initProvider.policy`, not about every field of `spec`. Empty for a rule about the
+/// node's own value (`self.size() > 0`).
+pub(super) fn rule_fields(rule: &str) -> Vec<String> {
+    let bytes = rule.as_bytes();
+    let ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    let (mut tested, mut read) = (Vec::new(), Vec::new());
+    let mut i = 0;
+    while let Some(found) = rule[i..].find("self.") {
+        let start = i + found;
+        i = start + "self.".len();
+        // `oldSelf.`, `myself.` are other variables.
+        if start > 0 && ident(bytes[start - 1]) {
+            continue;
+        }
+        let mut segments = Vec::new();
+        let mut j = i;
+        loop {
+            let from = j;
+            while j < bytes.len() && ident(bytes[j]) {
+                j += 1;
+            }
+            if j == from {
+                break;
+            }
+            segments.push(&rule[from..j]);
+            if bytes.get(j) == Some(&b'.') {
+                j += 1;
+            } else {
+                break;
+            }
+        }
+        // A call ends the chain: `self.name.startsWith('a')` reads `name`.
+        if rule[j..].trim_start().starts_with('(') {
+            segments.pop();
+        }
+        i = j.max(i);
+        if segments.is_empty() {
+            continue;
+        }
+        let path = segments.join(".");
+        if rule[..start].trim_end().ends_with("has(") {
+            tested.push(path);
+        } else {
+            read.push(path);
+        }
+    }
+    let mut fields = if tested.is_empty() { read } else { tested };
+    fields.sort();
+    fields.dedup();
+    let deepest: Vec<String> = fields
+        .iter()
+        .filter(|f| {
+            !fields.iter().any(|g| {
+                g.len() > f.len() && g.starts_with(f.as_str()) && g[f.len()..].starts_with('.')
+            })
+        })
+        .cloned()
+        .collect();
+    deepest
 }
 
 /// A runtime error in cel-go's words where they are known (`no such key: x`,
@@ -718,5 +797,26 @@ mod tests {
         assert_eq!(depth("self.l.all(x, x > 0)"), 1);
         assert_eq!(depth("self.l.all(x, self.l.exists(y, y == x))"), 2);
         assert_eq!(depth("self.l.map(x, x).all(y, y > 0)"), 1);
+    }
+
+    #[test]
+    fn rules_are_about_the_fields_they_test() {
+        // Upjet's required-parameter rule (provider-upjet-aws v1.6.0).
+        let upjet = "!('*' in self.managementPolicies || 'Create' in self.managementPolicies || 'Update' in self.managementPolicies) || has(self.forProvider.policy) || (has(self.initProvider) && has(self.initProvider.policy))";
+        assert_eq!(
+            rule_fields(upjet),
+            ["forProvider.policy", "initProvider.policy"]
+        );
+        assert_eq!(
+            rule_fields(
+                "self.managementPolicy == 'ObserveOnly' || has(self.forProvider.ipCidrRange)"
+            ),
+            ["forProvider.ipCidrRange"]
+        );
+        assert_eq!(
+            rule_fields("self.name.startsWith('a') && oldSelf.x == self.size"),
+            ["name", "size"]
+        );
+        assert!(rule_fields("self.size() > 0").is_empty());
     }
 }

@@ -36,6 +36,8 @@ mod errors;
 mod formats;
 mod legacy;
 mod list_type;
+pub mod names;
+mod object_meta;
 mod prune;
 
 use std::fmt;
@@ -51,6 +53,8 @@ use crate::findings::{ErrorType, FieldError, Path};
 pub use cache::compiled;
 pub use formats::go_duration_seconds;
 pub use legacy::{closest, json_type_name, validate};
+pub use names::NameRule;
+pub use object_meta::ObjectMetaRules;
 
 /// The note the API server adds when a blocking error keeps CEL rules from running.
 pub const CEL_NOT_CHECKED: &str = "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation";
@@ -98,6 +102,10 @@ pub struct ResourceValidation {
     pub errors: Vec<FieldError>,
     /// `errors[rules_from..]` come from `x-kubernetes-validations` rules (they run last).
     pub rules_from: usize,
+    /// For each of `errors[rules_from..]`, the fields its rule is about (`has(self.a.b)`
+    /// under the rule's node: `spec.a.b`), as error paths; empty when the rule is about its
+    /// node's own value.
+    pub rule_fields: Vec<Vec<String>>,
     /// What was not checked and why (CEL rules skipped, limits reached, schema parts that
     /// could not be compiled).
     pub notes: Vec<String>,
@@ -209,9 +217,21 @@ pub fn validate_resource(
     root: &Path,
     limits: &CelLimits,
 ) -> ResourceValidation {
+    validate_with(compiled, object, Vec::new(), root, limits)
+}
+
+/// [`validate_resource`] after `errors` found before it (the metadata's).
+fn validate_with(
+    compiled: &CompiledSchema,
+    object: &mut Value,
+    errors: Vec<FieldError>,
+    root: &Path,
+    limits: &CelLimits,
+) -> ResourceValidation {
     let mut result = ResourceValidation {
-        errors: Vec::new(),
+        errors,
         rules_from: 0,
+        rule_fields: Vec::new(),
         notes: compiled.notes.clone(),
     };
     let schema = &compiled.schema;
@@ -242,6 +262,28 @@ pub fn validate_resource(
         }
     }
     result
+}
+
+/// Validates a rendered object as the API server validates one of its kind on create: its
+/// `metadata` ([`ObjectMetaRules`]), then, when its CRD's schema is known, everything
+/// [`validate_resource`] checks. Metadata errors come first and, as on the API server, a
+/// blocking one (a missing namespace) keeps the CEL rules from running.
+pub fn validate_object(
+    compiled: Option<&CompiledSchema>,
+    object: &mut Value,
+    meta: &ObjectMetaRules,
+    root: &Path,
+    limits: &CelLimits,
+) -> ResourceValidation {
+    let meta_errors = object_meta::validate(object, meta, root);
+    let Some(compiled) = compiled else {
+        return ResourceValidation {
+            rules_from: meta_errors.len(),
+            errors: meta_errors,
+            ..ResourceValidation::default()
+        };
+    };
+    validate_with(compiled, object, meta_errors, root, limits)
 }
 
 /// The schema nodes whose subtree (the node included) has some property, by address: walks

@@ -1,0 +1,351 @@
+//! apimachinery's name and label rules (`k8s.io/apimachinery/pkg/util/validation` and
+//! `pkg/api/validation/path`, Kubernetes v1.28), with their messages byte for byte: what the
+//! API server says of a `metadata.name`, a label, an annotation key, a namespace.
+
+/// `DNS1123SubdomainMaxLength`.
+const DNS1123_SUBDOMAIN_MAX: usize = 253;
+/// `DNS1123LabelMaxLength`, `DNS1035LabelMaxLength`, `LabelValueMaxLength`,
+/// `qualifiedNameMaxLength`.
+const LABEL_MAX: usize = 63;
+
+const QUALIFIED_NAME_FMT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
+const QUALIFIED_NAME_ERR: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
+const LABEL_VALUE_FMT: &str = "(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?";
+const LABEL_VALUE_ERR: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
+const DNS1123_LABEL_FMT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
+const DNS1123_LABEL_ERR: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character";
+const DNS1123_SUBDOMAIN_FMT: &str =
+    "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
+const DNS1123_SUBDOMAIN_ERR: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character";
+const DNS1035_LABEL_FMT: &str = "[a-z]([-a-z0-9]*[a-z0-9])?";
+const DNS1035_LABEL_ERR: &str = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character";
+
+/// How a kind's `metadata.name` is validated (the `ValidateNameFunc` its strategy passes to
+/// `ValidateObjectMeta`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NameRule {
+    /// `NameIsDNSSubdomain`: custom resources and most built-in kinds.
+    DnsSubdomain,
+    /// `NameIsDNSLabel`: Namespaces, StatefulSets.
+    DnsLabel,
+    /// `NameIsDNS1035Label`: Services.
+    Dns1035Label,
+    /// `path.ValidatePathSegmentName`, which the API server applies to every name: RBAC
+    /// roles and bindings, PodDisruptionBudgets, core/v1 Events, CertificateSigningRequests,
+    /// and built-in kinds this tool does not know the rule of (the loosest rule: no false
+    /// denial).
+    PathSegment,
+    /// [`NameRule::DnsSubdomain`] and at most 52 characters (`ValidateCronJobCreate`).
+    CronJob,
+}
+
+impl NameRule {
+    /// The rule of a built-in kind (`group` is empty for the core group), as Kubernetes
+    /// v1.28's `pkg/apis/*/validation` choose it. Custom resources are
+    /// [`NameRule::DnsSubdomain`] whatever their group: ask only for kinds no CRD defines.
+    pub fn of(group: &str, kind: &str) -> NameRule {
+        match (group, kind) {
+            ("", "Service") => NameRule::Dns1035Label,
+            ("", "Namespace") | ("apps", "StatefulSet") => NameRule::DnsLabel,
+            ("batch", "CronJob") => NameRule::CronJob,
+            (
+                "",
+                "Pod"
+                | "ConfigMap"
+                | "Secret"
+                | "ServiceAccount"
+                | "ReplicationController"
+                | "LimitRange"
+                | "ResourceQuota"
+                | "Endpoints"
+                | "Node"
+                | "PersistentVolume"
+                | "PersistentVolumeClaim",
+            )
+            | ("apps", "Deployment" | "DaemonSet" | "ReplicaSet" | "ControllerRevision")
+            | ("batch", "Job")
+            | ("autoscaling", "HorizontalPodAutoscaler")
+            | ("networking.k8s.io", "Ingress" | "IngressClass" | "NetworkPolicy")
+            | ("discovery.k8s.io", "EndpointSlice")
+            | ("coordination.k8s.io", "Lease")
+            | ("storage.k8s.io", "StorageClass" | "CSIDriver" | "VolumeAttachment")
+            | ("scheduling.k8s.io", "PriorityClass")
+            | ("node.k8s.io", "RuntimeClass")
+            | (
+                "admissionregistration.k8s.io",
+                "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration",
+            )
+            | ("flowcontrol.apiserver.k8s.io", "FlowSchema" | "PriorityLevelConfiguration") => {
+                NameRule::DnsSubdomain
+            }
+            _ => NameRule::PathSegment,
+        }
+    }
+
+    /// The problems of `name` (`prefix`: a `generateName`, which may end in `-`).
+    pub fn check(self, name: &str, prefix: bool) -> Vec<String> {
+        match self {
+            NameRule::DnsSubdomain => dns1123_subdomain(&mask(name, prefix)),
+            NameRule::DnsLabel => dns1123_label(&mask(name, prefix)),
+            NameRule::Dns1035Label => dns1035_label(&mask(name, prefix)),
+            NameRule::PathSegment => path_segment(name, prefix),
+            NameRule::CronJob => {
+                let mut errs = dns1123_subdomain(&mask(name, prefix));
+                if !prefix && name.len() > 52 {
+                    errs.push("must be no more than 52 characters".to_string());
+                }
+                errs
+            }
+        }
+    }
+}
+
+/// `maskTrailingDash` for a prefix: Go's replaces the last two bytes with `a`.
+fn mask(name: &str, prefix: bool) -> String {
+    if prefix && name.len() > 1 && name.ends_with('-') {
+        // The byte before the dash may start a multi-byte character: Go cuts bytes.
+        let cut = &name.as_bytes()[..name.len() - 2];
+        format!("{}a", String::from_utf8_lossy(cut))
+    } else {
+        name.to_string()
+    }
+}
+
+/// `EmptyError`.
+fn empty_error() -> String {
+    "must be non-empty".to_string()
+}
+
+/// `MaxLenError`.
+fn max_len_error(n: usize) -> String {
+    format!("must be no more than {n} characters")
+}
+
+/// `RegexError`, double space and all.
+pub fn regex_error(msg: &str, fmt: &str, examples: &[&str]) -> String {
+    if examples.is_empty() {
+        return format!("{msg} (regex used for validation is '{fmt}')");
+    }
+    let mut s = format!("{msg} (e.g. ");
+    for (i, example) in examples.iter().enumerate() {
+        if i > 0 {
+            s.push_str(" or ");
+        }
+        s.push_str(&format!("'{example}', "));
+    }
+    s.push_str(&format!("regex used for validation is '{fmt}')"));
+    s
+}
+
+fn alnum(c: u8) -> bool {
+    c.is_ascii_alphanumeric()
+}
+
+fn lower_alnum(c: u8) -> bool {
+    c.is_ascii_lowercase() || c.is_ascii_digit()
+}
+
+/// `qualifiedNameRegexp` (anchored).
+fn is_qualified_name_part(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.first().copied().is_some_and(alnum)
+        && b.last().copied().is_some_and(alnum)
+        && b.iter()
+            .all(|c| alnum(*c) || matches!(c, b'-' | b'_' | b'.'))
+}
+
+/// `dns1123LabelRegexp` (anchored).
+fn is_dns1123_label(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.first().copied().is_some_and(lower_alnum)
+        && b.last().copied().is_some_and(lower_alnum)
+        && b.iter().all(|c| lower_alnum(*c) || *c == b'-')
+}
+
+/// `IsQualifiedName`: label keys, annotation keys (lowercased), finalizers.
+pub fn qualified_name(value: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    let parts: Vec<&str> = value.split('/').collect();
+    let name = match parts.as_slice() {
+        [name] => *name,
+        [prefix, name] => {
+            if prefix.is_empty() {
+                errs.push(format!("prefix part {}", empty_error()));
+            } else {
+                errs.extend(
+                    dns1123_subdomain(prefix)
+                        .into_iter()
+                        .map(|m| format!("prefix part {m}")),
+                );
+            }
+            *name
+        }
+        _ => {
+            errs.push(format!(
+                "a qualified name {} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
+                regex_error(
+                    QUALIFIED_NAME_ERR,
+                    QUALIFIED_NAME_FMT,
+                    &["MyName", "my.name", "123-abc"]
+                )
+            ));
+            return errs;
+        }
+    };
+    if name.is_empty() {
+        errs.push(format!("name part {}", empty_error()));
+    } else if name.len() > LABEL_MAX {
+        errs.push(format!("name part {}", max_len_error(LABEL_MAX)));
+    }
+    if !is_qualified_name_part(name) {
+        errs.push(format!(
+            "name part {}",
+            regex_error(
+                QUALIFIED_NAME_ERR,
+                QUALIFIED_NAME_FMT,
+                &["MyName", "my.name", "123-abc"]
+            )
+        ));
+    }
+    errs
+}
+
+/// `IsValidLabelValue`.
+pub fn label_value(value: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if value.len() > LABEL_MAX {
+        errs.push(max_len_error(LABEL_MAX));
+    }
+    if !value.is_empty() && !is_qualified_name_part(value) {
+        errs.push(regex_error(
+            LABEL_VALUE_ERR,
+            LABEL_VALUE_FMT,
+            &["MyValue", "my_value", "12345"],
+        ));
+    }
+    errs
+}
+
+/// `IsDNS1123Subdomain`.
+pub fn dns1123_subdomain(value: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if value.len() > DNS1123_SUBDOMAIN_MAX {
+        errs.push(max_len_error(DNS1123_SUBDOMAIN_MAX));
+    }
+    if !value.split('.').all(is_dns1123_label) {
+        errs.push(regex_error(
+            DNS1123_SUBDOMAIN_ERR,
+            DNS1123_SUBDOMAIN_FMT,
+            &["example.com"],
+        ));
+    }
+    errs
+}
+
+/// `IsDNS1123Label`.
+pub fn dns1123_label(value: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if value.len() > LABEL_MAX {
+        errs.push(max_len_error(LABEL_MAX));
+    }
+    if !is_dns1123_label(value) {
+        // A valid subdomain that is not a valid label has dots.
+        if value.split('.').all(is_dns1123_label) {
+            errs.push("must not contain dots".to_string());
+            return errs;
+        }
+        errs.push(regex_error(
+            DNS1123_LABEL_ERR,
+            DNS1123_LABEL_FMT,
+            &["my-name", "123-abc"],
+        ));
+    }
+    errs
+}
+
+/// `IsDNS1035Label`.
+pub fn dns1035_label(value: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if value.len() > LABEL_MAX {
+        errs.push(max_len_error(LABEL_MAX));
+    }
+    let b = value.as_bytes();
+    let ok = b.first().is_some_and(u8::is_ascii_lowercase)
+        && b.last().copied().is_some_and(lower_alnum)
+        && b.iter().all(|c| lower_alnum(*c) || *c == b'-');
+    if !ok {
+        errs.push(regex_error(
+            DNS1035_LABEL_ERR,
+            DNS1035_LABEL_FMT,
+            &["my-name", "abc-123"],
+        ));
+    }
+    errs
+}
+
+/// `IsValidPathSegmentName` (`prefix`: `IsValidPathSegmentPrefix`).
+pub fn path_segment(name: &str, prefix: bool) -> Vec<String> {
+    if !prefix {
+        for illegal in [".", ".."] {
+            if name == illegal {
+                return vec![format!("may not be '{illegal}'")];
+            }
+        }
+    }
+    ["/", "%"]
+        .into_iter()
+        .filter(|illegal| name.contains(illegal))
+        .map(|illegal| format!("may not contain '{illegal}'"))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_match_apimachinery() {
+        assert_eq!(
+            dns1035_label("1abc"),
+            [
+                "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')"
+            ]
+        );
+        assert!(dns1035_label("bucket").is_empty());
+        assert_eq!(path_segment("..", false), ["may not be '..'"]);
+        assert_eq!(
+            path_segment("a/b%", true),
+            ["may not contain '/'", "may not contain '%'"]
+        );
+        assert_eq!(
+            qualified_name("app/"),
+            [
+                "name part must be non-empty",
+                "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
+            ]
+        );
+        assert!(qualified_name("crossplane.io/composite").is_empty());
+        assert_eq!(
+            qualified_name("a/b/c"),
+            [
+                "a qualified name must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
+            ]
+        );
+        assert!(label_value("").is_empty());
+        assert_eq!(label_value("-x").len(), 1);
+        assert_eq!(
+            NameRule::DnsSubdomain.check("-controlplane", false),
+            [
+                "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+            ]
+        );
+        // A generateName may end in a dash.
+        assert!(NameRule::DnsSubdomain.check("xnet-mock-", true).is_empty());
+        assert!(
+            NameRule::PathSegment
+                .check("system:admin", false)
+                .is_empty()
+        );
+        assert_eq!(dns1123_label("a.b"), ["must not contain dots"]);
+    }
+}

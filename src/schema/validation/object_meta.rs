@@ -1,0 +1,176 @@
+//! `metadata`, as the API server validates it on create for every kind
+//! (`ValidateObjectMetaAccessor`, Kubernetes v1.28): `generateName` and `name` by the kind's
+//! name rule, the namespace, labels, annotations (keys and total size), finalizers. A CRD's
+//! schema says nothing of `metadata`, so this runs whether or not the CRD is known.
+
+use serde_json::{Map, Value};
+
+use super::names::{self, NameRule};
+use crate::findings::{BadValue, ErrorType, FieldError, Path};
+
+/// `TotalAnnotationSizeLimitB`.
+const ANNOTATIONS_MAX_BYTES: usize = 256 * 1024;
+
+/// What the rules for an object's metadata depend on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ObjectMetaRules {
+    /// Whether the kind is namespaced (`None`: unknown, the namespace is not required).
+    pub namespaced: Option<bool>,
+    /// How names are checked.
+    pub name: NameRule,
+}
+
+/// The errors of `object`'s `metadata`, at `root.metadata...`, in the API server's order.
+///
+/// Deliberate differences: a name the API server would generate from `generateName` is not
+/// checked (Crossplane generates a valid one from a valid prefix); a namespace on a
+/// cluster-scoped kind is not refused (the API server drops it on create); label and
+/// annotation values that are not strings are reported at their key, in the words of a
+/// schema type error, where the API server fails to decode `metadata` as a whole.
+pub fn validate(object: &Value, rules: &ObjectMetaRules, root: &Path) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let at = root.child("metadata");
+    let empty = Map::new();
+    let meta = object
+        .get("metadata")
+        .and_then(Value::as_object)
+        .unwrap_or(&empty);
+    let text = |key: &str| meta.get(key).and_then(Value::as_str).unwrap_or_default();
+    let generate_name = text("generateName");
+    if !generate_name.is_empty() {
+        for msg in rules.name.check(generate_name, true) {
+            errs.push(FieldError::invalid(
+                at.child("generateName"),
+                generate_name,
+                msg,
+            ));
+        }
+    }
+    let name = text("name");
+    if name.is_empty() {
+        if generate_name.is_empty() {
+            errs.push(FieldError::required(
+                at.child("name"),
+                "name or generateName is required",
+            ));
+        }
+    } else {
+        for msg in rules.name.check(name, false) {
+            errs.push(FieldError::invalid(at.child("name"), name, msg));
+        }
+    }
+    let namespace = text("namespace");
+    if rules.namespaced == Some(true) {
+        if namespace.is_empty() {
+            errs.push(FieldError::required(at.child("namespace"), ""));
+        } else {
+            for msg in NameRule::DnsLabel.check(namespace, false) {
+                errs.push(FieldError::invalid(at.child("namespace"), namespace, msg));
+            }
+        }
+    }
+    let labels = at.child("labels");
+    for (key, value) in strings(meta, "labels", &labels, &mut errs) {
+        for msg in names::qualified_name(key) {
+            errs.push(FieldError::invalid(labels.clone(), key, msg));
+        }
+        for msg in names::label_value(value) {
+            errs.push(FieldError::invalid(labels.clone(), value, msg));
+        }
+    }
+    let annotations = at.child("annotations");
+    let mut size = 0;
+    for (key, value) in strings(meta, "annotations", &annotations, &mut errs) {
+        // Case does not matter in annotation keys.
+        for msg in names::qualified_name(&key.to_lowercase()) {
+            errs.push(FieldError::invalid(annotations.clone(), key, msg));
+        }
+        size += key.len() + value.len();
+    }
+    if size > ANNOTATIONS_MAX_BYTES {
+        errs.push(FieldError::new(
+            ErrorType::TooLong,
+            annotations,
+            BadValue::Omit,
+            format!("must have at most {ANNOTATIONS_MAX_BYTES} bytes"),
+        ));
+    }
+    if let Some(finalizers) = meta.get("finalizers").and_then(Value::as_array) {
+        let at = at.child("finalizers");
+        for f in finalizers.iter().filter_map(Value::as_str) {
+            for msg in names::qualified_name(f) {
+                errs.push(FieldError::invalid(at.clone(), f, msg));
+            }
+        }
+        let has = |f: &str| finalizers.iter().any(|v| v.as_str() == Some(f));
+        if has("orphan") && has("foregroundDeletion") {
+            errs.push(FieldError::invalid(
+                at,
+                BadValue::Json(Value::Array(finalizers.clone())),
+                "finalizer orphan and foregroundDeletion cannot be both set",
+            ));
+        }
+    }
+    errs
+}
+
+/// The string entries of the map `meta[key]`; an entry of another type is an error.
+fn strings<'a>(
+    meta: &'a Map<String, Value>,
+    key: &str,
+    at: &Path,
+    errs: &mut Vec<FieldError>,
+) -> Vec<(&'a str, &'a str)> {
+    let Some(map) = meta.get(key).and_then(Value::as_object) else {
+        return Vec::new();
+    };
+    let mut out = Vec::with_capacity(map.len());
+    for (k, v) in map {
+        match v.as_str() {
+            Some(v) => out.push((k.as_str(), v)),
+            None => {
+                let field = at.key(k);
+                let type_name = super::json_type_name(v);
+                errs.push(FieldError::new(
+                    ErrorType::TypeInvalid,
+                    field.clone(),
+                    BadValue::Str(type_name.to_string()),
+                    format!(
+                        "{} in body must be of type string: \"{type_name}\"",
+                        field.as_str()
+                    ),
+                ));
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn reports_what_the_api_server_reports() {
+        let rules = ObjectMetaRules {
+            namespaced: Some(true),
+            name: NameRule::DnsSubdomain,
+        };
+        let object = json!({"metadata": {"name": "-controlplane", "labels": {"app/": "x"},
+            "annotations": {"ok": "y"}}});
+        let errs: Vec<String> = validate(&object, &rules, &Path::new("base"))
+            .iter()
+            .map(|e| format!("{}: {}", e.field, e.body()))
+            .collect();
+        assert_eq!(errs.len(), 4, "{errs:#?}");
+        assert!(errs[0].starts_with(
+            "base.metadata.name: Invalid value: \"-controlplane\": a lowercase RFC 1123 subdomain"
+        ));
+        assert_eq!(errs[1], "base.metadata.namespace: Required value");
+        assert_eq!(
+            errs[2],
+            "base.metadata.labels: Invalid value: \"app/\": name part must be non-empty"
+        );
+    }
+}
