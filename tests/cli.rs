@@ -683,3 +683,63 @@ spec:
         )
     );
 }
+
+/// A resource the runtime would not send (a `policy.fromFieldPath: Required` patch whose
+/// source the composite resource lacks: Crossplane and function-patch-and-transform skip
+/// the template) is printed commented out with why, and `--output json` says `sent: false`.
+#[test]
+fn render_marks_resources_the_runtime_would_not_send() {
+    let dir = scratch("render-not-sent");
+    let composition = std::fs::read_to_string("testdata/example/composition.yaml")
+        .expect("example")
+        .replacen(
+            "        - fromFieldPath: spec.id\n          toFieldPath: metadata.labels[networks.gcp.platformref.upbound.io/network-id]\n",
+            "        - fromFieldPath: spec.id\n          toFieldPath: metadata.labels[networks.gcp.platformref.upbound.io/network-id]\n        - fromFieldPath: metadata.annotations[example.org/description]\n          toFieldPath: spec.forProvider.description\n          policy:\n            fromFieldPath: Required\n",
+            1,
+        );
+    assert!(composition.contains("fromFieldPath: Required"));
+    let file = dir.join("composition.yaml");
+    std::fs::write(&file, composition).expect("write composition");
+    let args = [
+        "render",
+        file.to_str().expect("path"),
+        "--crds",
+        "testdata/crds",
+        "--crds",
+        "testdata/example/definition.yaml",
+    ];
+    let out = run_v1(&args);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    let docs: Vec<&str> = text.split("---\n").filter(|d| !d.is_empty()).collect();
+    assert_eq!(docs.len(), 3);
+    let note = "not sent: the runtime does not create or update this resource while spec.resources[0].patches[2] requires metadata.annotations[example.org/description] (policy.fromFieldPath: Required), which the composite resource does not have";
+    assert!(
+        docs[1].starts_with(&format!(
+            "# spec.resources[0]: {note}\n# apiVersion: compute.gcp.upbound.io/v1beta1\n# kind: Network\n"
+        )),
+        "{}",
+        docs[1]
+    );
+    assert!(docs[1].lines().all(|l| l.starts_with('#')), "{}", docs[1]);
+    // The other resource is sent as it is.
+    assert!(docs[2].starts_with("# spec.resources[1]\napiVersion: "));
+    assert!(text.ends_with('\n'));
+
+    let mut json_args = args.to_vec();
+    json_args.extend(["--output", "json"]);
+    let out = run_v1(&json_args);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stderr(&out), "");
+    let v: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v["composite"]["metadata"]["name"], "xnetwork-mock");
+    assert_eq!(
+        v["resources"][0],
+        json!({"template": "spec.resources[0]", "name": null, "sent": false,
+               "notSent": note, "object": v["resources"][0]["object"]})
+    );
+    assert_eq!(v["resources"][0]["object"]["kind"], "Network");
+    assert_eq!(v["resources"][1]["sent"], true);
+    assert_eq!(v["resources"][1]["notSent"], Value::Null);
+    assert_eq!(v["findings"], json!([]));
+}

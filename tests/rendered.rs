@@ -265,7 +265,7 @@ fn mock_values_and_optional_sources_give_warnings_not_errors() {
             json!(["name"]),
         ),
         crd(
-            json!({"region": {"type": "string"}, "id": {"type": "string", "pattern": "^[a-z]+$"},
+            json!({"region": {"type": "string"}, "id": {"type": "string", "pattern": "^[0-9]+$"},
                    "zone": {"type": "string", "enum": ["a", "b"]}, "engine": {"type": "string"}}),
             json!(["region", "id", "zone", "engine"]),
         ),
@@ -282,7 +282,7 @@ fn mock_values_and_optional_sources_give_warnings_not_errors() {
     assert_eq!(
         rendered(&report),
         [
-            "warning: spec.resources[0].base.spec.forProvider.id: Invalid value: \"\": spec.forProvider.id in body should match '^[a-z]+$' (the value comes from spec.resources[0].patches[1] (spec.name) of the mock composite resource)",
+            "warning: spec.resources[0].base.spec.forProvider.id: Invalid value: \"name\": spec.forProvider.id in body should match '^[0-9]+$' (the value comes from spec.resources[0].patches[1]: spec.name is \"name\" in the mock composite resource, a real one may hold another)",
             "warning: spec.resources[0].base.spec.forProvider.region: Required value: set only by spec.resources[0].patches[0] from spec.region, which the mock composite resource does not have (optional, no default); a composite resource without it renders an invalid resource",
         ]
     );
@@ -546,4 +546,252 @@ fn violations_suite_through_compositions() {
         checked += 1;
     }
     assert!(checked >= 40, "{checked} cases through Compositions");
+}
+
+// How a rendered finding's severity is decided (issue 17): value-independent findings are
+// errors, findings that depend on a value the XR's schema allows to differ are warnings.
+
+/// An XRD of `XDatabase` with these `spec` properties, all of `required` required.
+fn xrd_of(spec_properties: Value, required: Value) -> Value {
+    xrd(spec_properties, required)
+}
+
+/// A CRD of `Instance` (db.example.org/v1) with this whole `spec` schema and scope.
+fn crd_of(spec: Value, scope: &str) -> Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "instances.db.example.org"},
+        "spec": {"group": "db.example.org", "scope": scope,
+            "names": {"kind": "Instance", "plural": "instances"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": spec}}}}]}
+    })
+}
+
+fn instance(spec: Value) -> Value {
+    json!({"apiVersion": "db.example.org/v1", "kind": "Instance", "spec": spec})
+}
+
+/// Item 1: an unknown field does not depend on the value written into it, and a finding
+/// that every value of an enum or boolean XR field gives holds for every XR: errors.
+#[test]
+fn value_independent_findings_are_errors() {
+    let catalog = catalog(&[
+        xrd_of(
+            json!({"params": {"type": "object", "required": ["engine", "storageGb"],
+                              "properties": {"engine": {"type": "string"},
+                                             "storageGb": {"type": "integer"}}},
+                   "tier": {"type": "string", "enum": ["small", "large"]},
+                   "ha": {"type": "boolean"},
+                   "name": {"type": "string"}}),
+            json!(["params", "tier", "ha", "name"]),
+        ),
+        crd_of(
+            json!({"type": "object", "properties": {"forProvider": {"type": "object",
+                "properties": {"engine": {"type": "string"}, "storage": {"type": "integer"},
+                               "class": {"type": "string", "enum": ["db.t3", "db.m5"]},
+                               "multiAz": {"type": "string", "enum": ["yes", "no"]},
+                               "id": {"type": "string", "pattern": "^[0-9]+$"}}}}}),
+            "Cluster",
+        ),
+    ]);
+    let c = composition(json!([{"name": "db",
+    "base": instance(json!({"forProvider": {}})),
+    "patches": [
+        {"fromFieldPath": "spec.params", "toFieldPath": "spec.forProvider"},
+        {"fromFieldPath": "spec.tier", "toFieldPath": "spec.forProvider.class"},
+        {"fromFieldPath": "spec.ha", "toFieldPath": "spec.forProvider.multiAz",
+         "transforms": [{"type": "convert", "convert": {"toType": "string"}}]},
+        {"fromFieldPath": "spec.name", "toFieldPath": "spec.forProvider.id"}
+    ]}]));
+    let report = validate(&catalog, &c, Mode::Loose);
+    assert_eq!(
+        rendered(&report),
+        [
+            "error: spec.resources[0].base.spec.forProvider.storageGb: Invalid value: \"storageGb\": unknown field: \"storageGb\", did you mean \"storage\"? (spec.resources[0].patches[0] writes it from spec.params: the field is unknown whatever the value)",
+            "error: spec.resources[0].base.spec.forProvider.class: Unsupported value: \"small\": supported values: \"db.t3\", \"db.m5\" (written by spec.resources[0].patches[1]: every value of spec.tier the composite resource's schema allows (spec.tier: \"small\", \"large\") renders this)",
+            "error: spec.resources[0].base.spec.forProvider.multiAz: Unsupported value: \"false\": supported values: \"yes\", \"no\" (written by spec.resources[0].patches[2]: every value of spec.ha the composite resource's schema allows (spec.ha: false, true) renders this)",
+            "warning: spec.resources[0].base.spec.forProvider.id: Invalid value: \"name\": spec.forProvider.id in body should match '^[0-9]+$' (the value comes from spec.resources[0].patches[3]: spec.name is \"name\" in the mock composite resource, a real one may hold another)",
+        ]
+    );
+    assert_eq!(report.verdict.code, Some(422));
+}
+
+/// Item 2: upjet's "spec.forProvider.policy is a required parameter" rule sits on `spec`;
+/// only a patch that writes `forProvider.policy` (or `initProvider.policy`, or a parent of
+/// them) explains its failure, not one that writes `spec.deletionPolicy`.
+#[test]
+fn a_rule_error_is_attributed_by_the_field_the_rule_requires() {
+    // The rule as provider-upjet-aws v1.6.0 generates it for a required parameter.
+    let rule = "!('*' in self.managementPolicies || 'Create' in self.managementPolicies || 'Update' in self.managementPolicies) || has(self.forProvider.policy) || (has(self.initProvider) && has(self.initProvider.policy))";
+    let catalog = catalog(&[
+        xrd_of(
+            json!({"deletion": {"type": "string"}, "policy": {"type": "string"}}),
+            json!([]),
+        ),
+        crd_of(
+            json!({"type": "object",
+                "x-kubernetes-validations": [{"rule": rule,
+                    "message": "spec.forProvider.policy is a required parameter"}],
+                "properties": {
+                    "deletionPolicy": {"type": "string"},
+                    "managementPolicies": {"type": "array", "items": {"type": "string"},
+                                           "default": ["*"]},
+                    "initProvider": {"type": "object", "properties": {"policy": {"type": "string"}}},
+                    "forProvider": {"type": "object", "properties": {"policy": {"type": "string"}}}}}),
+            "Cluster",
+        ),
+    ]);
+    let c = composition(json!([
+        {"name": "no-policy", "base": instance(json!({"forProvider": {}})),
+         "patches": [{"fromFieldPath": "spec.deletion", "toFieldPath": "spec.deletionPolicy"}]},
+        {"name": "patched-policy", "base": instance(json!({"forProvider": {}})),
+         "patches": [{"fromFieldPath": "spec.deletion", "toFieldPath": "spec.deletionPolicy"},
+                     {"fromFieldPath": "spec.policy", "toFieldPath": "spec.forProvider.policy"}]}
+    ]));
+    let report = validate(&catalog, &c, Mode::Loose);
+    assert_eq!(
+        rendered(&report),
+        [
+            "error: spec.resources[0].base.spec: Invalid value: \"object\": spec.forProvider.policy is a required parameter",
+            "warning: spec.resources[1].base.spec: Invalid value: \"object\": spec.forProvider.policy is a required parameter (set only by spec.resources[1].patches[1] from spec.policy, which the mock composite resource does not have (optional, no default); a composite resource without it renders an invalid resource)",
+        ]
+    );
+}
+
+/// Item 3: metadata is validated as the API server validates it, for every kind: label
+/// keys and values, annotation keys, names by the kind's rule, the namespace of a
+/// namespaced kind. A base's own metadata is an error; a name a mock value makes invalid is
+/// a warning.
+#[test]
+fn metadata_is_validated_as_the_api_server_does() {
+    let catalog = catalog(&[
+        xrd_of(json!({"id": {"type": "string"}}), json!(["id"])),
+        crd_of(json!({"type": "object"}), "Namespaced"),
+    ]);
+    let c = composition(json!([
+        {"name": "labels", "base": {"apiVersion": "db.example.org/v1", "kind": "Instance",
+            "metadata": {"namespace": "team-a", "labels": {"app/": "x", "tier": "-web"},
+                         "annotations": {"a b": "c"}}}},
+        {"name": "named", "base": {"apiVersion": "db.example.org/v1", "kind": "Instance",
+            "metadata": {"namespace": "team-a"}},
+         "patches": [{"fromFieldPath": "spec.id", "toFieldPath": "metadata.name",
+             "transforms": [{"type": "string", "string": {"type": "Format", "fmt": "-%s"}}]}]},
+        {"name": "no-namespace", "base": {"apiVersion": "db.example.org/v1", "kind": "Instance"}},
+        // Kinds without a CRD: their own name rules (a Service's is a DNS-1035 label; an
+        // RBAC role's only refuses '/' and '%').
+        {"name": "service", "base": {"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "db.primary", "namespace": "team-a"}}},
+        {"name": "role", "base": {"apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole", "metadata": {"name": "system:db-reader"}}}
+    ]));
+    let report = validate(&catalog, &c, Mode::Loose);
+    assert_eq!(
+        rendered(&report),
+        [
+            "error: spec.resources[0].base.metadata.labels: Invalid value: \"app/\": name part must be non-empty",
+            "error: spec.resources[0].base.metadata.labels: Invalid value: \"app/\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')",
+            "error: spec.resources[0].base.metadata.labels: Invalid value: \"-web\": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')",
+            "error: spec.resources[0].base.metadata.annotations: Invalid value: \"a b\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')",
+            "warning: spec.resources[1].base.metadata.name: Invalid value: \"-id\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*') (the value comes from spec.resources[1].patches[0]: spec.id is \"id\" in the mock composite resource, a real one may hold another)",
+            "error: spec.resources[2].base.metadata.namespace: Required value",
+            "error: spec.resources[3].base.metadata.name: Invalid value: \"db.primary\": a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')",
+        ]
+    );
+}
+
+/// Item 4: the mock holds what the patches expect of its fields (a key of the map transform
+/// that reads it, never `""`), so a map transform renders as with a real XR, and a finding
+/// about a mock value says which value was the mock's.
+#[test]
+fn mock_values_satisfy_the_patches_that_read_them() {
+    let catalog = catalog(&[
+        xrd_of(json!({"size": {"type": "string"}}), json!(["size"])),
+        crd_of(
+            json!({"type": "object", "properties": {"forProvider": {"type": "object",
+                "required": ["instanceClass"],
+                "properties": {"instanceClass": {"type": "string"}}}}}),
+            "Cluster",
+        ),
+    ]);
+    let c = composition(
+        json!([{"name": "db", "base": instance(json!({"forProvider": {}})),
+        "patches": [{"fromFieldPath": "spec.size", "toFieldPath": "spec.forProvider.instanceClass",
+            "transforms": [{"type": "map", "map": {"small": "db.t3.small", "large": "db.m5.large"}}]}]}]),
+    );
+    let report = validate(&catalog, &c, Mode::Strict);
+    assert_eq!(messages(&report, None), Vec::<String>::new());
+    let xr = composition_webhook::checks::rendered::composite_value(
+        &composition_webhook::model::Composition::from_value(&c, &common::v1_api()).expect("model"),
+        &[],
+        composition_webhook::checks::rendered::Composite::Mock(
+            catalog
+                .resolve("example.org", "XDatabase", "v1")
+                .ok()
+                .and_then(|i| i.schema)
+                .as_deref(),
+        ),
+    );
+    assert_eq!(xr["spec"]["size"], "small");
+}
+
+/// Item 6: a template whose patch has a schema error is still validated: its base and its
+/// other patches; only what the faulty patch writes is not reported again.
+#[test]
+fn a_faulty_patch_does_not_hide_its_templates_base() {
+    let catalog = catalog(&[
+        xrd_of(json!({"id": {"type": "string"}}), json!(["id"])),
+        crd_of(
+            json!({"type": "object",
+                "x-kubernetes-validations": [{"rule": "has(self.forProvider.ipCidrRange)",
+                    "message": "ipCidrRange is a required parameter"}],
+                "properties": {"forProvider": {"type": "object",
+                    "properties": {"region": {"type": "string"}, "ipCidrRange": {"type": "string"},
+                                   "routingMode": {"type": "string"}}}}}),
+            "Cluster",
+        ),
+    ]);
+    let c = composition(json!([{"name": "net",
+        "base": instance(json!({"forProvider": {"routingMod": "REGIONAL"}})),
+        "patches": [{"fromFieldPath": "spec.id", "toFieldPath": "spec.forProvider.regio"}]}]));
+    let report = validate(&catalog, &c, Mode::Loose);
+    assert_eq!(
+        messages(&report, None),
+        [
+            "error: spec.resources[0].patches[0].toFieldPath: Invalid value: \"spec.forProvider.regio\": field 'regio' is not valid according to the schema; did you mean \"region\"?",
+            "error: spec.resources[0].base.spec.forProvider.routingMod: Invalid value: \"routingMod\": unknown field: \"routingMod\", did you mean \"routingMode\"?",
+            "error: spec.resources[0].base.spec: Invalid value: \"object\": ipCidrRange is a required parameter",
+        ]
+    );
+}
+
+/// Item 7: all errors of a resource at once. The API server with strict field validation
+/// stops at the unknown fields; Crossplane's client (no field validation: the API server
+/// warns and drops them) fails on the rest. Both are reported: the unknown fields (data the
+/// user loses) and the errors of the object without them, its CEL rules included.
+#[test]
+fn unknown_fields_and_the_errors_of_the_object_without_them() {
+    let catalog = catalog(&[
+        xrd_of(json!({}), json!([])),
+        crd_of(
+            json!({"type": "object", "properties": {"forProvider": {"type": "object",
+                "x-kubernetes-validations": [{"rule": "self.size <= 100",
+                    "message": "size must be at most 100"}],
+                "properties": {"region": {"type": "string", "pattern": "^[a-z]+-[a-z]+-[0-9]$"},
+                               "size": {"type": "integer"}}}}}),
+            "Cluster",
+        ),
+    ]);
+    let c = composition(json!([{"name": "db",
+        "base": instance(json!({"forProvider": {"regon": "eu-west-1", "region": "EU", "size": 500}}))}]));
+    let report = validate(&catalog, &c, Mode::Loose);
+    assert_eq!(
+        rendered(&report),
+        [
+            "error: spec.resources[0].base.spec.forProvider.regon: Invalid value: \"regon\": unknown field: \"regon\", did you mean \"region\"?",
+            "error: spec.resources[0].base.spec.forProvider.region: Invalid value: \"EU\": spec.forProvider.region in body should match '^[a-z]+-[a-z]+-[0-9]$'",
+            "error: spec.resources[0].base.spec.forProvider: Invalid value: \"object\": size must be at most 100",
+        ]
+    );
 }

@@ -30,8 +30,8 @@ pub struct MockError(pub String);
 
 /// What the Composition's patches expect of XR string fields, by field path (array indexes
 /// as `*`): the values the first transform of a patch reading the field takes without
-/// failing (the keys of a map, the literals of a match, a string a `Regexp` matches, a
-/// number or boolean a convert parses). A mock holding one of them renders what a real XR
+/// failing (the keys of a map, the literals of a match, a number or boolean a convert
+/// parses). A mock holding one of them renders what a real XR
 /// renders, instead of failing on a missing map key.
 #[derive(Debug, Clone, Default)]
 pub struct Hints(HashMap<Vec<String>, Vec<String>>);
@@ -62,7 +62,7 @@ impl Hints {
                 .collect();
             let values = hints.0.entry(key).or_default();
             for v in accepted(first) {
-                if !values.contains(&v) {
+                if values.len() < MAX_HINTS && !values.contains(&v) {
                     values.push(v);
                 }
             }
@@ -75,13 +75,15 @@ impl Hints {
     }
 }
 
-/// Strings `t` accepts as input without failing.
+/// Strings `t` accepts as input without failing. Not the strings a regexp matches: making
+/// one means compiling the regexp, which a hostile Composition makes slow, outside the
+/// rendering that the review's budget bounds.
 fn accepted(t: &model::Transform) -> Vec<String> {
     match t.r#type.as_str() {
         "map" => t
             .map
             .as_ref()
-            .map(|m| m.pairs.keys().cloned().collect())
+            .map(|m| m.pairs.keys().take(MAX_HINTS).cloned().collect())
             .unwrap_or_default(),
         "match" => t
             .r#match
@@ -89,21 +91,12 @@ fn accepted(t: &model::Transform) -> Vec<String> {
             .map(|m| {
                 m.patterns
                     .iter()
-                    .filter_map(|p| match (&p.literal, &p.regexp) {
-                        (Some(l), _) if p.r#type != "regexp" => Some(l.clone()),
-                        (_, Some(r)) => super::pattern::example(r),
-                        _ => None,
-                    })
+                    .filter(|p| p.r#type != "regexp")
+                    .filter_map(|p| p.literal.clone())
+                    .take(MAX_HINTS)
                     .collect()
             })
             .unwrap_or_default(),
-        "string" => t
-            .string
-            .as_ref()
-            .and_then(|s| s.regexp.as_ref().filter(|_| s.r#type == "Regexp"))
-            .and_then(|r| super::pattern::example(&r.r#match))
-            .into_iter()
-            .collect(),
         "convert" => {
             let Some(c) = &t.convert else {
                 return Vec::new();
@@ -119,6 +112,9 @@ fn accepted(t: &model::Transform) -> Vec<String> {
         _ => Vec::new(),
     }
 }
+
+/// The most values kept of one transform (a map of a million keys needs only a few).
+const MAX_HINTS: usize = 16;
 
 /// The required fields of an object schema, filled (the prototype's `mockRequiredFields`).
 /// `None` (no schema) gives an empty object; a schema of another type than object is an error.

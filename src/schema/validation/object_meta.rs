@@ -95,7 +95,11 @@ pub fn validate(object: &Value, rules: &ObjectMetaRules, root: &Path) -> Vec<Fie
             format!("must have at most {ANNOTATIONS_MAX_BYTES} bytes"),
         ));
     }
-    if let Some(finalizers) = meta.get("finalizers").and_then(Value::as_array) {
+    if let Some(finalizers) = meta
+        .get("finalizers")
+        .and_then(Value::as_array)
+        .filter(|f| crate::budget::steps(f.len() as u64).is_ok())
+    {
         let at = at.child("finalizers");
         for f in finalizers.iter().filter_map(Value::as_str) {
             for msg in names::qualified_name(f) {
@@ -124,6 +128,10 @@ fn strings<'a>(
     let Some(map) = meta.get(key).and_then(Value::as_object) else {
         return Vec::new();
     };
+    // A patch set can put thousands of labels on each of thousands of resources.
+    if crate::budget::steps(map.len() as u64).is_err() {
+        return Vec::new();
+    }
     let mut out = Vec::with_capacity(map.len());
     for (k, v) in map {
         match v.as_str() {
