@@ -143,7 +143,7 @@ fn cluster_xrs_compose_any_scope() {
 }
 
 /// `render` speaks v2: the mock XR of a Namespaced XRD lives in `default` with its
-/// machinery under `spec.crossplane`, and its composed resources in its namespace (the
+/// machinery under `spec.crossplane` (its required string holds its name as a DNS label), and its composed resources in its namespace (the
 /// template's own namespace is replaced, as `RenderComposedResourceMetadata` does), owned
 /// through the mock's uid.
 #[test]
@@ -167,8 +167,8 @@ fn render_puts_a_namespaced_xr_and_its_resources_in_a_namespace() {
     assert_eq!(
         docs,
         [
-            "# The mock composite resource\napiVersion: example.org/v1alpha1\nkind: Test\nmetadata:\n  name: test-mock\n  namespace: default\n  uid: 00000000-0000-4000-8000-000000000000\n  labels:\n    crossplane.io/composite: test-mock\nspec:\n  coolField: \"\"\n  crossplane:\n    compositionRef:\n      name: basic-composition-namespaced\n    compositionUpdatePolicy: Automatic\n",
-            "# spec.pipeline[0].input.resources[0] (bucket)\napiVersion: s3.aws.m.upbound.io/v1beta1\nkind: Bucket\nmetadata:\n  namespace: default\n  generateName: test-mock-\n  labels:\n    crossplane.io/composite: test-mock\n  annotations:\n    crossplane.io/composition-resource-name: bucket\n    cool: \"\"\n  ownerReferences:\n  - apiVersion: example.org/v1alpha1\n    kind: Test\n    name: test-mock\n    uid: 00000000-0000-4000-8000-000000000000\n    controller: true\n    blockOwnerDeletion: true\nspec:\n  forProvider:\n    region: us-east-2\n",
+            "# The mock composite resource\napiVersion: example.org/v1alpha1\nkind: Test\nmetadata:\n  name: test-mock\n  namespace: default\n  uid: 00000000-0000-4000-8000-000000000000\n  labels:\n    crossplane.io/composite: test-mock\nspec:\n  coolField: cool-field\n  crossplane:\n    compositionRef:\n      name: basic-composition-namespaced\n    compositionUpdatePolicy: Automatic\n",
+            "# spec.pipeline[0].input.resources[0] (bucket)\napiVersion: s3.aws.m.upbound.io/v1beta1\nkind: Bucket\nmetadata:\n  namespace: default\n  generateName: test-mock-\n  labels:\n    crossplane.io/composite: test-mock\n  annotations:\n    crossplane.io/composition-resource-name: bucket\n    cool: cool-field\n  ownerReferences:\n  - apiVersion: example.org/v1alpha1\n    kind: Test\n    name: test-mock\n    uid: 00000000-0000-4000-8000-000000000000\n    controller: true\n    blockOwnerDeletion: true\nspec:\n  forProvider:\n    region: us-east-2\n",
         ]
     );
 }

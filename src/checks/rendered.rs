@@ -157,6 +157,7 @@ pub fn check(
         source,
         earlier,
         variants: RefCell::new(HashMap::new()),
+        kinds: RefCell::new(HashMap::new()),
     };
     let mut findings = Vec::new();
     findings.extend(opaque_note(&rendered));
@@ -301,7 +302,12 @@ struct Ctx<'a> {
     earlier: &'a [Finding],
     /// Renders from other XR values, by template and XR fields varied.
     variants: RefCell<HashMap<VariantKey, Option<Arc<Vec<Variant>>>>>,
+    /// Each rendered kind's compiled schema and CRD scope, by `apiVersion` and kind.
+    kinds: RefCell<HashMap<(String, String), KindRules>>,
 }
+
+/// A kind's compiled schema (when its CRD is known and compiles) and its CRD's scope.
+type KindRules = (Option<Arc<CompiledSchema>>, Option<Scope>);
 
 /// The verdict on one rendered finding.
 enum Verdict {
@@ -379,20 +385,32 @@ impl Ctx<'_> {
         let api_version = object.get("apiVersion")?.as_str()?;
         let kind = object.get("kind")?.as_str()?;
         let (group, version) = split_api_version(api_version).unwrap_or(("", api_version));
-        let known = self.known.get(api_version, kind);
-        // The CRD's scope matters only for an object without a namespace.
-        let looked_up = (known.is_none() || !has_namespace(object))
-            .then(|| self.source.resolve(group, kind, version).ok())
-            .flatten();
-        let schema = known.or_else(|| looked_up.as_ref().and_then(|i| i.schema.clone()));
-        let namespaced = looked_up.as_ref().map(|i| i.scope == Scope::Namespaced);
-        let is_crd = looked_up.is_some() || schema.is_some();
+        let key = (api_version.to_string(), kind.to_string());
+        let cached = self.kinds.borrow().get(&key).cloned();
+        let (compiled, scope) = match cached {
+            Some(c) => c,
+            None => {
+                // The CRD's scope decides whether a namespace is required.
+                let info = self.source.resolve(group, kind, version).ok();
+                let schema = self
+                    .known
+                    .get(api_version, kind)
+                    .or_else(|| info.as_ref().and_then(|i| i.schema.clone()));
+                // A missing CRD is reported by the schema lookups; a schema that does not
+                // compile leaves the metadata to check.
+                let compiled = schema.and_then(|s| validation::compiled(&s).ok());
+                let scope = info.map(|i| i.scope);
+                self.kinds
+                    .borrow_mut()
+                    .insert(key, (compiled.clone(), scope.clone()));
+                (compiled, scope)
+            }
+        };
+        let is_crd = scope.is_some() || compiled.is_some();
         Some(Validation {
-            // A missing CRD is reported by the schema lookups; a schema that does not
-            // compile leaves the metadata to check.
-            compiled: schema.and_then(|s| validation::compiled(&s).ok()),
+            compiled,
             meta: ObjectMetaRules {
-                namespaced,
+                namespaced: scope.map(|s| s == Scope::Namespaced),
                 name: if is_crd {
                     NameRule::DnsSubdomain
                 } else {
@@ -747,14 +765,6 @@ fn short(v: &Value) -> String {
 /// Whether an error is an unknown field the pruning reported.
 fn is_unknown_field(error: &FieldError) -> bool {
     error.error_type == ErrorType::Invalid && error.detail.starts_with("unknown field: ")
-}
-
-/// Whether a rendered object names its namespace.
-fn has_namespace(object: &Value) -> bool {
-    object
-        .pointer("/metadata/namespace")
-        .and_then(Value::as_str)
-        .is_some_and(|ns| !ns.is_empty())
 }
 
 fn finding(error: FieldError, advisory: bool) -> Finding {

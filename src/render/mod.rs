@@ -107,9 +107,15 @@ impl PatchRecord {
             Outcome::Skipped {
                 source,
                 required: true,
-            } => Some(format!(
-                "requires {source} (policy.fromFieldPath: Required), which the composite resource does not have"
-            )),
+            } => Some(if source.starts_with("status.") {
+                format!(
+                    "requires {source} (policy.fromFieldPath: Required), which the composite resource gets only later, in its status"
+                )
+            } else {
+                format!(
+                    "requires {source} (policy.fromFieldPath: Required), which the composite resource does not have"
+                )
+            }),
             Outcome::Failed(message) => Some(format!("fails: {message}")),
             _ => None,
         }
