@@ -281,14 +281,7 @@ fn bench_rendered(c: &mut Criterion, id: &str, case: &CorpusCase) {
         .and_then(|(g, v)| case.catalog.resolve(g, &t.kind, v).ok())
         .and_then(|i| i.schema);
     let composite = rendered::Composite::Mock(xr_schema.as_deref());
-    let findings = rendered::check(
-        &composition,
-        &steps,
-        composite,
-        &Default::default(),
-        &case.catalog,
-        &[],
-    );
+    let findings = rendered::check(&composition, &steps, composite, &case.catalog, &[]);
     eprintln!(
         "note: {}: {} rendered resources, {} rendered findings",
         case.file,
@@ -302,7 +295,6 @@ fn bench_rendered(c: &mut Criterion, id: &str, case: &CorpusCase) {
                 black_box(&composition),
                 &steps,
                 composite,
-                &Default::default(),
                 &case.catalog,
                 &[],
             )

@@ -233,8 +233,6 @@ impl<'a> Validator<'a> {
                 self.schemas,
             ));
         }
-        let mut known = checks::rendered::KnownSchemas::default();
-        known.add(&c.spec.resources, &schemas.resources);
         let mut composed_of_steps = Vec::with_capacity(steps.len());
         for step in &steps {
             let mut lookups = Vec::new();
@@ -279,7 +277,6 @@ impl<'a> Validator<'a> {
             schema_errors.extend(checks::patch_and_transform::check_connection_secret(
                 step, composite,
             ));
-            known.add(&step.input.resources, composed);
         }
         // A field with a logical error gets no second report from the schema checks.
         schema_errors.retain(|e| {
@@ -299,7 +296,6 @@ impl<'a> Validator<'a> {
                 c,
                 &steps,
                 checks::rendered::Composite::Mock(composite),
-                &known,
                 self.schemas,
                 &findings,
             );

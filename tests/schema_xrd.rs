@@ -3,17 +3,19 @@
 //! generator of Crossplane v2.3.4) applied field by field, and the v2.3.4 e2e XRDs against
 //! the schema literals of that file.
 
+mod common;
+
 use std::path::Path;
 
 use composition_webhook::schema::{Crd, Schema, generate_crds};
 use serde_json::{Value, json};
 
 fn fixture(name: &str) -> Value {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("testdata/schema")
-        .join(name);
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    common::read_yaml(
+        &Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("testdata/schema")
+            .join(name),
+    )
 }
 
 fn v1alpha1(crd: &Crd) -> &Schema {
@@ -116,11 +118,11 @@ fn generated_document_round_trips() {
 }
 
 fn v2_fixture(name: &str) -> Value {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("testdata/v2")
-        .join(name);
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    common::read_yaml(
+        &Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("testdata/v2")
+            .join(name),
+    )
 }
 
 /// The schema literals of crossplane-runtime v2.3.3 `pkg/xcrd/schemas.go`

@@ -13,11 +13,11 @@ use composition_webhook::validate::{Options, Validator};
 use serde_json::{Value, json};
 
 fn v2_file(name: &str) -> Value {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("testdata/v2")
-        .join(name);
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    common::read_yaml(
+        &Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("testdata/v2")
+            .join(name),
+    )
 }
 
 fn catalog(files: &[&str]) -> Catalog {

@@ -30,7 +30,7 @@ use crate::checks::patch_and_transform::PatchAndTransformStep;
 use crate::checks::schema_aware::lookup::SchemaSource;
 use crate::fieldpath::{self, Segment};
 use crate::findings::{BadValue, ErrorType, FieldError, Finding, Path, Stage};
-use crate::model::{ComposedTemplate, Composition};
+use crate::model::Composition;
 use crate::render::patch::Outcome;
 use crate::render::{self, FunctionRole, PatchRecord, Rendered, RenderedResource, mock, paved};
 use crate::schema::validation::{self, CelLimits, CompiledSchema, NameRule, ObjectMetaRules};
@@ -106,54 +106,40 @@ pub fn composite_value(
     }
 }
 
-/// Schemas the lookups of the schema-aware stage already found for the templates' bases,
-/// by `apiVersion` and kind: rendered resources of those kinds reuse them instead of being
-/// looked up again.
-#[derive(Debug, Default)]
-pub struct KnownSchemas(HashMap<(String, String), Arc<Schema>>);
-
-impl KnownSchemas {
-    /// Records `schemas[i]`, the schema found for `templates[i]`'s base.
-    pub fn add(&mut self, templates: &[ComposedTemplate], schemas: &[Option<Arc<Schema>>]) {
-        for (t, schema) in templates.iter().zip(schemas) {
-            if let (Some(api_version), Some(kind), Some(schema)) =
-                (t.base_api_version(), t.base_kind(), schema)
-            {
-                self.0
-                    .insert((api_version.to_string(), kind.to_string()), schema.clone());
-            }
-        }
-    }
-
-    fn get(&self, api_version: &str, kind: &str) -> Option<Arc<Schema>> {
-        self.0
-            .get(&(api_version.to_string(), kind.to_string()))
-            .cloned()
-    }
-}
-
 /// Renders `c` and validates every rendered resource: its metadata whatever its kind, the
-/// rest when its CRD is known (from `known`, else from `source`). `earlier` are the logical
-/// and schema findings (to drop repeats of them).
+/// rest when `source` has its definition (looked up once per kind). `earlier` are the
+/// logical and schema findings (to drop repeats of them).
 pub fn check(
     c: &Composition,
     steps: &[PatchAndTransformStep],
     composite: Composite<'_>,
-    known: &KnownSchemas,
     source: &dyn SchemaSource,
     earlier: &[Finding],
 ) -> Vec<Finding> {
     let xr = composite_value(c, steps, composite);
-    let mut rendered = render::render(c, steps, &xr);
+    let rendered = render::render(c, steps, &xr);
+    check_rendered(c, steps, composite, &xr, rendered, source, earlier)
+}
+
+/// [`check`] of what was already rendered from `xr` (the value [`composite_value`] gives
+/// for `composite`): `render` prints the resources and validates the same render.
+pub fn check_rendered(
+    c: &Composition,
+    steps: &[PatchAndTransformStep],
+    composite: Composite<'_>,
+    xr: &Value,
+    mut rendered: Rendered,
+    source: &dyn SchemaSource,
+    earlier: &[Finding],
+) -> Vec<Finding> {
     let ctx = Ctx {
         c,
         steps,
-        xr: &xr,
+        xr,
         mock: match composite {
             Composite::Mock(schema) => Some(schema),
             Composite::Real(_) => None,
         },
-        known,
         source,
         earlier,
         variants: RefCell::new(HashMap::new()),
@@ -297,7 +283,6 @@ struct Ctx<'a> {
     xr: &'a Value,
     /// `Some` (with the XR's schema, if known) when `xr` is the mock.
     mock: Option<Option<&'a Schema>>,
-    known: &'a KnownSchemas,
     source: &'a dyn SchemaSource,
     earlier: &'a [Finding],
     /// Renders from other XR values, by template and XR fields varied.
@@ -392,10 +377,7 @@ impl Ctx<'_> {
             None => {
                 // The CRD's scope decides whether a namespace is required.
                 let info = self.source.resolve(group, kind, version).ok();
-                let schema = self
-                    .known
-                    .get(api_version, kind)
-                    .or_else(|| info.as_ref().and_then(|i| i.schema.clone()));
+                let schema = info.as_ref().and_then(|i| i.schema.clone());
                 // A missing CRD is reported by the schema lookups; a schema that does not
                 // compile leaves the metadata to check.
                 let compiled = schema.and_then(|s| validation::compiled(&s).ok());
@@ -712,12 +694,15 @@ impl Ctx<'_> {
                 .map(|r| r.at.clone())
                 .collect();
             let errors = match (resource.object, validation) {
-                (Some(mut object), Some(v)) => v
-                    .run(&mut object)
-                    .errors
-                    .into_iter()
-                    .map(|e| (e.field, e.error_type))
-                    .collect(),
+                (Some(mut object), Some(v)) => {
+                    // As for the first render: validation may copy parts of the object.
+                    crate::budget::reserve_copy(&object).ok()?;
+                    v.run(&mut object)
+                        .errors
+                        .into_iter()
+                        .map(|e| (e.field, e.error_type))
+                        .collect()
+                }
                 _ => Vec::new(),
             };
             out.push(Variant { failed, errors });

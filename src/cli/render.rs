@@ -111,25 +111,25 @@ pub fn run(args: &RenderArgs) -> u8 {
     };
     let xr = rendered::composite_value(&composition, &steps, composite);
     let output = crate::render::render(&composition, &steps, &xr);
-    let mut findings = rendered::check(
-        &composition,
-        &steps,
-        composite,
-        &rendered::KnownSchemas::default(),
-        &catalog,
-        &[],
-    );
+    // Printed before the validation takes the rendered resources.
+    let mut printed = match args.output {
+        RenderOutput::Yaml => yaml(&output, xr_docs.is_empty()),
+        RenderOutput::Json => String::new(),
+    };
+    let json_resources = (args.output == RenderOutput::Json).then(|| json_resources(&output));
+    let composite_xr = output.composite.clone();
+    let mut findings =
+        rendered::check_rendered(&composition, &steps, composite, &xr, output, &catalog, &[]);
     crate::mode::apply_mode(crate::mode::Mode::Strict, &mut findings);
-
-    let text = match args.output {
-        RenderOutput::Yaml => {
+    match json_resources {
+        None => {
             for f in &findings {
                 let _ = writeln!(stderr, "{}: {}", f.severity.name(), f.message());
             }
-            yaml(&output, xr_docs.is_empty())
         }
-        RenderOutput::Json => json(&output, &findings),
-    };
+        Some(resources) => printed = json(composite_xr, resources, &findings),
+    }
+    let text = printed;
     let mut stdout = io::stdout().lock();
     if let Err(e) = stdout.write_all(text.as_bytes())
         && e.kind() != io::ErrorKind::BrokenPipe
@@ -176,9 +176,9 @@ fn yaml(output: &Rendered, mock: bool) -> String {
     text
 }
 
-/// Everything as one JSON object.
-fn json(output: &Rendered, findings: &[crate::findings::Finding]) -> String {
-    let resources: Vec<Value> = output
+/// The composed resources as `render --output json` lists them.
+fn json_resources(output: &Rendered) -> Vec<Value> {
+    output
         .resources
         .iter()
         .map(|r| {
@@ -190,10 +190,14 @@ fn json(output: &Rendered, findings: &[crate::findings::Finding]) -> String {
                 "object": r.object,
             })
         })
-        .collect();
+        .collect()
+}
+
+/// Everything as one JSON object.
+fn json(composite: Value, resources: Vec<Value>, findings: &[crate::findings::Finding]) -> String {
     let findings: Vec<Value> = findings.iter().map(super::output::finding_json).collect();
     let mut text = serde_json::to_string_pretty(&json!({
-        "composite": output.composite,
+        "composite": composite,
         "resources": resources,
         "findings": findings,
     }))

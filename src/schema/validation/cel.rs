@@ -208,7 +208,7 @@ impl CelProgram {
                         message_expression: rule.message_expression.is_some(),
                         reason: rule.reason.clone(),
                         field_path,
-                        fields: rule_fields(&rule.rule),
+                        fields: rule_fields(c.program.expression()),
                     });
                     keep.push(true);
                 }
@@ -432,51 +432,11 @@ impl Run<'_> {
 /// (`has(self.a) && has(self.a.b)` is about `a.b`). Upjet's "spec.forProvider.policy is a
 /// required parameter" rule on `spec` is about `forProvider.policy` and
 /// `initProvider.policy`, not about every field of `spec`. Empty for a rule about the
-/// node's own value (`self.size() > 0`).
-pub(super) fn rule_fields(rule: &str) -> Vec<String> {
-    let bytes = rule.as_bytes();
-    let ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+/// node's own value (`self.size() > 0`). Read from the parsed rule, so a string literal
+/// that mentions `self.x` is not a field.
+fn rule_fields(rule: &IdedExpr) -> Vec<String> {
     let (mut tested, mut read) = (Vec::new(), Vec::new());
-    let mut i = 0;
-    while let Some(found) = rule[i..].find("self.") {
-        let start = i + found;
-        i = start + "self.".len();
-        // `oldSelf.`, `myself.` are other variables.
-        if start > 0 && ident(bytes[start - 1]) {
-            continue;
-        }
-        let mut segments = Vec::new();
-        let mut j = i;
-        loop {
-            let from = j;
-            while j < bytes.len() && ident(bytes[j]) {
-                j += 1;
-            }
-            if j == from {
-                break;
-            }
-            segments.push(&rule[from..j]);
-            if bytes.get(j) == Some(&b'.') {
-                j += 1;
-            } else {
-                break;
-            }
-        }
-        // A call ends the chain: `self.name.startsWith('a')` reads `name`.
-        if rule[j..].trim_start().starts_with('(') {
-            segments.pop();
-        }
-        i = j.max(i);
-        if segments.is_empty() {
-            continue;
-        }
-        let path = segments.join(".");
-        if rule[..start].trim_end().ends_with("has(") {
-            tested.push(path);
-        } else {
-            read.push(path);
-        }
-    }
+    collect_fields(rule, &mut tested, &mut read, 0);
     let mut fields = if tested.is_empty() { read } else { tested };
     fields.sort();
     fields.dedup();
@@ -490,6 +450,65 @@ pub(super) fn rule_fields(rule: &str) -> Vec<String> {
         .cloned()
         .collect();
     deepest
+}
+
+/// The field names of a select chain rooted at `self` (`self.a.b`: `a`, `b`).
+fn self_path(e: &IdedExpr, depth: usize) -> Option<Vec<&str>> {
+    match &e.expr {
+        Expr::Ident(name) if name == "self" => Some(Vec::new()),
+        Expr::Select(s) if !s.test && depth < MAX_SCHEMA_DEPTH => {
+            let mut path = self_path(&s.operand, depth + 1)?;
+            path.push(&s.field);
+            Some(path)
+        }
+        _ => None,
+    }
+}
+
+/// Collects the `self` paths a rule tests (`has()`) and reads.
+fn collect_fields(e: &IdedExpr, tested: &mut Vec<String>, read: &mut Vec<String>, depth: usize) {
+    if depth > MAX_SCHEMA_DEPTH {
+        return;
+    }
+    let mut walk = |e: &IdedExpr| collect_fields(e, tested, read, depth + 1);
+    match &e.expr {
+        Expr::Select(s) => match self_path(&s.operand, 0) {
+            Some(mut path) => {
+                path.push(&s.field);
+                let path = path.join(".");
+                if s.test {
+                    tested.push(path);
+                } else {
+                    read.push(path);
+                }
+            }
+            None => walk(&s.operand),
+        },
+        Expr::Call(call) => {
+            call.target.iter().for_each(|t| walk(t));
+            call.args.iter().for_each(walk);
+        }
+        Expr::Comprehension(c) => {
+            for part in [
+                &c.iter_range,
+                &c.accu_init,
+                &c.loop_cond,
+                &c.loop_step,
+                &c.result,
+            ] {
+                walk(part);
+            }
+        }
+        Expr::List(list) => list.elements.iter().for_each(walk),
+        Expr::Map(map) => map.entries.iter().for_each(|entry| match &entry.expr {
+            EntryExpr::StructField(f) => walk(&f.value),
+            EntryExpr::MapEntry(m) => {
+                walk(&m.key);
+                walk(&m.value);
+            }
+        }),
+        _ => {}
+    }
 }
 
 /// A runtime error in cel-go's words where they are known (`no such key: x`,
@@ -801,6 +820,10 @@ mod tests {
 
     #[test]
     fn rules_are_about_the_fields_they_test() {
+        let rule_fields = |rule: &str| {
+            let p = kube_cel::cel::Program::compile(rule).expect("parses");
+            super::rule_fields(p.expression())
+        };
         // Upjet's required-parameter rule (provider-upjet-aws v1.6.0).
         let upjet = "!('*' in self.managementPolicies || 'Create' in self.managementPolicies || 'Update' in self.managementPolicies) || has(self.forProvider.policy) || (has(self.initProvider) && has(self.initProvider.policy))";
         assert_eq!(
