@@ -12,6 +12,7 @@
 //! - [`defaults`]: [`apply_defaults`], the API server's structural defaulting;
 //! - [`embedded`]: Crossplane's own Composition CRDs (v1.17.0, v2.3.4) and P&T's input CRD;
 //! - [`composition_api`]: which Composition CRD applies to Compositions read from files;
+//! - [`openapi`]: built-in kinds' schemas from kube-apiserver's OpenAPI v3 documents;
 //! - [`validation`]: validating a value against a schema as the API server does: the
 //!   lightweight walker (types, enums, required and unknown fields) and the whole custom
 //!   resource pipeline (pruning, defaults, JSON Schema, embedded resources, list types, CEL)
@@ -24,6 +25,7 @@ pub mod composition_api;
 pub mod crd;
 pub mod defaults;
 pub mod embedded;
+pub mod openapi;
 pub mod resolve;
 pub mod structural;
 pub mod validation;

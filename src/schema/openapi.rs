@@ -1,0 +1,353 @@
+//! Built-in kinds' schemas from the OpenAPI v3 documents kube-apiserver serves
+//! (`/openapi/v3/api/v1`, `/openapi/v3/apis/<group>/<version>`): each kind's schema is the
+//! component its `x-kubernetes-group-version-kind` names, with every `$ref` inlined, turned
+//! into the structural form the rest of the core validates with.
+//!
+//! What the conversion does, and why:
+//! - `$ref` and `allOf: [{$ref}]` are inlined (the sibling `default` kept); a component that
+//!   refers back to itself (`JSONSchemaProps`) becomes type-less at the cycle, accepting
+//!   anything there rather than refusing what the API server takes;
+//! - `IntOrString` (`format: int-or-string`, `oneOf` integer/string) becomes
+//!   `x-kubernetes-int-or-string`; `Quantity` (`oneOf` string/number) becomes type-less, since
+//!   the API server takes `1`, `0.5` and `"500m"` alike;
+//! - an object without `properties` or `additionalProperties` (`RawExtension`, `FieldsV1`)
+//!   keeps unknown fields, as Go's decoder does for them;
+//! - nested `ObjectMeta` (a pod template's `metadata`) keeps unknown fields: metadata is
+//!   validated by its own rules ([`crate::schema::validation::ObjectMetaRules`]);
+//! - descriptions, `x-kubernetes-patch-*`, `x-kubernetes-unions` and discriminators are
+//!   dropped; `required`, `enum`, `default`, `format` and the list and map types are kept.
+//!
+//! Nothing here performs I/O: a document comes in as a `serde_json::Value`.
+
+use std::collections::{BTreeMap, HashSet};
+
+use serde_json::{Map, Value, json};
+
+use super::structural::{MAX_SCHEMA_DEPTH, Schema, SchemaError};
+
+/// `io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta`.
+const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
+/// `#/components/schemas/`.
+const REF_PREFIX: &str = "#/components/schemas/";
+
+/// A kind a document defines.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Gvk {
+    /// The API group (empty for the core group).
+    pub group: String,
+    /// The version.
+    pub version: String,
+    /// The kind.
+    pub kind: String,
+}
+
+/// Why a document or a kind's schema could not be read.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum OpenApiError {
+    /// The document has no `components.schemas` object.
+    #[error("the OpenAPI document has no components.schemas")]
+    NoComponents,
+    /// The converted schema is not a structural schema this tool reads.
+    #[error("the schema of {kind} cannot be read: {source}")]
+    Schema {
+        /// The kind.
+        kind: String,
+        /// Why.
+        source: SchemaError,
+    },
+}
+
+/// One OpenAPI v3 document of a group version, indexed by kind.
+#[derive(Debug)]
+pub struct Document {
+    components: Map<String, Value>,
+    /// Each kind's component name and whether it is namespaced (`None`: no path says).
+    kinds: BTreeMap<Gvk, (String, Option<bool>)>,
+}
+
+impl Document {
+    /// Reads a document (`components.schemas`, and `paths` for the kinds' scopes).
+    ///
+    /// # Errors
+    ///
+    /// [`OpenApiError::NoComponents`] when it has no schemas.
+    pub fn from_value(mut doc: Value) -> Result<Self, OpenApiError> {
+        let components = match doc.pointer_mut("/components/schemas").map(Value::take) {
+            Some(Value::Object(m)) => m,
+            _ => return Err(OpenApiError::NoComponents),
+        };
+        let mut kinds = BTreeMap::new();
+        for (name, schema) in &components {
+            for gvk in gvks(schema) {
+                kinds.insert(gvk, (name.clone(), None));
+            }
+        }
+        // A kind whose create path has `{namespace}` in it is namespaced.
+        if let Some(paths) = doc.get("paths").and_then(Value::as_object) {
+            for (path, item) in paths {
+                let Some(post) = item.get("post") else {
+                    continue;
+                };
+                for gvk in post
+                    .get("x-kubernetes-group-version-kind")
+                    .map(gvk_of)
+                    .into_iter()
+                    .flatten()
+                {
+                    if let Some(entry) = kinds.get_mut(&gvk) {
+                        let namespaced = path.contains("/namespaces/{namespace}/");
+                        entry.1 = Some(entry.1.unwrap_or(false) || namespaced);
+                    }
+                }
+            }
+        }
+        Ok(Document { components, kinds })
+    }
+
+    /// The kinds the document defines.
+    pub fn kinds(&self) -> impl Iterator<Item = &Gvk> {
+        self.kinds.keys()
+    }
+
+    /// Whether `gvk` is namespaced, as the document's paths say (`None`: not said).
+    pub fn namespaced(&self, gvk: &Gvk) -> Option<bool> {
+        self.kinds.get(gvk).and_then(|(_, n)| *n)
+    }
+
+    /// The structural schema of `gvk`, or `None` when the document does not define it.
+    ///
+    /// # Errors
+    ///
+    /// [`OpenApiError::Schema`] when the converted schema cannot be read.
+    pub fn schema(&self, gvk: &Gvk) -> Result<Option<Schema>, OpenApiError> {
+        let Some((name, _)) = self.kinds.get(gvk) else {
+            return Ok(None);
+        };
+        let mut stack = HashSet::new();
+        let mut value = self.inline_component(name, &mut stack, 0);
+        // The root's metadata is never pruned; it keeps unknown fields like a nested one.
+        if let Some(props) = value.get_mut("properties").and_then(Value::as_object_mut) {
+            props.insert("metadata".into(), object_meta());
+        }
+        Schema::from_value(&value)
+            .map(Some)
+            .map_err(|source| OpenApiError::Schema {
+                kind: gvk.kind.clone(),
+                source,
+            })
+    }
+
+    fn inline_component(&self, name: &str, stack: &mut HashSet<String>, depth: usize) -> Value {
+        if name == OBJECT_META {
+            return object_meta();
+        }
+        if stack.contains(name) || depth > MAX_SCHEMA_DEPTH {
+            // A cycle: anything is accepted below this point.
+            return json!({});
+        }
+        let Some(schema) = self.components.get(name) else {
+            return json!({});
+        };
+        stack.insert(name.to_string());
+        let out = self.convert(schema, stack, depth + 1);
+        stack.remove(name);
+        out
+    }
+
+    /// One schema node, converted.
+    fn convert(&self, node: &Value, stack: &mut HashSet<String>, depth: usize) -> Value {
+        let Some(obj) = node.as_object() else {
+            return json!({});
+        };
+        if depth > MAX_SCHEMA_DEPTH {
+            return json!({});
+        }
+        // `$ref`, or `allOf` of one `$ref`: the referenced schema, with this node's default.
+        let referenced = obj.get("$ref").and_then(Value::as_str).or_else(|| {
+            match obj
+                .get("allOf")
+                .and_then(Value::as_array)
+                .map(Vec::as_slice)
+            {
+                Some([one]) => one.get("$ref").and_then(Value::as_str),
+                _ => None,
+            }
+        });
+        if let Some(r) = referenced {
+            let name = r.strip_prefix(REF_PREFIX).unwrap_or(r);
+            let mut inlined = self.inline_component(name, stack, depth);
+            if let (Some(default), Some(m)) = (obj.get("default"), inlined.as_object_mut()) {
+                m.insert("default".into(), default.clone());
+            }
+            return inlined;
+        }
+        if obj.get("format").and_then(Value::as_str) == Some("int-or-string") {
+            return json!({"x-kubernetes-int-or-string": true});
+        }
+        if obj.contains_key("oneOf") || obj.contains_key("anyOf") {
+            // `Quantity`: a string or a number. Other unions: accept what any branch takes.
+            return json!({});
+        }
+        let mut out = Map::new();
+        for (key, value) in obj {
+            match key.as_str() {
+                "type"
+                | "format"
+                | "enum"
+                | "default"
+                | "required"
+                | "nullable"
+                | "minimum"
+                | "maximum"
+                | "exclusiveMinimum"
+                | "exclusiveMaximum"
+                | "minLength"
+                | "maxLength"
+                | "pattern"
+                | "minItems"
+                | "maxItems"
+                | "uniqueItems"
+                | "minProperties"
+                | "maxProperties"
+                | "multipleOf"
+                | "x-kubernetes-list-type"
+                | "x-kubernetes-list-map-keys"
+                | "x-kubernetes-map-type"
+                | "x-kubernetes-preserve-unknown-fields"
+                | "x-kubernetes-embedded-resource"
+                | "x-kubernetes-int-or-string" => {
+                    out.insert(key.clone(), value.clone());
+                }
+                "properties" => {
+                    let props: Map<String, Value> = value
+                        .as_object()
+                        .map(|m| {
+                            m.iter()
+                                .map(|(k, v)| (k.clone(), self.convert(v, stack, depth + 1)))
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    out.insert(key.clone(), Value::Object(props));
+                }
+                "items" | "additionalProperties" if value.is_object() => {
+                    out.insert(key.clone(), self.convert(value, stack, depth + 1));
+                }
+                "additionalProperties" => {
+                    out.insert(key.clone(), value.clone());
+                }
+                _ => {}
+            }
+        }
+        // `RawExtension`, `FieldsV1`: objects whose content Go keeps as it is.
+        if out.get("type").and_then(Value::as_str) == Some("object")
+            && !out.contains_key("properties")
+            && !out.contains_key("additionalProperties")
+        {
+            out.insert("x-kubernetes-preserve-unknown-fields".into(), json!(true));
+        }
+        Value::Object(out)
+    }
+}
+
+/// ObjectMeta anywhere: an object that keeps unknown fields (its own rules check it).
+fn object_meta() -> Value {
+    json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true})
+}
+
+/// The kinds a component is the schema of.
+fn gvks(schema: &Value) -> Vec<Gvk> {
+    schema
+        .get("x-kubernetes-group-version-kind")
+        .map(gvk_of)
+        .unwrap_or_default()
+}
+
+/// An `x-kubernetes-group-version-kind`: a list on components, one object on operations.
+fn gvk_of(v: &Value) -> Vec<Gvk> {
+    let one = std::slice::from_ref(v);
+    let all = match v {
+        Value::Array(a) => a.as_slice(),
+        Value::Object(_) => one,
+        _ => &[],
+    };
+    all.iter()
+        .filter_map(|g| {
+            Some(Gvk {
+                group: g.get("group")?.as_str()?.to_string(),
+                version: g.get("version")?.as_str()?.to_string(),
+                kind: g.get("kind")?.as_str()?.to_string(),
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn doc() -> Document {
+        Document::from_value(json!({
+            "paths": {
+                "/apis/example/v1/namespaces/{namespace}/widgets": {"post": {
+                    "x-kubernetes-group-version-kind": {"group": "example", "version": "v1", "kind": "Widget"}}},
+                "/apis/example/v1/gadgets": {"post": {
+                    "x-kubernetes-group-version-kind": {"group": "example", "version": "v1", "kind": "Gadget"}}}
+            },
+            "components": {"schemas": {
+                "Widget": {"type": "object",
+                    "x-kubernetes-group-version-kind": [{"group": "example", "version": "v1", "kind": "Widget"}],
+                    "properties": {
+                        "metadata": {"allOf": [{"$ref": "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"}]},
+                        "spec": {"default": {}, "allOf": [{"$ref": "#/components/schemas/Spec"}]}}},
+                "Gadget": {"type": "object",
+                    "x-kubernetes-group-version-kind": [{"group": "example", "version": "v1", "kind": "Gadget"}],
+                    "properties": {"raw": {"type": "object", "description": "RawExtension"}}},
+                "Spec": {"type": "object", "required": ["port"], "properties": {
+                    "port": {"$ref": "#/components/schemas/IntOrString"},
+                    "cpu": {"$ref": "#/components/schemas/Quantity"},
+                    "mode": {"type": "string", "enum": ["a", "b"], "description": "x"},
+                    "child": {"$ref": "#/components/schemas/Spec"}}},
+                "IntOrString": {"format": "int-or-string", "oneOf": [{"type": "integer"}, {"type": "string"}]},
+                "Quantity": {"oneOf": [{"type": "string"}, {"type": "number"}]},
+                "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta": {"type": "object", "properties": {"name": {"type": "string"}}}
+            }}
+        }))
+        .expect("document")
+    }
+
+    fn gvk(kind: &str) -> Gvk {
+        Gvk {
+            group: "example".into(),
+            version: "v1".into(),
+            kind: kind.into(),
+        }
+    }
+
+    #[test]
+    fn refs_are_inlined_and_go_types_mapped() {
+        let d = doc();
+        assert_eq!(d.namespaced(&gvk("Widget")), Some(true));
+        assert_eq!(d.namespaced(&gvk("Gadget")), Some(false));
+        let s = d.schema(&gvk("Widget")).expect("schema").expect("defined");
+        let spec = s.property("spec").expect("spec");
+        assert_eq!(spec.default, Some(json!({})));
+        assert_eq!(spec.required, ["port"]);
+        assert!(spec.property("port").expect("port").int_or_string);
+        let cpu = spec.property("cpu").expect("cpu");
+        assert_eq!(cpu.type_, None);
+        assert_eq!(
+            spec.property("mode").expect("mode").enum_values,
+            [json!("a"), json!("b")]
+        );
+        // The cycle back to Spec accepts anything.
+        assert_eq!(spec.property("child").expect("child").type_, None);
+        assert!(
+            s.property("metadata")
+                .expect("metadata")
+                .preserve_unknown_fields
+        );
+        let g = d.schema(&gvk("Gadget")).expect("schema").expect("defined");
+        assert!(g.property("raw").expect("raw").preserve_unknown_fields);
+        assert!(d.schema(&gvk("Nope")).expect("no error").is_none());
+    }
+}
