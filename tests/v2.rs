@@ -464,3 +464,47 @@ fn connection_secret_patches_are_checked_like_other_patches() {
         ]
     );
 }
+
+/// Crossplane v2 composes built-in kinds directly: the getting-started App (a Deployment and
+/// a Service through function-patch-and-transform) is allowed in strict mode with its bases
+/// validated against Kubernetes' own schemas (offline: v1.28.4's OpenAPI, embedded), and a
+/// typo in its Deployment is denied. A field those schemas do not know and that is near no
+/// known one may be a later Kubernetes version's: a warning.
+#[test]
+fn built_in_kinds_are_validated_against_kubernetes_schemas() {
+    let cat = catalog(&["app/definition.yaml"]);
+    let c = v2_file("app/composition.yaml");
+    let report = Validator::new(&cat, Options::default()).validate_value(&c);
+    assert_eq!(
+        report
+            .findings
+            .iter()
+            .map(|f| f.message())
+            .collect::<Vec<_>>(),
+        Vec::<String>::new()
+    );
+    assert!(report.verdict.allowed);
+
+    let mut typo = c.clone();
+    let deployment = &mut typo["spec"]["pipeline"][0]["input"]["resources"][0]["base"]["spec"];
+    let replicas = deployment
+        .as_object_mut()
+        .and_then(|d| d.shift_remove("replicas"))
+        .expect("replicas");
+    deployment["replica"] = replicas;
+    typo["spec"]["pipeline"][0]["input"]["resources"][1]["base"]["spec"]["trafficDistribution"] =
+        serde_json::json!("PreferClose");
+    let report = Validator::new(&cat, Options::default()).validate_value(&typo);
+    assert_eq!(
+        report
+            .findings
+            .iter()
+            .map(|f| format!("{}: {}", f.severity.name(), f.message()))
+            .collect::<Vec<_>>(),
+        [
+            "error: spec.pipeline[0].input.resources[0].base.spec.replica: Invalid value: \"replica\": unknown field: \"replica\", did you mean \"replicas\"?",
+            "warning: spec.pipeline[0].input.resources[1].base.spec.trafficDistribution: Invalid value: \"trafficDistribution\": unknown field: \"trafficDistribution\" (unknown to Kubernetes v1.28.4's OpenAPI, embedded; an API server of a later Kubernetes version may know it)",
+        ]
+    );
+    assert_eq!(report.verdict.code, Some(422));
+}

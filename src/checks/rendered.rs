@@ -29,7 +29,7 @@ use serde_json::Value;
 use crate::checks::patch_and_transform::PatchAndTransformStep;
 use crate::checks::schema_aware::lookup::SchemaSource;
 use crate::fieldpath::{self, Segment};
-use crate::findings::{BadValue, ErrorType, FieldError, Finding, Path, Stage};
+use crate::findings::{BadValue, ErrorType, FieldError, Finding, Path, Severity, Stage};
 use crate::model::Composition;
 use crate::render::patch::Outcome;
 use crate::render::{self, FunctionRole, PatchRecord, Rendered, RenderedResource, mock, paved};
@@ -243,6 +243,8 @@ fn opaque_note(rendered: &Rendered) -> Option<Finding> {
 struct Validation {
     compiled: Option<Arc<CompiledSchema>>,
     meta: ObjectMetaRules,
+    /// Where a built-in kind's schema comes from.
+    built_in: Option<String>,
     root: Path,
 }
 
@@ -291,8 +293,15 @@ struct Ctx<'a> {
     kinds: RefCell<HashMap<(String, String), KindRules>>,
 }
 
-/// A kind's compiled schema (when its CRD is known and compiles) and its CRD's scope.
-type KindRules = (Option<Arc<CompiledSchema>>, Option<Scope>);
+/// How a rendered kind is validated: its compiled schema (when its definition is known and
+/// compiles), its scope, its name rule, and where a built-in kind's schema comes from.
+#[derive(Clone)]
+struct KindRules {
+    compiled: Option<Arc<CompiledSchema>>,
+    scope: Option<Scope>,
+    name: NameRule,
+    built_in: Option<String>,
+}
 
 /// The verdict on one rendered finding.
 enum Verdict {
@@ -342,10 +351,26 @@ impl Ctx<'_> {
                 }
                 _ => vec![relative(&error.field, &root)],
             };
-            let Some(f) = self.judge(error, &targets, rule.is_some(), &resource, &validation)
+            let unknown = is_unknown_field(&error);
+            let Some(mut f) = self.judge(error, &targets, rule.is_some(), &resource, &validation)
             else {
                 continue;
             };
+            // An embedded schema of one Kubernetes version does not know later versions'
+            // fields: not a reason to deny.
+            // A near miss of a known field (`replica`) is a typo all the same.
+            if let (true, Some(source)) = (unknown, &validation.built_in)
+                && f.severity == Severity::Error
+                && !f.error.detail.contains("did you mean")
+            {
+                append(
+                    &mut f.error,
+                    &format!(
+                        "unknown to {source}; an API server of a later Kubernetes version may know it"
+                    ),
+                );
+                f = Finding::advisory(Stage::Rendered, f.error);
+            }
             findings.push(match later {
                 Later::Unchanged => f,
                 Later::Changed => Finding::advisory(Stage::Rendered, f.error),
@@ -372,33 +397,37 @@ impl Ctx<'_> {
         let (group, version) = split_api_version(api_version).unwrap_or(("", api_version));
         let key = (api_version.to_string(), kind.to_string());
         let cached = self.kinds.borrow().get(&key).cloned();
-        let (compiled, scope) = match cached {
+        let rules = match cached {
             Some(c) => c,
             None => {
                 // The CRD's scope decides whether a namespace is required.
                 let info = self.source.resolve(group, kind, version).ok();
                 let schema = info.as_ref().and_then(|i| i.schema.clone());
-                // A missing CRD is reported by the schema lookups; a schema that does not
-                // compile leaves the metadata to check.
-                let compiled = schema.and_then(|s| validation::compiled(&s).ok());
-                let scope = info.map(|i| i.scope);
-                self.kinds
-                    .borrow_mut()
-                    .insert(key, (compiled.clone(), scope.clone()));
-                (compiled, scope)
+                let built_in = info.as_ref().and_then(|i| i.built_in.clone());
+                let rules = KindRules {
+                    // A missing CRD is reported by the schema lookups; a schema that does
+                    // not compile leaves the metadata to check.
+                    compiled: schema.and_then(|s| validation::compiled(&s).ok()),
+                    // Custom resources' names are subdomains; built-in kinds have their own.
+                    name: if info.is_some() && built_in.is_none() {
+                        NameRule::DnsSubdomain
+                    } else {
+                        NameRule::of(group, kind)
+                    },
+                    scope: info.map(|i| i.scope),
+                    built_in,
+                };
+                self.kinds.borrow_mut().insert(key, rules.clone());
+                rules
             }
         };
-        let is_crd = scope.is_some() || compiled.is_some();
         Some(Validation {
-            compiled,
+            compiled: rules.compiled,
             meta: ObjectMetaRules {
-                namespaced: scope.map(|s| s == Scope::Namespaced),
-                name: if is_crd {
-                    NameRule::DnsSubdomain
-                } else {
-                    NameRule::of(group, kind)
-                },
+                namespaced: rules.scope.map(|s| s == Scope::Namespaced),
+                name: rules.name,
             },
+            built_in: rules.built_in,
             root: if resource.at.as_str().is_empty() {
                 Path::default()
             } else {

@@ -13,6 +13,7 @@
 //! - [`embedded`]: Crossplane's own Composition CRDs (v1.17.0, v2.3.4) and P&T's input CRD;
 //! - [`composition_api`]: which Composition CRD applies to Compositions read from files;
 //! - [`openapi`]: built-in kinds' schemas from kube-apiserver's OpenAPI v3 documents;
+//! - [`builtin`]: those of Kubernetes v1.28.4, embedded, for validation without a cluster;
 //! - [`validation`]: validating a value against a schema as the API server does: the
 //!   lightweight walker (types, enums, required and unknown fields) and the whole custom
 //!   resource pipeline (pruning, defaults, JSON Schema, embedded resources, list types, CEL)
@@ -20,6 +21,7 @@
 //!
 //! Nothing here performs I/O: documents come in as `serde_json::Value`s.
 
+pub mod builtin;
 pub mod catalog;
 pub mod composition_api;
 pub mod crd;

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use crate::findings::{BadValue, ErrorType, FieldError, Finding, Path, Stage};
 use crate::model::{ComposedTemplate, Composition};
+use crate::schema::builtin::{BuiltIns, KUBERNETES_VERSION};
 use crate::schema::{Catalog, LookupError, Schema, Scope, split_api_version};
 
 /// A schema found for a kind, owned so that any schema source can hand it out.
@@ -25,6 +26,9 @@ pub struct SchemaInfo {
     pub from_xrd: bool,
     /// The CRD's `spec.scope`.
     pub scope: Scope,
+    /// For a built-in kind (no CRD): where its schema comes from (`Kubernetes v1.28.4's
+    /// OpenAPI, embedded`).
+    pub built_in: Option<String>,
     /// Why this is the last good schema rather than the current one (in a cluster: the
     /// definition was deleted, became unusable, or the API server refuses it), if so.
     pub stale: Option<String>,
@@ -43,8 +47,35 @@ impl<T: SchemaSource + ?Sized> SchemaSource for &T {
 }
 
 impl SchemaSource for Catalog {
+    /// A CRD or XRD among the files, else a built-in kind of the embedded Kubernetes
+    /// OpenAPI documents.
     fn resolve(&self, group: &str, kind: &str, version: &str) -> Result<SchemaInfo, LookupError> {
-        let r = self.lookup(group, kind, version)?;
+        let r = match self.lookup(group, kind, version) {
+            Ok(r) => r,
+            Err(e @ LookupError::NotFound { .. }) => {
+                let Some(b) = BuiltIns::embedded().resolve(group, kind, version) else {
+                    return Err(e);
+                };
+                return Ok(SchemaInfo {
+                    crd_name: if group.is_empty() {
+                        kind.to_string()
+                    } else {
+                        format!("{kind}.{group}")
+                    },
+                    schema: Some(b.schema),
+                    schema_error: None,
+                    version_found: true,
+                    served_versions: b.versions,
+                    from_xrd: false,
+                    scope: b.scope,
+                    built_in: Some(format!(
+                        "Kubernetes {KUBERNETES_VERSION}'s OpenAPI, embedded"
+                    )),
+                    stale: None,
+                });
+            }
+            Err(e) => return Err(e),
+        };
         Ok(SchemaInfo {
             crd_name: r.name().to_string(),
             schema: r.schema.cloned(),
@@ -53,6 +84,7 @@ impl SchemaSource for Catalog {
             served_versions: r.served_versions.iter().map(|v| v.to_string()).collect(),
             from_xrd: r.origin().is_generated(),
             scope: r.crd().scope.clone(),
+            built_in: None,
             stale: None,
         })
     }
@@ -195,7 +227,9 @@ fn lookup(
             ),
         ));
     }
-    let definition = if info.from_xrd {
+    let definition = if let Some(source) = &info.built_in {
+        format!("the built-in kind {} ({source})", info.crd_name)
+    } else if info.from_xrd {
         format!("the CompositeResourceDefinition of {}", info.crd_name)
     } else {
         format!("CRD {}", info.crd_name)
