@@ -27,7 +27,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::checks::patch_and_transform::PatchAndTransformStep;
-use crate::checks::schema_aware::lookup::SchemaSource;
+use crate::checks::schema_aware::lookup::{BuiltInOrigin, SchemaSource};
 use crate::fieldpath::{self, Segment};
 use crate::findings::{BadValue, ErrorType, FieldError, Finding, Path, Severity, Stage};
 use crate::model::Composition;
@@ -244,7 +244,7 @@ struct Validation {
     compiled: Option<Arc<CompiledSchema>>,
     meta: ObjectMetaRules,
     /// Where a built-in kind's schema comes from.
-    built_in: Option<String>,
+    built_in: Option<BuiltInOrigin>,
     root: Path,
 }
 
@@ -300,7 +300,7 @@ struct KindRules {
     compiled: Option<Arc<CompiledSchema>>,
     scope: Option<Scope>,
     name: NameRule,
-    built_in: Option<String>,
+    built_in: Option<BuiltInOrigin>,
 }
 
 /// The verdict on one rendered finding.
@@ -359,7 +359,13 @@ impl Ctx<'_> {
             // An embedded schema of one Kubernetes version does not know later versions'
             // fields: not a reason to deny.
             // A near miss of a known field (`replica`) is a typo all the same.
-            if let (true, Some(source)) = (unknown, &validation.built_in)
+            if let (
+                true,
+                Some(BuiltInOrigin {
+                    source,
+                    exact: false,
+                }),
+            ) = (unknown, &validation.built_in)
                 && f.severity == Severity::Error
                 && !f.error.detail.contains("did you mean")
             {

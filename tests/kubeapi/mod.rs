@@ -49,23 +49,36 @@ pub enum Resource {
     Crds,
     /// `compositeresourcedefinitions.apiextensions.crossplane.io`, a custom resource.
     Xrds,
+    /// `managedresourcedefinitions.apiextensions.crossplane.io` (v1alpha1), Crossplane v2's.
+    Mrds,
+    /// `functions.pkg.crossplane.io`, Crossplane's function packages.
+    Functions,
 }
 
 impl Resource {
     /// Both resources.
-    pub const ALL: [Resource; 2] = [Resource::Crds, Resource::Xrds];
+    pub const ALL: [Resource; 4] = [
+        Resource::Crds,
+        Resource::Xrds,
+        Resource::Mrds,
+        Resource::Functions,
+    ];
 
     /// The API group.
     pub fn group(self) -> &'static str {
         match self {
             Resource::Crds => "apiextensions.k8s.io",
-            Resource::Xrds => "apiextensions.crossplane.io",
+            Resource::Xrds | Resource::Mrds => "apiextensions.crossplane.io",
+            Resource::Functions => "pkg.crossplane.io",
         }
     }
 
     /// The version served.
     pub fn version(self) -> &'static str {
-        "v1"
+        match self {
+            Resource::Mrds => "v1alpha1",
+            _ => "v1",
+        }
     }
 
     /// `group/version`.
@@ -73,6 +86,8 @@ impl Resource {
         match self {
             Resource::Crds => "apiextensions.k8s.io/v1",
             Resource::Xrds => "apiextensions.crossplane.io/v1",
+            Resource::Mrds => "apiextensions.crossplane.io/v1alpha1",
+            Resource::Functions => "pkg.crossplane.io/v1",
         }
     }
 
@@ -81,6 +96,8 @@ impl Resource {
         match self {
             Resource::Crds => "customresourcedefinitions",
             Resource::Xrds => "compositeresourcedefinitions",
+            Resource::Mrds => "managedresourcedefinitions",
+            Resource::Functions => "functions",
         }
     }
 
@@ -89,6 +106,8 @@ impl Resource {
         match self {
             Resource::Crds => "CustomResourceDefinition",
             Resource::Xrds => "CompositeResourceDefinition",
+            Resource::Mrds => "ManagedResourceDefinition",
+            Resource::Functions => "Function",
         }
     }
 
@@ -97,6 +116,8 @@ impl Resource {
         match self {
             Resource::Crds => "CustomResourceDefinitionList",
             Resource::Xrds => "CompositeResourceDefinitionList",
+            Resource::Mrds => "ManagedResourceDefinitionList",
+            Resource::Functions => "FunctionList",
         }
     }
 
@@ -109,6 +130,8 @@ impl Resource {
         match self {
             Resource::Crds => 0,
             Resource::Xrds => 1,
+            Resource::Mrds => 2,
+            Resource::Functions => 3,
         }
     }
 
@@ -116,7 +139,7 @@ impl Resource {
     /// built-in types (CRDs) with bare items, and lists of custom resources (XRDs, served as
     /// unstructured objects) with both fields on every item.
     fn typed_list_items(self) -> bool {
-        matches!(self, Resource::Xrds)
+        !matches!(self, Resource::Crds)
     }
 
     /// `{"apiVersion":"…","kind":"…",` — put in front of a stored object (without its `{`).
@@ -128,6 +151,10 @@ impl Resource {
             Resource::Xrds => {
                 br#"{"apiVersion":"apiextensions.crossplane.io/v1","kind":"CompositeResourceDefinition","#
             }
+            Resource::Mrds => {
+                br#"{"apiVersion":"apiextensions.crossplane.io/v1alpha1","kind":"ManagedResourceDefinition","#
+            }
+            Resource::Functions => br#"{"apiVersion":"pkg.crossplane.io/v1","kind":"Function","#,
         }
     }
 
@@ -561,7 +588,7 @@ struct State {
     rv: u64,
     /// Events at or before this resourceVersion are gone.
     compacted: u64,
-    stores: [Store; 2],
+    stores: [Store; 4],
     watchers: Vec<Watcher>,
     faults: HashMap<(Resource, Verb), u16>,
     delays: HashMap<Verb, Duration>,

@@ -26,12 +26,23 @@ pub struct SchemaInfo {
     pub from_xrd: bool,
     /// The CRD's `spec.scope`.
     pub scope: Scope,
-    /// For a built-in kind (no CRD): where its schema comes from (`Kubernetes v1.28.4's
-    /// OpenAPI, embedded`).
-    pub built_in: Option<String>,
+    /// For a built-in kind (no CRD): where its schema comes from.
+    pub built_in: Option<BuiltInOrigin>,
     /// Why this is the last good schema rather than the current one (in a cluster: the
     /// definition was deleted, became unusable, or the API server refuses it), if so.
     pub stale: Option<String>,
+}
+
+/// Where a built-in kind's schema comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BuiltInOrigin {
+    /// In words: `Kubernetes v1.28.4's OpenAPI, embedded`, `the API server's OpenAPI v3
+    /// (apis/apps/v1)`.
+    pub source: String,
+    /// Whether it is the schema of the API server the Composition's resources go to: then
+    /// a field it does not know is an error. An embedded schema of one Kubernetes version
+    /// may not know a later version's fields.
+    pub exact: bool,
 }
 
 /// Where schemas come from: files (the [`Catalog`]) or, in a cluster, the API server.
@@ -68,9 +79,10 @@ impl SchemaSource for Catalog {
                     served_versions: b.versions,
                     from_xrd: false,
                     scope: b.scope,
-                    built_in: Some(format!(
-                        "Kubernetes {KUBERNETES_VERSION}'s OpenAPI, embedded"
-                    )),
+                    built_in: Some(BuiltInOrigin {
+                        source: format!("Kubernetes {KUBERNETES_VERSION}'s OpenAPI, embedded"),
+                        exact: false,
+                    }),
                     stale: None,
                 });
             }
@@ -227,8 +239,8 @@ fn lookup(
             ),
         ));
     }
-    let definition = if let Some(source) = &info.built_in {
-        format!("the built-in kind {} ({source})", info.crd_name)
+    let definition = if let Some(origin) = &info.built_in {
+        format!("the built-in kind {} ({})", info.crd_name, origin.source)
     } else if info.from_xrd {
         format!("the CompositeResourceDefinition of {}", info.crd_name)
     } else {
