@@ -152,7 +152,7 @@ fn invalid_example_json_output() {
                 // that need only the composed resources' schemas still run.
                 json!({"severity": "warning", "stage": "crds", "type": "NotFound",
                     "field": "spec.compositeTypeRef",
-                    "message": r#"spec.compositeTypeRef: Not found: "gcp.platformref.upbound.io/v1alpha1, Kind=XNetwork": no CRD or XRD defines XNetwork.gcp.platformref.upbound.io; checks that need the schema of the composite resource were skipped"#,
+                    "message": r#"spec.compositeTypeRef: Not found: "gcp.platformref.upbound.io/v1alpha1, Kind=XNetwork": no CRD, MRD or XRD defines XNetwork.gcp.platformref.upbound.io; checks that need the schema of the composite resource were skipped"#,
                     "line": 7}),
                 json!({"severity": "error", "stage": "schema", "type": "Invalid",
                     "field": "spec.resources[0].patches[2].toFieldPath",
@@ -170,8 +170,8 @@ fn invalid_example_json_output() {
 #[test]
 fn modes_decide_missing_schemas() {
     let f = "testdata/cli/modes.yaml";
-    let xr = r#"spec.compositeTypeRef: Not found: "example.org/v1alpha1, Kind=XThing": no CRD or XRD defines XThing.example.org; checks that need the schema of the composite resource were skipped"#;
-    let thing = r#"spec.resources[0].base: Not found: "thing.example.org/v1beta1, Kind=Thing": no CRD or XRD defines Thing.thing.example.org; checks that need the schema of this resource were skipped"#;
+    let xr = r#"spec.compositeTypeRef: Not found: "example.org/v1alpha1, Kind=XThing": no CRD, MRD or XRD defines XThing.example.org; checks that need the schema of the composite resource were skipped"#;
+    let thing = r#"spec.resources[0].base: Not found: "thing.example.org/v1beta1, Kind=Thing": no CRD, MRD or XRD defines Thing.thing.example.org; checks that need the schema of this resource were skipped"#;
     let o = run_v1(&["validate", f]);
     assert_eq!(o.status.code(), Some(1));
     assert_eq!(

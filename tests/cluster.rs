@@ -347,7 +347,7 @@ async fn initial_sync_then_every_review_is_answered_from_the_cache() {
     assert_eq!(
         detail,
         format!(
-            "ready: 2 CRDs and 1 XRD listed from {}\n",
+            "ready: 2 CRDs, 0 MRDs and 1 XRD listed from {}\n",
             cluster.api.url() + "/"
         )
     );
@@ -438,7 +438,7 @@ async fn a_changed_crd_changes_the_verdict_and_a_deleted_one_keeps_its_last_sche
     assert_eq!(
         network["lastError"]["message"],
         format!(
-            "CRD {NETWORK_CRD} was deleted: no CRD or XRD defines Network.compute.gcp.upbound.io"
+            "CRD {NETWORK_CRD} was deleted: no CRD, MRD or XRD defines Network.compute.gcp.upbound.io"
         )
     );
     assert_eq!(network["lastError"]["class"], "data");
@@ -451,7 +451,7 @@ async fn a_changed_crd_changes_the_verdict_and_a_deleted_one_keeps_its_last_sche
     assert_eq!(
         warnings,
         vec![format!(
-            "Composition \"xnetworks.gcp.platformref.upbound.io\": spec.resources[0].base: Not found: CRD {NETWORK_CRD} was deleted: no CRD or XRD defines Network.compute.gcp.upbound.io; validated with the last schema received"
+            "Composition \"xnetworks.gcp.platformref.upbound.io\": spec.resources[0].base: Not found: CRD {NETWORK_CRD} was deleted: no CRD, MRD or XRD defines Network.compute.gcp.upbound.io; validated with the last schema received"
         )]
     );
     assert_eq!(
@@ -478,7 +478,7 @@ async fn with_fail_on_data_errors_a_deleted_crd_is_dropped_and_the_mode_decides(
         states(&server).await,
         counts(&[("acked", 2.0), ("does_not_exist", 1.0)])
     );
-    let why = "no CRD or XRD defines Network.compute.gcp.upbound.io";
+    let why = "no CRD, MRD or XRD defines Network.compute.gcp.upbound.io";
     assert_the_mode_decides(&server, "10s", &[(1, why)]).await;
 }
 
@@ -522,7 +522,7 @@ async fn api_server_down_at_start_then_up() {
     assert_eq!(code, 503);
     assert!(
         detail.starts_with(
-            "not ready: the webhook has not listed CRDs and XRDs from the API server yet"
+            "not ready: the webhook has not listed CRDs, MRDs and XRDs from the API server yet"
         ),
         "{detail}"
     );
@@ -539,7 +539,7 @@ async fn api_server_down_at_start_then_up() {
     .await;
 
     // Loose: admitted with a warning naming each kind and why; strict: denied.
-    let why = "the webhook has not listed CRDs and XRDs from the API server yet: the API server is unreachable";
+    let why = "the webhook has not listed CRDs, MRDs and XRDs from the API server yet: the API server is unreachable";
     let started = Instant::now();
     assert_the_mode_decides(&server, "10s", &[(0, why), (1, why), (2, why)]).await;
     assert!(
@@ -829,7 +829,7 @@ async fn a_crd_added_after_a_review_needed_it_is_fetched_at_once() {
     assert!(allowed);
     assert_eq!(
         warnings,
-        vec!["Composition \"xnetworks.gcp.platformref.upbound.io\": spec.resources[0].base: Not found: no CRD or XRD defines Network.compute.gcp.upbound.io; checks that need the schema of this resource were skipped".to_string()]
+        vec!["Composition \"xnetworks.gcp.platformref.upbound.io\": spec.resources[0].base: Not found: no CRD, MRD or XRD defines Network.compute.gcp.upbound.io; checks that need the schema of this resource were skipped".to_string()]
     );
     assert_eq!(
         states(&server).await,
@@ -1110,4 +1110,100 @@ async fn a_namespaced_xr_composing_a_cluster_scoped_kind_is_denied_as_validate_r
     let (allowed, code, message, _) = verdict(&review(&server, &c, "10s").await);
     assert_eq!((allowed, code), (false, 422), "{message}");
     assert!(message.contains(expected), "{message}");
+}
+
+/// The ManagedResourceDefinition Crossplane v2 makes of the Network CRD when it installs the
+/// provider (the CRD's spec with `spec.state`).
+fn network_mrd(state: &str) -> Value {
+    let crd = network_crd();
+    json!({
+        "apiVersion": "apiextensions.crossplane.io/v1alpha1",
+        "kind": "ManagedResourceDefinition",
+        "metadata": {"name": NETWORK_CRD},
+        "spec": {
+            "group": crd["spec"]["group"], "names": crd["spec"]["names"],
+            "scope": crd["spec"]["scope"], "versions": crd["spec"]["versions"],
+            "state": state,
+        },
+    })
+}
+
+/// Crossplane v2 with a provider whose Network kind is only an Inactive MRD: the API server
+/// refuses Networks, so strict denies (403) and loose warns, naming the MRD and what activates
+/// it; the base is validated against the MRD's schema all the same. Activated while the webhook
+/// runs: a warning until Crossplane's CRD is there, then nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_inactive_mrd_is_named_and_its_activation_is_followed() {
+    let cluster = Cluster::start().await;
+    cluster.api.apply(Resource::Xrds, xrd());
+    cluster.api.apply(Resource::Crds, subnetwork_crd());
+    cluster.api.apply(Resource::Mrds, network_mrd("Inactive"));
+    let server = cluster.serving(&[]).await;
+    let (_, detail) = ready(&server).await;
+    assert_eq!(
+        detail,
+        format!(
+            "ready: 1 CRD, 1 MRD and 1 XRD listed from {}\n",
+            cluster.api.url() + "/"
+        )
+    );
+
+    let why = "MRD networks.compute.gcp.upbound.io is Inactive: Network has no CRD until a ManagedResourceActivationPolicy activates it (spec.activate: its name or \"*.gcp.upbound.io\")";
+    let (allowed, _, _, warnings) = verdict(&review(&server, &composition(), "10s").await);
+    assert!(allowed);
+    assert_eq!(
+        warnings,
+        [format!(
+            "Composition \"xnetworks.gcp.platformref.upbound.io\": spec.resources[0].base: Not found: {why}"
+        )]
+    );
+    let (allowed, code, message, _) =
+        verdict(&review(&server, &with_mode(composition(), "strict"), "10s").await);
+    assert_eq!((allowed, code), (false, 403), "{message}");
+    assert_eq!(
+        message,
+        format!(
+            "cannot get the needed CRDs: [spec.resources[0].base: Not found: \"compute.gcp.upbound.io/v1beta1, Kind=Network\": {why}]"
+        )
+    );
+    // Validated against the MRD's schema.
+    let mut wrong = composition();
+    wrong["spec"]["resources"][0]["base"]["spec"]["forProvider"]["routingMode"] = json!(7);
+    let (allowed, code, message, _) = verdict(&review(&server, &wrong, "10s").await);
+    assert_eq!((allowed, code), (false, 422), "{message}");
+    assert!(
+        message.contains(
+            "spec.resources[0].base.spec.forProvider.routingMode: Invalid value: \"integer\": spec.forProvider.routingMode in body must be of type string: \"integer\""
+        ),
+        "{message}"
+    );
+    let network = entry(&server, "Network").await;
+    assert_eq!(network["definition"], format!("MRD {NETWORK_CRD}"));
+    assert_eq!(network["mrdState"], "Inactive");
+    assert_eq!(network["state"], "ACKED");
+
+    // Activated (by a policy or by hand): Crossplane has yet to create the CRD.
+    let rv = cluster.api.apply(Resource::Mrds, network_mrd("Active"));
+    wait_entry(&server, "Network", "resourceVersion", rv.as_str()).await;
+    let (allowed, _, message, warnings) =
+        verdict(&review(&server, &with_mode(composition(), "strict"), "10s").await);
+    assert!(allowed, "{message}");
+    assert_eq!(
+        warnings,
+        [format!(
+            "Composition \"xnetworks.gcp.platformref.upbound.io\": spec.resources[0].base: Not found: MRD {NETWORK_CRD} is Active but Crossplane has not established the CRD of Network yet"
+        )]
+    );
+
+    // Crossplane creates the CRD: it defines the kind.
+    let rv = cluster.api.apply(Resource::Crds, network_crd());
+    wait_entry(&server, "Network", "resourceVersion", rv.as_str()).await;
+    assert_eq!(
+        entry(&server, "Network").await["definition"],
+        format!("CRD {NETWORK_CRD}")
+    );
+    let (allowed, _, message, warnings) =
+        verdict(&review(&server, &with_mode(composition(), "strict"), "10s").await);
+    assert!(allowed, "{message}");
+    assert_eq!(warnings, Vec::<String>::new());
 }

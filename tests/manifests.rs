@@ -970,7 +970,7 @@ fn local_test_verdicts(version: &str) {
             "error: spec.pipeline[0].input.resources[0].patches[2].transforms: Required value: the fromFieldPath does not have a type compatible with the toFieldPath according to their schemas and no transforms were provided: string != boolean (a convert transform with toType: bool would do)",
         ]
     );
-    let missing = "spec.pipeline[0].input.resources[1].base: Not found: \"compute.gcp.upbound.io/v1beta1, Kind=Subnetworkk\": no CRD or XRD defines Subnetworkk.compute.gcp.upbound.io; checks that need the schema of this resource were skipped";
+    let missing = "spec.pipeline[0].input.resources[1].base: Not found: \"compute.gcp.upbound.io/v1beta1, Kind=Subnetworkk\": no CRD, MRD or XRD defines Subnetworkk.compute.gcp.upbound.io; checks that need the schema of this resource were skipped";
     assert_eq!(
         validate("deploy/local-test/missing-schema.yaml", "loose"),
         (Some(0), vec![format!("warning: {missing}")])

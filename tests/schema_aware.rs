@@ -184,7 +184,7 @@ fn a_missing_xr_schema_skips_only_the_checks_that_need_it() {
     assert_eq!(
         got,
         [
-            r#"spec.compositeTypeRef: Not found: "example.org/v1, Kind=XThing": no CRD or XRD defines XThing.example.org; checks that need the schema of the composite resource were skipped"#,
+            r#"spec.compositeTypeRef: Not found: "example.org/v1, Kind=XThing": no CRD, MRD or XRD defines XThing.example.org; checks that need the schema of the composite resource were skipped"#,
             r#"spec.resources[0].patches[0].toFieldPath: Invalid value: "spec.forProvider.nope": field 'nope' is not valid according to the schema"#,
         ]
     );

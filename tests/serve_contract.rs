@@ -289,12 +289,12 @@ fn broken_denied() -> Value {
 const MISSING_NETWORK: Cause = (
     "FieldValueNotFound",
     "spec.resources[0].base",
-    r#"Not found: "compute.gcp.upbound.io/v1beta1, Kind=Network": no CRD or XRD defines Network.compute.gcp.upbound.io; checks that need the schema of this resource were skipped"#,
+    r#"Not found: "compute.gcp.upbound.io/v1beta1, Kind=Network": no CRD, MRD or XRD defines Network.compute.gcp.upbound.io; checks that need the schema of this resource were skipped"#,
 );
 const MISSING_SUBNETWORK: Cause = (
     "FieldValueNotFound",
     "spec.resources[1].base",
-    r#"Not found: "compute.gcp.upbound.io/v1beta1, Kind=Subnetwork": no CRD or XRD defines Subnetwork.compute.gcp.upbound.io; checks that need the schema of this resource were skipped"#,
+    r#"Not found: "compute.gcp.upbound.io/v1beta1, Kind=Subnetwork": no CRD, MRD or XRD defines Subnetwork.compute.gcp.upbound.io; checks that need the schema of this resource were skipped"#,
 );
 
 fn missing_schemas_forbidden() -> Value {
@@ -302,8 +302,8 @@ fn missing_schemas_forbidden() -> Value {
         EXAMPLE,
         concat!(
             r#"cannot get the needed CRDs: ["#,
-            r#"spec.resources[0].base: Not found: "compute.gcp.upbound.io/v1beta1, Kind=Network": no CRD or XRD defines Network.compute.gcp.upbound.io; checks that need the schema of this resource were skipped, "#,
-            r#"spec.resources[1].base: Not found: "compute.gcp.upbound.io/v1beta1, Kind=Subnetwork": no CRD or XRD defines Subnetwork.compute.gcp.upbound.io; checks that need the schema of this resource were skipped]"#,
+            r#"spec.resources[0].base: Not found: "compute.gcp.upbound.io/v1beta1, Kind=Network": no CRD, MRD or XRD defines Network.compute.gcp.upbound.io; checks that need the schema of this resource were skipped, "#,
+            r#"spec.resources[1].base: Not found: "compute.gcp.upbound.io/v1beta1, Kind=Subnetwork": no CRD, MRD or XRD defines Subnetwork.compute.gcp.upbound.io; checks that need the schema of this resource were skipped]"#,
         ),
         &[MISSING_NETWORK, MISSING_SUBNETWORK],
     )
@@ -315,11 +315,11 @@ fn missing_schemas_warnings() -> Vec<String> {
     vec![
         warning(
             EXAMPLE,
-            "spec.resources[0].base: Not found: no CRD or XRD defines Network.compute.gcp.upbound.io; checks that need the schema of this resource were skipped",
+            "spec.resources[0].base: Not found: no CRD, MRD or XRD defines Network.compute.gcp.upbound.io; checks that need the schema of this resource were skipped",
         ),
         warning(
             EXAMPLE,
-            "spec.resources[1].base: Not found: no CRD or XRD defines Subnetwork.compute.gcp.upbound.io; checks that need the schema of this resource were skipped",
+            "spec.resources[1].base: Not found: no CRD, MRD or XRD defines Subnetwork.compute.gcp.upbound.io; checks that need the schema of this resource were skipped",
         ),
     ]
 }
@@ -1108,7 +1108,7 @@ fn case_expectation(id: &str, mode: Option<&str>, crds: &Path) -> (Value, Upstre
             } else {
                 "flow-pipeline"
             });
-            let not_found = r#"Not found: "example.org/v1alpha1, Kind=XThing": no CRD or XRD defines XThing.example.org; checks that need the schema of the composite resource were skipped"#;
+            let not_found = r#"Not found: "example.org/v1alpha1, Kind=XThing": no CRD, MRD or XRD defines XThing.example.org; checks that need the schema of the composite resource were skipped"#;
             // Ours only: the pipeline's function cannot be rendered, said once.
             let opaque = id.contains("/008").then(|| {
                 warning(
@@ -1129,19 +1129,19 @@ fn case_expectation(id: &str, mode: Option<&str>, crds: &Path) -> (Value, Upstre
             } else {
                 let mut warnings = vec![warning(
                     &composition,
-                    "spec.compositeTypeRef: Not found: no CRD or XRD defines XThing.example.org; checks that need the schema of the composite resource were skipped",
+                    "spec.compositeTypeRef: Not found: no CRD, MRD or XRD defines XThing.example.org; checks that need the schema of the composite resource were skipped",
                 )];
                 warnings.extend(opaque);
                 (allowed(&warnings), Verdict)
             }
         }
         ("webhook-flow/006-missing-crd-repeated-per-resource", Some(m)) => {
-            let not_found = r#"Not found: "other.example.org/v1, Kind=Missing": no CRD or XRD defines Missing.other.example.org; checks that need the schema of this resource were skipped"#;
+            let not_found = r#"Not found: "other.example.org/v1, Kind=Missing": no CRD, MRD or XRD defines Missing.other.example.org; checks that need the schema of this resource were skipped"#;
             let missing = [
                 ("FieldValueNotFound", "spec.resources[1].base", not_found),
                 ("FieldValueNotFound", "spec.resources[2].base", not_found),
             ];
-            let short = "Not found: no CRD or XRD defines Missing.other.example.org; checks that need the schema of this resource were skipped";
+            let short = "Not found: no CRD, MRD or XRD defines Missing.other.example.org; checks that need the schema of this resource were skipped";
             let missing_warnings = [
                 warning(
                     "flow-dup-missing",

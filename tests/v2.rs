@@ -508,3 +508,82 @@ fn built_in_kinds_are_validated_against_kubernetes_schemas() {
     );
     assert_eq!(report.verdict.code, Some(422));
 }
+
+/// The ManagedResourceDefinition Crossplane v2 makes of a provider's CRD when it installs a
+/// provider (the CRD's spec, `spec.state` added; the v2.3.4 MRD CRD's schema): here of
+/// provider-upjet-aws v2.6.0's namespaced S3 Bucket.
+fn bucket_mrd(state: Option<&str>) -> Value {
+    let crd = v2_file(M_BUCKETS);
+    let mut mrd = json!({
+        "apiVersion": "apiextensions.crossplane.io/v1alpha1",
+        "kind": "ManagedResourceDefinition",
+        "metadata": {"name": crd["metadata"]["name"]},
+        "spec": crd["spec"],
+    });
+    if let Some(state) = state {
+        mrd["spec"]["state"] = json!(state);
+    }
+    mrd
+}
+
+fn findings(catalog: &Catalog, c: &Value, mode: composition_webhook::mode::Mode) -> Vec<String> {
+    let options = Options {
+        default_mode: mode,
+        ..Options::default()
+    };
+    Validator::new(catalog, options)
+        .validate_value(c)
+        .findings
+        .iter()
+        .map(|f| format!("{}: {}", f.severity.name(), f.message()))
+        .collect()
+}
+
+/// A kind only an Inactive MRD defines is refused by the API server: the finding names the
+/// MRD and what activates it (strict: an error, loose: a warning), and the bases are still
+/// validated against the MRD's schema. Active, or once its CRD is there: no finding.
+#[test]
+fn a_kind_of_an_inactive_mrd_says_what_activates_it() {
+    use composition_webhook::mode::Mode;
+    let inactive = {
+        let mut c = catalog(&["basic-namespaced.definition.yaml"]);
+        c.add_document(&bucket_mrd(None), "mrd.yaml").expect("MRD");
+        c
+    };
+    let mut typo = namespaced_bucket_for_test();
+    typo["spec"]["pipeline"][0]["input"]["resources"][0]["base"]["spec"]["forProvider"]["regin"] =
+        json!("us-east-1");
+    let why = "spec.pipeline[0].input.resources[0].base: Not found: \"s3.aws.m.upbound.io/v1beta1, Kind=Bucket\": MRD buckets.s3.aws.m.upbound.io is Inactive: Bucket has no CRD until a ManagedResourceActivationPolicy activates it (spec.activate: its name or \"*.aws.m.upbound.io\")";
+    assert_eq!(
+        findings(&inactive, &typo, Mode::Strict),
+        [
+            format!("error: {why}"),
+            "error: spec.pipeline[0].input.resources[0].base.spec.forProvider.regin: Invalid value: \"regin\": unknown field: \"regin\", did you mean \"region\"?".to_string(),
+        ]
+    );
+    assert_eq!(
+        findings(&inactive, &namespaced_bucket_for_test(), Mode::Loose),
+        [format!("warning: {why}")]
+    );
+
+    let active = {
+        let mut c = catalog(&["basic-namespaced.definition.yaml"]);
+        c.add_document(&bucket_mrd(Some("Active")), "mrd.yaml")
+            .expect("MRD");
+        c
+    };
+    assert_eq!(
+        findings(&active, &namespaced_bucket_for_test(), Mode::Strict),
+        Vec::<String>::new()
+    );
+    // An MRD beside its CRD: the CRD defines the kind.
+    let both = {
+        let mut c = catalog(&["basic-namespaced.definition.yaml", M_BUCKETS]);
+        c.add_document(&bucket_mrd(None), "mrd.yaml").expect("MRD");
+        c
+    };
+    assert_eq!(
+        findings(&both, &namespaced_bucket_for_test(), Mode::Strict),
+        Vec::<String>::new()
+    );
+}

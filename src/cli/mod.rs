@@ -50,11 +50,11 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Validate Compositions in files against CRD and XRD files.
+    /// Validate Compositions in files against CRD, MRD and XRD files.
     Validate(ValidateArgs),
     /// Print the resources a Composition composes (YAML), rendered from a mock or given composite resource.
     Render(render::RenderArgs),
-    /// Serve the validating admission webhook (HTTPS) with schemas from CRD and XRD files.
+    /// Serve the validating admission webhook (HTTPS) with schemas from CRD, MRD and XRD files.
     Serve(Box<serve::ServeArgs>),
     /// Print the Composition and CompositeResourceDefinition CRDs generated from this tool's model (YAML), or write them to a directory.
     Crds(crds::CrdsArgs),
@@ -86,7 +86,7 @@ struct ValidateArgs {
     #[arg(long, value_name = "BYTES", default_value_t = budget::CLI_MEMORY_BYTES, value_parser = review_memory, env = "COMPOSITION_WEBHOOK_REVIEW_MEMORY_BYTES")]
     review_memory_bytes: usize,
 
-    /// Files or directories holding Compositions (CRDs and XRDs among them are used as schemas); `-` reads standard input.
+    /// Files or directories holding Compositions (CRDs, MRDs and XRDs among them are used as schemas); `-` reads standard input.
     #[arg(value_name = "FILE_OR_DIR", required = true)]
     inputs: Vec<PathBuf>,
 }
@@ -113,7 +113,7 @@ pub(super) fn review_memory(s: &str) -> Result<usize, String> {
 /// `--crds PATH...`: where schemas come from, for `validate`, `render` and `serve`.
 #[derive(Debug, clap::Args)]
 struct CrdFiles {
-    /// A CRD or XRD file or directory (recursive; YAML, JSON, multi-document, List); repeat the flag for more. `serve` without it takes schemas from the cluster.
+    /// A CRD, ManagedResourceDefinition (MRD) or XRD file or directory (recursive; YAML, JSON, multi-document, List); repeat the flag for more. `serve` without it takes schemas from the cluster.
     #[arg(
         long = "crds",
         value_name = "PATH",
@@ -289,7 +289,7 @@ fn run_validate(args: &ValidateArgs) -> u8 {
     }
 }
 
-/// A catalog of the CRDs and XRDs among `docs`; documents that are not usable schemas or
+/// A catalog of the CRDs, MRDs and XRDs among `docs`; documents that are not usable schemas or
 /// not objects at all are reported in `errors` (other kinds are skipped silently).
 fn build_catalog<'a>(
     docs: impl Iterator<Item = &'a Document> + Clone,

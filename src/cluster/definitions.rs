@@ -1,4 +1,4 @@
-//! What the watches keep of each CRD and XRD: names, versions and resourceVersion, never the
+//! What the watches keep of each CRD, MRD and XRD: names, versions and resourceVersion, never the
 //! schema. Deserializing into these types skips the schemas (serde ignores unknown fields
 //! without building them), so listing 1,000 large provider CRDs holds a few hundred bytes
 //! of each; a schema is fetched (`GET`) and parsed only when a Composition needs its kind.
@@ -9,28 +9,52 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::ClusterResourceScope;
 use serde::{Deserialize, Deserializer};
 
-/// The two kinds of definition the webhook watches.
+use crate::schema::MrdState;
+
+/// The kinds of definition the webhook watches, in the order they win for one kind: a CRD,
+/// else an MRD (Crossplane creates the CRD once the MRD is active), else an XRD (until
+/// Crossplane has generated the XR's CRD).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Source {
     /// `customresourcedefinitions.apiextensions.k8s.io`.
     Crd,
+    /// `managedresourcedefinitions.apiextensions.crossplane.io` (Crossplane v2.0+).
+    Mrd,
     /// `compositeresourcedefinitions.apiextensions.crossplane.io`.
     Xrd,
 }
 
 impl Source {
+    /// Every source, in order.
+    pub const ALL: [Source; 3] = [Source::Crd, Source::Mrd, Source::Xrd];
+
     /// The API group.
     pub fn group(self) -> &'static str {
         match self {
             Source::Crd => "apiextensions.k8s.io",
-            Source::Xrd => "apiextensions.crossplane.io",
+            Source::Mrd | Source::Xrd => "apiextensions.crossplane.io",
         }
+    }
+
+    /// The version watched and fetched.
+    pub const fn version(self) -> &'static str {
+        match self {
+            Source::Mrd => "v1alpha1",
+            Source::Crd | Source::Xrd => "v1",
+        }
+    }
+
+    /// Whether an API server may not serve it (Crossplane not installed, or before v2):
+    /// then there is nothing to wait for.
+    pub const fn optional(self) -> bool {
+        !matches!(self, Source::Crd)
     }
 
     /// The kind.
     pub fn kind(self) -> &'static str {
         match self {
             Source::Crd => "CustomResourceDefinition",
+            Source::Mrd => "ManagedResourceDefinition",
             Source::Xrd => "CompositeResourceDefinition",
         }
     }
@@ -39,19 +63,26 @@ impl Source {
     pub const fn plural(self) -> &'static str {
         match self {
             Source::Crd => "customresourcedefinitions",
+            Source::Mrd => "managedresourcedefinitions",
             Source::Xrd => "compositeresourcedefinitions",
         }
     }
 
     /// The collection's path on the API server.
     pub fn path(self) -> String {
-        format!("/apis/{}/v1/{}", self.group(), self.plural())
+        format!(
+            "/apis/{}/{}/{}",
+            self.group(),
+            self.version(),
+            self.plural()
+        )
     }
 
-    /// How messages name one object of it: `CRD x` or `XRD x`.
+    /// How messages name one object of it: `CRD x`, `MRD x` or `XRD x`.
     pub fn label(self) -> &'static str {
         match self {
             Source::Crd => "CRD",
+            Source::Mrd => "MRD",
             Source::Xrd => "XRD",
         }
     }
@@ -107,6 +138,9 @@ pub struct SpecSummary {
     /// Its versions.
     #[serde(default)]
     pub versions: Vec<VersionSummary>,
+    /// An MRD's `spec.state`.
+    #[serde(default)]
+    pub state: Option<String>,
 }
 
 macro_rules! summary {
@@ -133,7 +167,7 @@ macro_rules! summary {
                 Cow::Borrowed($source.group())
             }
             fn version(_: &()) -> Cow<'_, str> {
-                Cow::Borrowed("v1")
+                Cow::Borrowed($source.version())
             }
             fn plural(_: &()) -> Cow<'_, str> {
                 Cow::Borrowed($source.plural())
@@ -161,6 +195,11 @@ summary!(
     "A CustomResourceDefinition as the watch keeps it."
 );
 summary!(
+    MrdSummary,
+    Source::Mrd,
+    "A ManagedResourceDefinition as the watch keeps it."
+);
+summary!(
     XrdSummary,
     Source::Xrd,
     "A CompositeResourceDefinition as the watch keeps it."
@@ -181,6 +220,8 @@ pub struct Summary {
     pub kind: String,
     /// The served versions.
     pub served: Vec<String>,
+    /// An MRD's state (`None` for CRDs and XRDs).
+    pub state: Option<MrdState>,
 }
 
 impl Summary {
@@ -197,10 +238,11 @@ impl Summary {
                 .filter(|v| v.served)
                 .map(|v| v.name.clone())
                 .collect(),
+            state: (source == Source::Mrd).then(|| MrdState::parse(spec.state.as_deref())),
         }
     }
 
-    /// `CRD <name>` or `XRD <name>`.
+    /// `CRD <name>`, `MRD <name>` or `XRD <name>`.
     pub fn label(&self) -> String {
         format!("{} {}", self.source.label(), self.name)
     }
@@ -231,6 +273,7 @@ mod tests {
                 group: "s3.aws.upbound.io".into(),
                 kind: "Bucket".into(),
                 served: vec!["v1beta1".into()],
+                state: None,
             }
         );
         assert_eq!(

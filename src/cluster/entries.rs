@@ -233,6 +233,7 @@ mod tests {
             group: "example.org".into(),
             kind: "Bucket".into(),
             served: vec!["v1".into()],
+            state: None,
         }
     }
 

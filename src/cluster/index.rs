@@ -103,6 +103,7 @@ mod tests {
             group: "example.org".into(),
             kind: kind.into(),
             served: vec!["v1".into()],
+            state: None,
         }
     }
 

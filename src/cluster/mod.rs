@@ -33,7 +33,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::checks::schema_aware::lookup::{SchemaInfo, SchemaSource};
-use crate::schema::LookupError;
+use crate::schema::{LookupError, MrdState};
 use definitions::{Source, Summary};
 use entries::{Entry, EntryError, ErrorClass, State};
 use index::{Index, Key};
@@ -92,14 +92,13 @@ impl Inner {
         self.lists.entry(source).or_default()
     }
 
-    /// Both collections listed (XRDs: or known to be absent).
+    /// Every collection listed (MRDs and XRDs: or known to be absent).
     fn synced(&self) -> bool {
-        let ok = |s: Source| {
+        Source::ALL.into_iter().all(|s| {
             self.lists
                 .get(&s)
-                .is_some_and(|l| l.synced || (s == Source::Xrd && l.absent))
-        };
-        ok(Source::Crd) && ok(Source::Xrd)
+                .is_some_and(|l| l.synced || (s.optional() && l.absent))
+        })
     }
 
     /// Brings the entry of `key` in line with the index; returns a definition to fetch.
@@ -110,10 +109,10 @@ impl Inner {
             let (group, kind) = key;
             let message = match &entry.cached {
                 Some(c) => format!(
-                    "{} was deleted: no CRD or XRD defines {kind}.{group}",
+                    "{} was deleted: no CRD, MRD or XRD defines {kind}.{group}",
                     c.definition.label()
                 ),
-                None => format!("no CRD or XRD defines {kind}.{group}"),
+                None => format!("no CRD, MRD or XRD defines {kind}.{group}"),
             };
             if entry.state != State::DoesNotExist
                 || entry.error.as_ref().is_none_or(|e| e.message != message)
@@ -169,7 +168,7 @@ impl Inner {
         if self.synced() {
             return None;
         }
-        [Source::Crd, Source::Xrd]
+        Source::ALL
             .iter()
             .find_map(|s| self.lists.get(s)?.last_error.as_ref())
     }
@@ -200,13 +199,13 @@ impl Inner {
 
     /// Why the kinds without a schema cannot be resolved before the first list.
     fn not_listed_reason(&self) -> String {
-        let error = [Source::Crd, Source::Xrd]
+        let error = Source::ALL
             .iter()
             .filter_map(|s| self.lists.get(s)?.last_error.as_ref())
             .next()
             .map(|e| format!(": {}", e.message))
             .unwrap_or_default();
-        format!("the webhook has not listed CRDs and XRDs from the API server yet{error}")
+        format!("the webhook has not listed CRDs, MRDs and XRDs from the API server yet{error}")
     }
 }
 
@@ -328,6 +327,11 @@ impl ClusterSchemas {
                 client.clone(),
                 Source::Crd,
             )),
+            tokio::spawn(watch::run::<definitions::MrdSummary>(
+                shared.clone(),
+                client.clone(),
+                Source::Mrd,
+            )),
             tokio::spawn(watch::run::<definitions::XrdSummary>(
                 shared.clone(),
                 client.clone(),
@@ -353,15 +357,21 @@ impl ClusterSchemas {
         if inner.synced() {
             let count =
                 |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
-            let xrds = if inner.lists.get(&Source::Xrd).is_some_and(|l| l.absent) {
+            let absent = |s: Source| inner.lists.get(&s).is_some_and(|l| l.absent);
+            let xrds = if absent(Source::Xrd) {
                 "no XRDs (the API server does not serve compositeresourcedefinitions: Crossplane is not installed)".to_string()
             } else {
                 count(inner.index.count(Source::Xrd), "XRD")
             };
+            let mrds = if absent(Source::Mrd) {
+                "no MRDs (the API server does not serve managedresourcedefinitions: no Crossplane v2)".to_string()
+            } else {
+                count(inner.index.count(Source::Mrd), "MRD")
+            };
             let crds = count(inner.index.count(Source::Crd), "CRD");
             (
                 true,
-                format!("{crds} and {xrds} listed from {}", self.server),
+                format!("{crds}, {mrds} and {xrds} listed from {}", self.server),
             )
         } else {
             (false, inner.not_listed_reason())
@@ -371,7 +381,7 @@ impl ClusterSchemas {
     /// How many definitions the index holds.
     pub fn definitions(&self) -> usize {
         let inner = self.shared.lock();
-        inner.index.count(Source::Crd) + inner.index.count(Source::Xrd)
+        Source::ALL.iter().map(|&s| inner.index.count(s)).sum()
     }
 
     /// How many entries are in each metric state ([`State::METRIC_LABELS`], all present).
@@ -394,7 +404,7 @@ impl ClusterSchemas {
     pub fn snapshot(&self) -> Snapshot {
         let (ready, detail) = self.readiness();
         let inner = self.shared.lock();
-        let lists = [Source::Crd, Source::Xrd]
+        let lists = Source::ALL
             .into_iter()
             .map(|s| {
                 let status = inner.lists.get(&s).cloned().unwrap_or_default();
@@ -423,6 +433,7 @@ impl ClusterSchemas {
                     cached: e.cached.is_some(),
                     definition: shown.map(Summary::label),
                     from_xrd: shown.is_some_and(|d| d.source == Source::Xrd),
+                    mrd_state: shown.and_then(|d| d.state),
                     resource_version: e
                         .cached
                         .as_ref()
@@ -522,6 +533,10 @@ impl ClusterSchemas {
         let (catalog, stale) = catalog;
         let mut info = catalog.resolve(group, kind, version)?;
         info.stale = stale;
+        // An MRD wins only while no CRD defines its kind: an Active one's CRD is not there yet.
+        if let Some(mrd) = info.mrd.as_mut().filter(|m| m.state == MrdState::Active) {
+            mrd.established = Some(false);
+        }
         Ok(info)
     }
 }
@@ -599,10 +614,14 @@ pub struct EntryView {
     pub metric_state: &'static str,
     /// Whether a schema is cached (and used).
     pub cached: bool,
-    /// The definition (`CRD <name>` or `XRD <name>`): cached, being fetched, or indexed.
+    /// The definition (`CRD <name>`, `MRD <name>` or `XRD <name>`): cached, being fetched,
+    /// or indexed.
     pub definition: Option<String>,
     /// Whether the XR schema is derived from an XRD (no CRD generated yet).
     pub from_xrd: bool,
+    /// When the definition is an MRD: its state.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mrd_state: Option<MrdState>,
     /// The resourceVersion of the cached definition.
     pub resource_version: Option<String>,
     /// The definition's served versions.
@@ -647,6 +666,7 @@ mod tests {
             group: "compute.gcp.upbound.io".into(),
             kind: "Network".into(),
             served: vec!["v1beta1".into()],
+            state: None,
         }
     }
 
@@ -684,7 +704,7 @@ mod tests {
         assert!(started.elapsed() >= Duration::from_millis(60));
         assert_eq!(
             reason,
-            "the webhook has not listed CRDs and XRDs from the API server yet"
+            "the webhook has not listed CRDs, MRDs and XRDs from the API server yet"
         );
         assert_eq!(state(&schemas, "Thing"), State::Timeout);
         assert!(!schemas.readiness().0);
@@ -703,7 +723,7 @@ mod tests {
         assert!(started.elapsed() < Duration::from_secs(1));
         assert_eq!(
             reason,
-            "the webhook has not listed CRDs and XRDs from the API server yet: the API server is unreachable"
+            "the webhook has not listed CRDs, MRDs and XRDs from the API server yet: the API server is unreachable"
         );
         assert_eq!(state(&schemas, "Thing"), State::Timeout);
     }

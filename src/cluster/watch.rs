@@ -1,4 +1,4 @@
-//! The watches on CRDs and XRDs (kube-runtime's watcher with its default backoff: 0.8 s
+//! The watches on CRDs, MRDs and XRDs (kube-runtime's watcher with its default backoff: 0.8 s
 //! doubling to 30 s). A full list (the first, or a relist after the watch expired with 410
 //! Gone) replaces that collection in the index at once, so a relist never shows a
 //! half-empty index; single changes update it as they come. Each change reconciles the
@@ -13,7 +13,7 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use serde::de::DeserializeOwned;
 
-use super::definitions::{CrdSummary, Source, Summary, XrdSummary};
+use super::definitions::{CrdSummary, MrdSummary, Source, Summary, XrdSummary};
 use super::entries::{EntryError, ErrorClass, rfc3339};
 use super::{Shared, describe_api_error, error_class};
 
@@ -24,6 +24,12 @@ pub trait Summarize {
 }
 
 impl Summarize for CrdSummary {
+    fn summarize(&self) -> Summary {
+        self.summary()
+    }
+}
+
+impl Summarize for MrdSummary {
     fn summarize(&self) -> Summary {
         self.summary()
     }
@@ -145,10 +151,13 @@ fn failed(shared: &Shared, source: Source, error: &watcher::Error) {
     let initial_list = matches!(error, watcher::Error::InitialListFailed(_));
     let mut inner = shared.lock();
     let status = inner.list(source);
-    // Without Crossplane the XRD collection does not exist: nothing to wait for.
-    let absent = source == Source::Xrd && initial_list && code == Some(404);
+    // Without Crossplane (v2 for MRDs) the collection does not exist: nothing to wait for.
+    let absent = source.optional() && initial_list && code == Some(404);
     if absent && !status.absent {
-        tracing::info!(resource = plural, "not served by the API server: no XRDs");
+        tracing::info!(
+            resource = plural,
+            "not served by the API server: none to watch"
+        );
     }
     status.absent = absent;
     let expired = code == Some(410);

@@ -15,6 +15,7 @@ use serde_json::Value;
 use thiserror::Error;
 
 use super::crd::{Crd, CrdVersion, is_crd};
+use super::mrd::{Mrd, MrdState, is_mrd};
 use super::structural::{Schema, SchemaError};
 use super::xrd::{generate_crds, is_xrd};
 
@@ -36,12 +37,32 @@ pub enum Origin {
         /// The XRD's `metadata.name` (or `<plural>.<group>`).
         xrd: String,
     },
+    /// A ManagedResourceDefinition: the CRD Crossplane creates from it once it is active.
+    Mrd {
+        /// Its `spec.state`.
+        state: MrdState,
+        /// Its `Established` condition, when it has one.
+        established: Option<bool>,
+    },
 }
 
 impl Origin {
     /// True for CRDs generated from an XRD.
     pub fn is_generated(&self) -> bool {
-        !matches!(self, Self::Crd)
+        matches!(
+            self,
+            Self::CompositeFromXrd { .. } | Self::ClaimFromXrd { .. }
+        )
+    }
+
+    /// Which definition of a kind wins: a CRD, else an MRD (whose CRD is not there), else
+    /// one generated from an XRD (whose CRD Crossplane has not generated yet).
+    fn rank(&self) -> u8 {
+        match self {
+            Self::Crd => 0,
+            Self::Mrd { .. } => 1,
+            Self::CompositeFromXrd { .. } | Self::ClaimFromXrd { .. } => 2,
+        }
     }
 }
 
@@ -95,6 +116,8 @@ impl CatalogEntry {
 pub enum Added {
     /// A CustomResourceDefinition, by name.
     Crd(String),
+    /// A ManagedResourceDefinition, by name.
+    Mrd(String),
     /// An XRD: the generated XR CRD and, if offered, the claim CRD (by name).
     Xrd {
         /// The XRD's name.
@@ -114,7 +137,7 @@ impl Added {
     /// How many CRDs this document contributed (generated ones included).
     pub fn crd_count(&self) -> usize {
         match self {
-            Self::Crd(_) => 1,
+            Self::Crd(_) | Self::Mrd(_) => 1,
             Self::Xrd { claim, .. } => 1 + usize::from(claim.is_some()),
             Self::List(items) => items.iter().map(Added::crd_count).sum(),
             Self::Ignored => 0,
@@ -311,6 +334,21 @@ impl Catalog {
             return Ok(Added::Crd(name));
         }
 
+        if is_mrd(api_version, kind) {
+            let mrd = Mrd::from_value(value)
+                .map_err(|e| e.in_document(source, what("ManagedResourceDefinition")))?;
+            let name = mrd.name.clone();
+            self.insert(
+                mrd.crd,
+                source,
+                Origin::Mrd {
+                    state: mrd.state,
+                    established: mrd.established,
+                },
+            );
+            return Ok(Added::Mrd(name));
+        }
+
         if is_xrd(api_version, kind) {
             let generated = generate_crds(value)
                 .map_err(|e| e.in_document(source, what("CompositeResourceDefinition")))?;
@@ -385,7 +423,7 @@ impl Catalog {
         let bucket = self.index.entry(key).or_default();
         let duplicate = bucket.iter().any(|&i| {
             let e = &self.entries[i];
-            e.origin.is_generated() == origin.is_generated() && *e.crd == crd
+            e.origin.rank() == origin.rank() && *e.crd == crd
         });
         if duplicate {
             return;
@@ -443,13 +481,12 @@ impl Catalog {
             .get(&(group.to_string(), kind.to_string()))
             .ok_or_else(not_found)?;
         let all: Vec<&CatalogEntry> = bucket.iter().map(|&i| &self.entries[i]).collect();
-        // Real CRDs shadow generated ones.
-        let real: Vec<&CatalogEntry> = all
-            .iter()
-            .copied()
-            .filter(|e| !e.origin.is_generated())
+        // Real CRDs shadow MRDs, which shadow XRD-generated ones.
+        let first = all.iter().map(|e| e.origin.rank()).min();
+        let candidates: Vec<&CatalogEntry> = all
+            .into_iter()
+            .filter(|e| Some(e.origin.rank()) == first)
             .collect();
-        let candidates = if real.is_empty() { all } else { real };
         match candidates.as_slice() {
             [] => Err(not_found()),
             [entry] => {

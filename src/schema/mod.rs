@@ -7,6 +7,7 @@
 //! - [`crd`]: [`Crd`], a CustomResourceDefinition with the API server's schema selection
 //!   rule (identical per-version schemas serve any version);
 //! - [`xrd`]: the XR and claim CRDs Crossplane generates from a CompositeResourceDefinition;
+//! - [`mrd`]: Crossplane v2's ManagedResourceDefinitions, read as the CRDs they stand for;
 //! - [`catalog`]: [`Catalog`], every known CRD indexed by group and kind, with upstream's
 //!   NotFound and "more than one CRD" errors;
 //! - [`defaults`]: [`apply_defaults`], the API server's structural defaulting;
@@ -27,6 +28,7 @@ pub mod composition_api;
 pub mod crd;
 pub mod defaults;
 pub mod embedded;
+pub mod mrd;
 pub mod openapi;
 pub mod resolve;
 pub mod structural;
@@ -43,6 +45,7 @@ pub use embedded::{
     COMPOSITION_CRD_V2_YAML, COMPOSITION_CRD_YAML, PATCH_AND_TRANSFORM_CRD_YAML, composition_crd,
     composition_crd_schema_of, patch_and_transform_input_schema,
 };
+pub use mrd::{Mrd, MrdState, is_mrd};
 pub use structural::{
     AdditionalProperties, Items, MAX_SCHEMA_DEPTH, Schema, SchemaError, ValidationRule,
 };

@@ -221,7 +221,7 @@ mod tests {
             FieldError::not_found(
                 "spec.compositeTypeRef",
                 "example.org/v1, Kind=XThing",
-                "no CRD or XRD defines XThing.example.org",
+                "no CRD, MRD or XRD defines XThing.example.org",
             ),
         )
     }
@@ -256,7 +256,7 @@ mod tests {
         assert_eq!((s.code, s.reason.as_str()), (403, "Forbidden"));
         assert_eq!(
             s.message,
-            r#"cannot get the needed CRDs: [spec.compositeTypeRef: Not found: "example.org/v1, Kind=XThing": no CRD or XRD defines XThing.example.org]; and spec.resources[0].patches[2].transforms: Required value: no transforms were provided: string != integer"#
+            r#"cannot get the needed CRDs: [spec.compositeTypeRef: Not found: "example.org/v1, Kind=XThing": no CRD, MRD or XRD defines XThing.example.org]; and spec.resources[0].patches[2].transforms: Required value: no transforms were provided: string != integer"#
         );
         assert_eq!(s.details.unwrap().causes.len(), 2);
     }
@@ -269,7 +269,7 @@ mod tests {
             a.warnings,
             [
                 // Over 120 characters with the value: the short form.
-                r#"Composition "c": spec.compositeTypeRef: Not found: no CRD or XRD defines XThing.example.org"#
+                r#"Composition "c": spec.compositeTypeRef: Not found: no CRD, MRD or XRD defines XThing.example.org"#
             ]
         );
         let a = for_report(&report(Mode::Warn, vec![schema_error(), missing()]), "c");

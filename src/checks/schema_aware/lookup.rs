@@ -7,7 +7,8 @@ use std::sync::Arc;
 use crate::findings::{BadValue, ErrorType, FieldError, Finding, Path, Stage};
 use crate::model::{ComposedTemplate, Composition};
 use crate::schema::builtin::{BuiltIns, KUBERNETES_VERSION};
-use crate::schema::{Catalog, LookupError, Schema, Scope, split_api_version};
+use crate::schema::mrd::activation_entries;
+use crate::schema::{Catalog, LookupError, MrdState, Origin, Schema, Scope, split_api_version};
 
 /// A schema found for a kind, owned so that any schema source can hand it out.
 #[derive(Debug, Clone)]
@@ -28,6 +29,8 @@ pub struct SchemaInfo {
     pub scope: Scope,
     /// For a built-in kind (no CRD): where its schema comes from.
     pub built_in: Option<BuiltInOrigin>,
+    /// For a kind whose schema comes from a ManagedResourceDefinition (no CRD): the MRD.
+    pub mrd: Option<MrdInfo>,
     /// Why this is the last good schema rather than the current one (in a cluster: the
     /// definition was deleted, became unusable, or the API server refuses it), if so.
     pub stale: Option<String>,
@@ -43,6 +46,18 @@ pub struct BuiltInOrigin {
     /// a field it does not know is an error. An embedded schema of one Kubernetes version
     /// may not know a later version's fields.
     pub exact: bool,
+}
+
+/// The ManagedResourceDefinition a kind's schema comes from, when no CRD defines it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MrdInfo {
+    /// Its name (`<plural>.<group>`).
+    pub name: String,
+    /// Its `spec.state`.
+    pub state: MrdState,
+    /// Whether its CRD is established, when known (its `Established` condition; in a
+    /// cluster, an Active MRD without a CRD has none yet).
+    pub established: Option<bool>,
 }
 
 /// Where schemas come from: files (the [`Catalog`]) or, in a cluster, the API server.
@@ -83,6 +98,7 @@ impl SchemaSource for Catalog {
                         source: format!("Kubernetes {KUBERNETES_VERSION}'s OpenAPI, embedded"),
                         exact: false,
                     }),
+                    mrd: None,
                     stale: None,
                 });
             }
@@ -97,6 +113,14 @@ impl SchemaSource for Catalog {
             from_xrd: r.origin().is_generated(),
             scope: r.crd().scope.clone(),
             built_in: None,
+            mrd: match r.origin() {
+                Origin::Mrd { state, established } => Some(MrdInfo {
+                    name: r.name().to_string(),
+                    state: *state,
+                    established: *established,
+                }),
+                _ => None,
+            },
             stale: None,
         })
     }
@@ -189,7 +213,7 @@ fn lookup(
             } else if is_builtin_group(group) {
                 format!("the API group {group} has no CRDs: its kinds are built into Kubernetes")
             } else {
-                format!("no CRD or XRD defines {kind}.{group}")
+                format!("no CRD, MRD or XRD defines {kind}.{group}")
             };
             findings.push(Finding::new(
                 Stage::Crds,
@@ -239,8 +263,13 @@ fn lookup(
             ),
         ));
     }
+    if let Some(mrd) = &info.mrd {
+        findings.extend(mrd_finding(mrd, group, kind, at, gvk.clone()));
+    }
     let definition = if let Some(origin) = &info.built_in {
         format!("the built-in kind {} ({})", info.crd_name, origin.source)
+    } else if let Some(mrd) = &info.mrd {
+        format!("MRD {}", mrd.name)
     } else if info.from_xrd {
         format!("the CompositeResourceDefinition of {}", info.crd_name)
     } else {
@@ -290,6 +319,46 @@ fn lookup(
         return None;
     }
     info.schema
+}
+
+/// What a kind defined only by an MRD needs: an Inactive MRD has no CRD, so the API server
+/// refuses the kind (a missing schema: strict denies, loose and warn warn); an Active one
+/// whose CRD is not established yet is a warning in every mode (it comes by itself).
+fn mrd_finding(
+    mrd: &MrdInfo,
+    group: &str,
+    kind: &str,
+    at: &Path,
+    gvk: BadValue,
+) -> Option<Finding> {
+    match (mrd.state, mrd.established) {
+        (MrdState::Inactive, _) => Some(Finding::new(
+            Stage::Crds,
+            FieldError::not_found(
+                at,
+                gvk,
+                // Short: a warning in loose mode (the kind's own findings follow it).
+                format!(
+                    "MRD {} is Inactive: {kind} has no CRD until a \
+                     ManagedResourceActivationPolicy activates it (spec.activate: {})",
+                    mrd.name,
+                    activation_entries(group)
+                ),
+            ),
+        )),
+        (MrdState::Active, Some(false)) => Some(Finding::advisory(
+            Stage::Crds,
+            FieldError::not_found(
+                at,
+                gvk,
+                format!(
+                    "MRD {} is Active but Crossplane has not established the CRD of {kind} yet",
+                    mrd.name
+                ),
+            ),
+        )),
+        (MrdState::Active, _) => None,
+    }
 }
 
 /// API groups served by Kubernetes itself, whose kinds never have a CRD.
