@@ -6,17 +6,19 @@
 //! The CRDs: every distinct CRD of `../shared/corpus/crds` (by name; of several provider
 //! versions, the largest), then copies of them
 //! under generated API groups (`b<n>.<group>`, named `<plural>.b<n>.<group>`) up to 1,000;
-//! the XRDs: every distinct XRD of `../shared/corpus/xrds`. For each run a fresh webhook is
-//! started and measured:
+//! the XRDs: every distinct XRD of `../shared/corpus/xrds`; the MRDs (Crossplane v2): the
+//! same CRDs as Inactive ManagedResourceDefinitions under other generated groups
+//! (`m<n>.<group>`), 1,000 of them. For each run a fresh webhook is started and measured:
 //!
-//! - time from start to `/readyz` 200 (CRDs and XRDs listed);
+//! - time from start to `/readyz` 200 (CRDs, MRDs and XRDs listed);
 //! - resident memory (VmRSS) once ready, and after validating every corpus Composition;
 //! - validation latency with a warm cache: every corpus Composition reviewed again over one
 //!   keep-alive HTTPS connection (client-side time per review, p50 and p99), and the API
 //!   server's `GET`s during that pass, which must be 0 (no request-path call once cached).
 //!
 //! Medians across runs are printed with their min and max. Settings: `CLUSTER_BENCH_RUNS`
-//! (default 5), `CLUSTER_BENCH_CRDS` (default 1000), `CLUSTER_BENCH_SERVE_ARGS` (more
+//! (default 5), `CLUSTER_BENCH_CRDS` (default 1000), `CLUSTER_BENCH_MRDS` (default 1000),
+//! `CLUSTER_BENCH_SERVE_ARGS` (more
 //! arguments for `serve`, e.g. `--no-render`).
 //!
 //! Run with `cargo bench --bench cluster`.
@@ -81,10 +83,13 @@ fn definitions(dir: &Path, kind: &str) -> BTreeMap<String, Value> {
     out
 }
 
-/// `crd` under the API group `b<n>.<group>`.
-fn renamed(crd: &Value, n: usize) -> Value {
+/// `crd` under the API group `<prefix><n>.<group>`.
+fn renamed(crd: &Value, prefix: &str, n: usize) -> Value {
     let mut c = crd.clone();
-    let group = format!("b{n}.{}", crd["spec"]["group"].as_str().unwrap_or_default());
+    let group = format!(
+        "{prefix}{n}.{}",
+        crd["spec"]["group"].as_str().unwrap_or_default()
+    );
     let plural = crd["spec"]["names"]["plural"].as_str().unwrap_or_default();
     c["metadata"] = json!({"name": format!("{plural}.{group}")});
     c["spec"]["group"] = json!(group);
@@ -202,10 +207,15 @@ async fn one_run(api: &FakeApiServer, kubeconfig: &Path, comps: &[(String, Value
     let rss_ready = server.rss_kib();
     review_all(&server, comps).await;
     let rss_validated = server.rss_kib();
-    let gets = api.count(Verb::Get, Resource::Crds) + api.count(Verb::Get, Resource::Xrds);
+    let definition_gets = || {
+        [Resource::Crds, Resource::Mrds, Resource::Xrds]
+            .into_iter()
+            .map(|r| api.count(Verb::Get, r))
+            .sum::<usize>()
+    };
+    let gets = definition_gets();
     let mut times = review_all(&server, comps).await;
-    let warm_gets =
-        api.count(Verb::Get, Resource::Crds) + api.count(Verb::Get, Resource::Xrds) - gets;
+    let warm_gets = definition_gets() - gets;
     times.sort();
     let (_, metrics) = server.ops_get("/metrics").await;
     let states = metrics
@@ -251,6 +261,7 @@ fn main() {
     while all.len() < total {
         all.push(renamed(
             &originals[n % originals.len()],
+            "b",
             n / originals.len(),
         ));
         n += 1;
@@ -261,6 +272,20 @@ fn main() {
         .map(|c| serde_json::to_vec(c).map_or(0, |v| v.len()))
         .sum();
     let comps = compositions(&corpus);
+    // What Crossplane v2 makes of a provider's CRDs: Inactive MRDs with the CRDs' specs.
+    let mrds: Vec<Value> = (0..setting("CLUSTER_BENCH_MRDS", 1000))
+        .map(|i| {
+            let c = renamed(&originals[i % originals.len()], "m", i / originals.len());
+            let mut spec = c["spec"].clone();
+            spec["state"] = json!("Inactive");
+            json!({"apiVersion": "apiextensions.crossplane.io/v1alpha1",
+                   "kind": "ManagedResourceDefinition", "metadata": c["metadata"], "spec": spec})
+        })
+        .collect();
+    let mrd_bytes: usize = mrds
+        .iter()
+        .map(|c| serde_json::to_vec(c).map_or(0, |v| v.len()))
+        .sum();
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -273,13 +298,16 @@ fn main() {
         api.apply_all(Resource::Crds, all);
         let xrd_count = xrds.len();
         api.apply_all(Resource::Xrds, xrds.into_values().collect());
+        let mrd_count = mrds.len();
+        api.apply_all(Resource::Mrds, mrds);
         let dir = ScratchDir::new("cluster-bench");
         let kubeconfig = dir.path("kubeconfig");
         api.write_kubeconfig(&kubeconfig);
         println!(
-            "API server: {crd_count} CRDs ({} of them the corpus' own, {:.1} MiB of JSON), {xrd_count} XRDs; {} corpus Compositions; {runs} runs",
+            "API server: {crd_count} CRDs ({} of them the corpus' own, {:.1} MiB of JSON), {mrd_count} MRDs ({:.1} MiB), {xrd_count} XRDs; {} corpus Compositions; {runs} runs",
             originals.len(),
             crd_bytes as f64 / 1_048_576.0,
+            mrd_bytes as f64 / 1_048_576.0,
             comps.len()
         );
         let mut results = Vec::new();

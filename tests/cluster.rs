@@ -261,11 +261,16 @@ async fn metric(server: &Server, series: &str) -> f64 {
 async fn states(server: &Server) -> Vec<(String, f64)> {
     let mut out = Vec::new();
     for label in State::METRIC_LABELS {
-        let n = metric(
-            server,
-            &format!("composition_webhook_schema_cache_entries{{state=\"{label}\"}}"),
-        )
-        .await;
+        let mut n = 0.0;
+        for source in ["crd", "mrd", "xrd", "none"] {
+            n += metric(
+                server,
+                &format!(
+                    "composition_webhook_schema_cache_entries{{source=\"{source}\",state=\"{label}\"}}"
+                ),
+            )
+            .await;
+        }
         if n > 0.0 {
             out.push((label.to_string(), n));
         }
@@ -1176,6 +1181,22 @@ async fn an_inactive_mrd_is_named_and_its_activation_is_followed() {
             "spec.resources[0].base.spec.forProvider.routingMode: Invalid value: \"integer\": spec.forProvider.routingMode in body must be of type string: \"integer\""
         ),
         "{message}"
+    );
+    assert_eq!(
+        metric(
+            &server,
+            "composition_webhook_schema_cache_entries{source=\"mrd\",state=\"acked\"}"
+        )
+        .await,
+        1.0
+    );
+    assert_eq!(
+        metric(
+            &server,
+            "composition_webhook_schema_source_objects{source=\"mrd\",state=\"listed\"}"
+        )
+        .await,
+        1.0
     );
     let network = entry(&server, "Network").await;
     assert_eq!(network["definition"], format!("MRD {NETWORK_CRD}"));

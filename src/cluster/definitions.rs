@@ -78,6 +78,15 @@ impl Source {
         )
     }
 
+    /// Its `source` label in metrics: `crd`, `mrd` or `xrd`.
+    pub const fn metric_name(self) -> &'static str {
+        match self {
+            Source::Crd => "crd",
+            Source::Mrd => "mrd",
+            Source::Xrd => "xrd",
+        }
+    }
+
     /// How messages name one object of it: `CRD x`, `MRD x` or `XRD x`.
     pub fn label(self) -> &'static str {
         match self {

@@ -80,6 +80,7 @@ struct ReloadLabels {
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StateLabels {
+    source: &'static str,
     state: &'static str,
 }
 
@@ -125,6 +126,7 @@ pub struct Metrics {
     in_flight: Gauge,
     schema_kinds: Gauge,
     schema_entries: Family<StateLabels, Gauge>,
+    source_objects: Family<StateLabels, Gauge>,
     cert_reloads: Family<ReloadLabels, Counter>,
     cert_expiry: Gauge<f64, AtomicU64>,
     api_calls: Family<ApiCallLabels, Counter>,
@@ -149,6 +151,7 @@ impl Metrics {
             findings: Family::default(),
             in_flight: Gauge::<i64, AtomicI64>::default(),
             schema_kinds: Gauge::<i64, AtomicI64>::default(),
+            source_objects: Family::default(),
             schema_entries: Family::default(),
             cert_reloads: Family::default(),
             cert_expiry: Gauge::default(),
@@ -186,8 +189,13 @@ impl Metrics {
         );
         registry.register(
             "schema_cache_entries",
-            "Schema cache entries of the kinds Compositions needed (cluster source), by state: acked, does_not_exist(_but_cached), nacked(_but_cached), received_error(_but_cached), timeout, requested",
+            "Schema cache entries of the kinds Compositions needed (cluster source), by the source of their definition (crd, mrd, xrd; none without one) and state: acked, does_not_exist(_but_cached), nacked(_but_cached), received_error(_but_cached), timeout, requested",
             m.schema_entries.clone(),
+        );
+        registry.register(
+            "schema_source_objects",
+            "Objects listed from each watched source (cluster source: crd, mrd, xrd), labelled with the source's state: listed, absent (not served), waiting (not listed yet), failing",
+            m.source_objects.clone(),
         );
         registry.register(
             "tls_certificate_reloads",
@@ -251,12 +259,29 @@ impl Metrics {
         self.schema_kinds.set(i64::try_from(n).unwrap_or(i64::MAX));
     }
 
-    /// Sets the count of cache entries in each state.
-    pub fn set_schema_entries(&self, counts: &[(&'static str, i64)]) {
-        for &(state, n) in counts {
+    /// Sets the count of cache entries of each source in each state.
+    pub fn set_schema_entries(&self, counts: &[(&'static str, &'static str, i64)]) {
+        for &(source, state, n) in counts {
             self.schema_entries
-                .get_or_create(&StateLabels { state })
+                .get_or_create(&StateLabels { source, state })
                 .set(n);
+        }
+    }
+
+    /// Sets each watched source's objects under its current state (its other states'
+    /// series are cleared).
+    pub fn set_schema_sources(&self, sources: &[(&'static str, &'static str, i64)]) {
+        const STATES: [&str; 4] = ["listed", "absent", "waiting", "failing"];
+        for &(source, current, n) in sources {
+            for state in STATES {
+                let value = if state == current { n } else { 0 };
+                let labels = StateLabels { source, state };
+                if value != 0 || state == current {
+                    self.source_objects.get_or_create(&labels).set(value);
+                } else {
+                    self.source_objects.remove(&labels);
+                }
+            }
         }
     }
 

@@ -91,6 +91,7 @@ async fn metrics_text(State(ops): State<Ops>) -> Response {
     ops.metrics.set_schema_kinds(ops.schemas.kinds());
     ops.metrics
         .set_schema_entries(&ops.schemas.entries_by_state());
+    ops.metrics.set_schema_sources(&ops.schemas.sources());
     (
         [(
             header::CONTENT_TYPE,

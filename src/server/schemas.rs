@@ -19,8 +19,12 @@ pub trait ServedSchemas: Send + Sync {
     fn readiness(&self) -> Readiness;
     /// Kinds (files) or definitions (cluster) known, for the metrics.
     fn kinds(&self) -> usize;
-    /// Cache entries per state label, for the metrics (empty for files).
-    fn entries_by_state(&self) -> Vec<(&'static str, i64)> {
+    /// Cache entries per source and state label, for the metrics (empty for files).
+    fn entries_by_state(&self) -> Vec<(&'static str, &'static str, i64)> {
+        Vec::new()
+    }
+    /// Each watched source: its name, state and objects, for the metrics (empty for files).
+    fn sources(&self) -> Vec<(&'static str, &'static str, i64)> {
         Vec::new()
     }
     /// `/debug/schemas`, if the source has a cache to show.
@@ -70,8 +74,12 @@ impl ServedSchemas for ClusterSchemas {
         self.definitions()
     }
 
-    fn entries_by_state(&self) -> Vec<(&'static str, i64)> {
+    fn entries_by_state(&self) -> Vec<(&'static str, &'static str, i64)> {
         ClusterSchemas::entries_by_state(self)
+    }
+
+    fn sources(&self) -> Vec<(&'static str, &'static str, i64)> {
+        ClusterSchemas::sources(self)
     }
 
     fn debug(&self) -> Option<Value> {
