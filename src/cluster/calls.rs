@@ -16,7 +16,8 @@ use http::{Request, Response};
 pub struct ApiCall {
     /// `list`, `watch`, `get` or `other`.
     pub verb: &'static str,
-    /// `customresourcedefinitions`, `compositeresourcedefinitions` or `other`.
+    /// `customresourcedefinitions`, `compositeresourcedefinitions`, `openapi` (the OpenAPI v3
+    /// index and documents) or `other`.
     pub resource: &'static str,
     /// Time to the response's headers.
     pub duration: Duration,
@@ -40,6 +41,14 @@ const RESOURCES: [&str; 3] = [
 pub fn classify<B>(request: &Request<B>) -> (&'static str, &'static str) {
     let path = request.uri().path();
     let query = request.uri().query().unwrap_or_default();
+    if path == super::openapi::INDEX_PATH || path.starts_with("/openapi/v3/") {
+        let verb = if request.method() == http::Method::GET {
+            "get"
+        } else {
+            "other"
+        };
+        return (verb, "openapi");
+    }
     // `/apis/{group}/{version}/{plural}`, then `/{name}` for one object.
     let (resource, collection) = path
         .strip_prefix("/apis/")
@@ -181,6 +190,11 @@ mod tests {
             ("list", "compositeresourcedefinitions")
         );
         assert_eq!(verb("/version"), ("get", "other"));
+        assert_eq!(verb("/openapi/v3"), ("get", "openapi"));
+        assert_eq!(
+            verb("/openapi/v3/apis/apps/v1?hash=ABC"),
+            ("get", "openapi")
+        );
         let patch = Request::patch(
             "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/composition-webhook",
         )
