@@ -3,6 +3,7 @@
 //! watch, get) over HTTPS, driven by the real kube client. Each scenario asserts the verdicts
 //! a user sees, the cache states in `/debug/schemas` and the metrics.
 
+mod common;
 mod kubeapi;
 mod webhook;
 
@@ -858,6 +859,345 @@ async fn a_crd_added_after_a_review_needed_it_is_fetched_at_once() {
         gets
     );
     assert_eq!(states(&server).await, counts(&[("acked", 3.0)]));
+}
+
+// ---------------------------------------------------------------------------------------
+// Built-in kinds from the API server's OpenAPI v3
+
+const APP_SUBJECT: &str = "Composition \"app-yaml\"";
+const DEPLOYMENT: &str = "spec.pipeline[0].input.resources[0].base";
+
+/// The v2 getting-started App's XRD, as the API server lists it (`apiextensions.crossplane.io/v1`).
+fn app_xrd() -> Value {
+    let mut xrd = one("testdata/v2/app/definition.yaml");
+    xrd["apiVersion"] = json!("apiextensions.crossplane.io/v1");
+    xrd
+}
+
+/// The App Composition (strict): a Deployment and a Service through function-patch-and-transform.
+fn app() -> Value {
+    one("testdata/v2/app/composition.yaml")
+}
+
+/// The App with `edit` applied to its Deployment's base.
+fn app_with(edit: impl FnOnce(&mut Value)) -> Value {
+    let mut c = app();
+    edit(&mut c["spec"]["pipeline"][0]["input"]["resources"][0]["base"]);
+    c
+}
+
+/// The fake API server with the App's XRD and v1.28.4's OpenAPI v3 documents; `None` when
+/// ../shared is absent outside CI.
+async fn app_cluster() -> Option<Cluster> {
+    let dir = common::shared_subdir("kube-openapi/v1.28.4")?;
+    let c = Cluster::start().await;
+    c.api.serve_openapi(&dir);
+    c.api.apply(Resource::Xrds, app_xrd());
+    Some(c)
+}
+
+async fn openapi_document(server: &Server, path: &str) -> Value {
+    let d = debug(server).await;
+    d["openapi"]["documents"]
+        .as_array()
+        .and_then(|ds| ds.iter().find(|x| x["path"] == path).cloned())
+        .unwrap_or_else(|| panic!("no OpenAPI document {path}: {d:#}"))
+}
+
+/// The errors (denial causes) and warnings of a review, for exact comparison.
+async fn findings(server: &Server, c: &Value) -> (bool, String, Vec<String>) {
+    let (allowed, _, message, warnings) = verdict(&review(server, c, "10s").await);
+    (allowed, message, warnings)
+}
+
+/// In the cluster, the App's Deployment and Service are validated against the API server's
+/// own OpenAPI v3: allowed in strict mode; a typo is denied with its "did you mean"; a field
+/// far from every known one is an error too (the serving API server's schema is exact),
+/// where offline, against the embedded v1.28.4 schemas, it is a warning; a quantity the API
+/// server cannot decode is denied with apimachinery's words. Only the two documents needed are
+/// fetched, once each; a document changed after the index was read is fetched through the
+/// API server's redirect to its new hash.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn built_in_kinds_are_validated_from_the_api_servers_openapi() {
+    let Some(cluster) = app_cluster().await else {
+        return;
+    };
+    let server = cluster.serving(&[]).await;
+    let (allowed, message, warnings) = findings(&server, &app()).await;
+    assert!(allowed, "{message}");
+    assert_eq!(warnings, Vec::<String>::new());
+    let requested: Vec<String> = cluster
+        .api
+        .openapi_requests()
+        .into_iter()
+        .map(|(p, _)| p.split('?').next().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(
+        requested,
+        [
+            "/openapi/v3",
+            "/openapi/v3/apis/apps/v1",
+            "/openapi/v3/api/v1"
+        ]
+    );
+    for path in ["apis/apps/v1", "api/v1"] {
+        let doc = openapi_document(&server, path).await;
+        assert_eq!(doc["state"], "ACKED", "{doc:#}");
+        assert_eq!(doc["hash"], json!(cluster.api.openapi_hash(path)));
+        assert_eq!(doc["kindsConverted"], 1, "{doc:#}");
+    }
+    assert_eq!(calls(&server, "get", "openapi").await, 3.0);
+    assert_eq!(
+        metric(
+            &server,
+            "composition_webhook_schema_cache_entries{source=\"openapi\",state=\"acked\"}"
+        )
+        .await,
+        2.0
+    );
+    assert_eq!(
+        metric(
+            &server,
+            "composition_webhook_schema_source_objects{source=\"openapi\",state=\"listed\"}"
+        )
+        .await,
+        2.0
+    );
+    // The kinds no CRD defines: looked up in the definitions first.
+    assert_eq!(
+        entry(&server, "Deployment").await["state"],
+        "DOES_NOT_EXIST"
+    );
+
+    let typo = app_with(|base| {
+        let spec = base["spec"].as_object_mut().expect("spec");
+        let replicas = spec.shift_remove("replicas").expect("replicas");
+        spec.insert("replica".into(), replicas);
+    });
+    let (allowed, message, _) = findings(&server, &typo).await;
+    assert!(!allowed);
+    let cause = format!(
+        "{DEPLOYMENT}.spec.replica: Invalid value: \"replica\": unknown field: \"replica\", did you mean \"replicas\"?"
+    );
+    assert!(message.contains(&cause), "{cause}\nnot in\n{message}");
+
+    let far = app_with(|base| base["spec"]["fooBarBaz"] = json!(1));
+    let (allowed, message, warnings) = findings(&server, &far).await;
+    assert!(!allowed);
+    let cause = format!(
+        "{DEPLOYMENT}.spec.fooBarBaz: Invalid value: \"fooBarBaz\": unknown field: \"fooBarBaz\""
+    );
+    assert!(message.contains(&cause), "{cause}\nnot in\n{message}");
+    assert!(!message.contains("later Kubernetes"), "{message}");
+    assert_eq!(warnings, Vec::<String>::new());
+    // Offline, against the embedded v1.28.4 schemas: a warning (a later version may know it).
+    let mut catalog = composition_webhook::schema::Catalog::new();
+    catalog.add_document(&app_xrd(), "xrd").expect("XRD");
+    let offline = composition_webhook::validate::Validator::new(
+        &catalog,
+        composition_webhook::validate::Options::default(),
+    )
+    .validate_value(&far);
+    let offline: Vec<String> = offline
+        .findings
+        .iter()
+        .map(|f| format!("{}: {}", f.severity.name(), f.message()))
+        .collect();
+    assert_eq!(
+        offline,
+        [format!(
+            "warning: {cause} (unknown to Kubernetes v1.28.4's OpenAPI, embedded; an API server of a later Kubernetes version may know it)"
+        )]
+    );
+
+    // Quantities as the API server decodes them.
+    let cpu = |value: Value| {
+        app_with(|base| {
+            base["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"] =
+                json!({"cpu": value, "memory": "1Gi"});
+        })
+    };
+    for good in [json!("500m"), json!("2"), json!(2), json!(0.5)] {
+        let (allowed, message, warnings) = findings(&server, &cpu(good.clone())).await;
+        assert!(
+            allowed && warnings.is_empty(),
+            "{good}: {message} {warnings:?}"
+        );
+    }
+    let (allowed, message, _) = findings(&server, &cpu(json!("lots"))).await;
+    assert!(!allowed);
+    let cause = format!(
+        "{DEPLOYMENT}.spec.template.spec.containers[0].resources.limits[cpu]: Invalid value: \"lots\": quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+    );
+    assert!(message.contains(&cause), "{cause}\nnot in\n{message}");
+    // Every review since the first was answered from the cache.
+    assert_eq!(cluster.api.openapi_requests().len(), 3);
+
+    // batch/v1 changes after the index was read: its old URL is redirected to the new hash.
+    let old_hash = cluster.api.openapi_hash("apis/batch/v1").expect("batch/v1");
+    let mut batch = cluster
+        .api
+        .openapi_document("apis/batch/v1")
+        .expect("batch/v1");
+    batch["info"]["title"] = json!("Kubernetes, changed");
+    cluster.api.put_openapi_document("apis/batch/v1", &batch);
+    let new_hash = cluster.api.openapi_hash("apis/batch/v1").expect("batch/v1");
+    let job = app_with(|base| {
+        *base = json!({"apiVersion": "batch/v1", "kind": "Job", "spec": {
+            "backoffLimit": 2, "completion": 1,
+            "template": {"spec": {"restartPolicy": "Never",
+                "containers": [{"name": "job", "image": "busybox"}]}}}});
+    });
+    let (allowed, message, _) = findings(&server, &job).await;
+    assert!(!allowed);
+    let cause = format!(
+        "{DEPLOYMENT}.spec.completion: Invalid value: \"completion\": unknown field: \"completion\", did you mean \"completions\"?"
+    );
+    assert!(message.contains(&cause), "{cause}\nnot in\n{message}");
+    let batch_requests: Vec<(String, u16)> = cluster
+        .api
+        .openapi_requests()
+        .into_iter()
+        .filter(|(p, _)| p.starts_with("/openapi/v3/apis/batch/v1"))
+        .collect();
+    assert_eq!(
+        batch_requests,
+        [
+            (format!("/openapi/v3/apis/batch/v1?hash={old_hash}"), 301),
+            (format!("/openapi/v3/apis/batch/v1?hash={new_hash}"), 200),
+        ]
+    );
+    assert_eq!(
+        openapi_document(&server, "apis/batch/v1").await["hash"],
+        json!(new_hash)
+    );
+}
+
+/// The API server's OpenAPI changes (an upgrade that adds a field to DeploymentSpec): the
+/// webhook reads the index again every `--openapi-refresh`, and the verdict follows the new
+/// document. While the index cannot be read (500), the document it has keeps serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_changed_openapi_document_changes_the_verdict_after_the_refresh() {
+    let Some(cluster) = app_cluster().await else {
+        return;
+    };
+    let server = cluster.serving(&["--openapi-refresh", "1s"]).await;
+    let far = app_with(|base| base["spec"]["fooBarBaz"] = json!("x"));
+    let (allowed, message, _) = findings(&server, &far).await;
+    assert!(!allowed, "{message}");
+    assert!(
+        message.contains("unknown field: \"fooBarBaz\""),
+        "{message}"
+    );
+    let old_hash = cluster.api.openapi_hash("apis/apps/v1").expect("apps/v1");
+
+    // The refresh fails: the document received keeps serving.
+    cluster.api.fail_openapi(Some(500));
+    let mut apps = cluster
+        .api
+        .openapi_document("apis/apps/v1")
+        .expect("apps/v1");
+    apps["components"]["schemas"]["io.k8s.api.apps.v1.DeploymentSpec"]["properties"]["fooBarBaz"] =
+        json!({"type": "string"});
+    cluster.api.put_openapi_document("apis/apps/v1", &apps);
+    eventually("a refresh fails", Duration::from_secs(10), || async {
+        !debug(&server).await["openapi"]["index"]["lastError"].is_null()
+    })
+    .await;
+    let index = debug(&server).await["openapi"]["index"].clone();
+    assert_eq!(
+        index["lastError"]["message"],
+        "the API server answered 500 InternalError to getting its OpenAPI v3 index (/openapi/v3)"
+    );
+    assert_eq!(index["lastError"]["class"], "transient");
+    let (allowed, _, warnings) = findings(&server, &far).await;
+    assert!(!allowed);
+    assert_eq!(warnings, Vec::<String>::new());
+    let doc = openapi_document(&server, "apis/apps/v1").await;
+    assert_eq!(
+        (doc["state"].clone(), doc["hash"].clone()),
+        (json!("ACKED"), json!(old_hash))
+    );
+
+    // Back: the next refresh sees the new hash; the new document decides.
+    cluster.api.fail_openapi(None);
+    let new_hash = cluster.api.openapi_hash("apis/apps/v1").expect("apps/v1");
+    eventually(
+        "the new document is fetched",
+        Duration::from_secs(10),
+        || async { openapi_document(&server, "apis/apps/v1").await["hash"] == json!(new_hash) },
+    )
+    .await;
+    let (allowed, message, warnings) = findings(&server, &far).await;
+    assert!(allowed, "{message}");
+    assert_eq!(warnings, Vec::<String>::new());
+    assert!(debug(&server).await["openapi"]["index"]["lastError"].is_null());
+    let fetched = cluster
+        .api
+        .openapi_requests()
+        .iter()
+        .filter(|(p, s)| p.starts_with("/openapi/v3/apis/apps/v1") && *s == 200)
+        .count();
+    assert_eq!(fetched, 2, "{:#?}", cluster.api.openapi_requests());
+}
+
+/// RBAC refuses `/openapi/v3` (403): built-in kinds are validated against the embedded
+/// v1.28.4 schemas instead, leniently, and the warning says why; a typo is still denied.
+/// Allowed again, the next review after the backoff reads the API server's own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_refused_openapi_falls_back_to_the_embedded_schemas() {
+    let Some(cluster) = app_cluster().await else {
+        return;
+    };
+    cluster.api.fail_openapi(Some(403));
+    let server = cluster.serving(&[]).await;
+    let far = app_with(|base| base["spec"]["fooBarBaz"] = json!(1));
+    let (allowed, message, warnings) = findings(&server, &far).await;
+    assert!(allowed, "{message}");
+    // Cut to the 256 characters of a warning (its start and end kept).
+    assert_eq!(
+        warnings,
+        [format!(
+            "{APP_SUBJECT}: {DEPLOYMENT}.spec.fooBarBaz: Invalid value: unknown field: \"fooBarBaz\" (unknown to Kubernetes v1.28.4's OpenAPI, embed…not be read: 403 Forbidden); an API server of a later Kubernetes version may know it)"
+        )]
+    );
+    let typo = app_with(|base| base["spec"]["replica"] = json!(1));
+    let (allowed, message, _) = findings(&server, &typo).await;
+    assert!(!allowed);
+    assert!(message.contains("did you mean \"replicas\""), "{message}");
+    let index = debug(&server).await["openapi"]["index"].clone();
+    assert_eq!(
+        index["lastError"]["message"],
+        "the API server answered 403 Forbidden to getting its OpenAPI v3 index (/openapi/v3)"
+    );
+    assert_eq!(index["lastError"]["class"], "data");
+    assert_eq!(
+        index["lastError"]["detail"],
+        "forbidden: User \"system:serviceaccount:crossplane-system:composition-webhook\" cannot get path \"/openapi/v3\""
+    );
+    let doc = openapi_document(&server, "apis/apps/v1").await;
+    assert_eq!(doc["state"], "RECEIVED_ERROR");
+    assert_eq!(doc["cached"], false);
+    assert_eq!(
+        cluster.api.openapi_requests().first(),
+        Some(&("/openapi/v3".to_string(), 403))
+    );
+    eventually("the refusal is counted", Duration::from_secs(5), || async {
+        calls_failed(&server, "get", "openapi", "http_403").await >= 1.0
+    })
+    .await;
+
+    cluster.api.fail_openapi(None);
+    eventually(
+        "the API server's OpenAPI is read",
+        Duration::from_secs(10),
+        || async { !findings(&server, &far).await.0 },
+    )
+    .await;
+    assert_eq!(
+        openapi_document(&server, "apis/apps/v1").await["state"],
+        "ACKED"
+    );
 }
 
 /// `serve` without `--crds` where no cluster can be found, or with a kubeconfig that cannot

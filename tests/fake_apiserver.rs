@@ -1,8 +1,9 @@
 //! The fake kube-apiserver of `tests/kubeapi`, driven by the real kube client and
 //! kube-runtime's watcher: paginated lists, gets, watches (changes, bookmarks, compaction and
 //! relist), injected Status errors, the server going down and coming back, the kubeconfig it
-//! writes, and HTTP/2.
+//! writes, HTTP/2, and `/openapi/v3` as kube-openapi's handler serves it.
 
+mod common;
 mod kubeapi;
 
 use std::time::{Duration, Instant};
@@ -611,4 +612,97 @@ async fn serves_http2() {
     assert_eq!(list["items"].as_array().map(Vec::len), Some(2));
     // Built-in types' list items come without apiVersion and kind.
     assert!(list["items"][0].get("kind").is_none());
+}
+
+/// `GET` of `uri` through kube's client: status, headers, body.
+async fn raw_get(client: &Client, uri: &str) -> (u16, http::HeaderMap, Bytes) {
+    let request = http::Request::get(uri)
+        .body(kube::client::Body::empty())
+        .expect("a request");
+    let response = client.send(request).await.expect("an answer");
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .expect("a body")
+        .to_bytes();
+    (status, headers, body)
+}
+
+/// `/openapi/v3` serves the captures of a v1.28.4 kube-apiserver as kube-openapi's handler3
+/// does: the index lists each group version with the SHA-512 of its document, a stale hash is
+/// redirected (301) to the current URL, the current one is cacheable for good; an unknown
+/// group version is a plain 404, and an injected 403 is worded as RBAC refuses a path.
+#[tokio::test]
+async fn serves_openapi_v3_as_kube_openapi_does() {
+    init();
+    let Some(dir) = common::shared_subdir("kube-openapi/v1.28.4") else {
+        return;
+    };
+    let server = FakeApiServer::start().await;
+    server.serve_openapi(&dir);
+    let client = server.client().await;
+
+    let (status, headers, body) = raw_get(&client, "/openapi/v3").await;
+    assert_eq!(status, 200);
+    assert!(headers.contains_key("etag"));
+    let index: Value = serde_json::from_slice(&body).expect("JSON");
+    let paths: Vec<&String> = index["paths"].as_object().expect("paths").keys().collect();
+    assert_eq!(paths.len(), 14, "{paths:?}");
+    let hash = server.openapi_hash("apis/apps/v1").expect("apps/v1");
+    assert_eq!(hash.len(), 128);
+    assert!(
+        hash.chars()
+            .all(|c| c.is_ascii_digit() || c.is_ascii_uppercase())
+    );
+    let url = format!("/openapi/v3/apis/apps/v1?hash={hash}");
+    assert_eq!(index["paths"]["apis/apps/v1"]["serverRelativeURL"], url);
+
+    let (status, headers, body) = raw_get(&client, &url).await;
+    assert_eq!(status, 200);
+    assert_eq!(headers["cache-control"], "public, immutable");
+    assert_eq!(headers["etag"], format!("\"{hash}\""));
+    assert!(headers.contains_key("expires"));
+    let served: Value = serde_json::from_slice(&body).expect("JSON");
+    assert_eq!(
+        served,
+        common::read_json(&dir.join("apis__apps__v1.json")),
+        "the capture, unchanged"
+    );
+
+    // A new document: a new hash; the old URL is redirected to the new one.
+    let mut changed = served.clone();
+    changed["info"]["title"] = json!("changed");
+    server.put_openapi_document("apis/apps/v1", &changed);
+    let new_hash = server.openapi_hash("apis/apps/v1").expect("apps/v1");
+    assert_ne!(new_hash, hash);
+    let (status, headers, body) = raw_get(&client, &url).await;
+    assert_eq!(status, 301);
+    assert_eq!(
+        headers["location"],
+        format!("/openapi/v3/apis/apps/v1?hash={new_hash}")
+    );
+    assert!(body.is_empty());
+    assert!(!headers.contains_key("cache-control"));
+
+    let (status, _, body) = raw_get(&client, "/openapi/v3/apis/nope.example.org/v1").await;
+    assert_eq!(
+        (status, body.as_ref()),
+        (404, b"404 page not found\n".as_ref())
+    );
+
+    server.fail_openapi(Some(403));
+    let (status, _, body) = raw_get(&client, "/openapi/v3").await;
+    assert_eq!(status, 403);
+    let refusal: kube::core::Status = serde_json::from_slice(&body).expect("a Status");
+    assert_eq!(
+        refusal.message,
+        r#"forbidden: User "system:serviceaccount:crossplane-system:composition-webhook" cannot get path "/openapi/v3""#
+    );
+    assert_eq!(server.count_openapi("/openapi/v3"), 2);
+    assert_eq!(server.count_openapi("/openapi/v3/apis/apps/v1"), 2);
+    let statuses: Vec<u16> = server.openapi_requests().iter().map(|(_, s)| *s).collect();
+    assert_eq!(statuses, [200, 200, 301, 404, 403]);
 }

@@ -587,3 +587,43 @@ fn a_kind_of_an_inactive_mrd_says_what_activates_it() {
         Vec::<String>::new()
     );
 }
+
+/// A built-in kind's `resource.Quantity` is decoded as the API server decodes it: `500m`,
+/// `1Gi`, `2` and `0.5` are taken, `lots` is denied with apimachinery's words.
+#[test]
+fn built_in_kinds_quantities_are_decoded_as_the_api_server_decodes_them() {
+    let cat = catalog(&["app/definition.yaml"]);
+    let with_cpu = |cpu: serde_json::Value| {
+        let mut c = v2_file("app/composition.yaml");
+        c["spec"]["pipeline"][0]["input"]["resources"][0]["base"]["spec"]["template"]["spec"]["containers"]
+            [0]["resources"]["limits"] = serde_json::json!({"cpu": cpu, "memory": "1Gi"});
+        c
+    };
+    let findings = |c: &serde_json::Value| {
+        let report = Validator::new(&cat, Options::default()).validate_value(c);
+        let findings: Vec<String> = report
+            .findings
+            .iter()
+            .map(|f| format!("{}: {}", f.severity.name(), f.message()))
+            .collect();
+        (findings, report.verdict.code)
+    };
+    for good in [
+        serde_json::json!("500m"),
+        serde_json::json!("1Gi"),
+        serde_json::json!("2"),
+        serde_json::json!(2),
+        serde_json::json!(0.5),
+    ] {
+        assert_eq!(findings(&with_cpu(good)), (Vec::<String>::new(), None));
+    }
+    assert_eq!(
+        findings(&with_cpu(serde_json::json!("lots"))),
+        (
+            vec![
+                "error: spec.pipeline[0].input.resources[0].base.spec.template.spec.containers[0].resources.limits[cpu]: Invalid value: \"lots\": quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'".to_string()
+            ],
+            Some(422)
+        )
+    );
+}

@@ -68,6 +68,11 @@ pub(super) struct ServeArgs {
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = duration, env = "COMPOSITION_WEBHOOK_API_TIMEOUT")]
     api_timeout: Duration,
 
+    /// How often the API server's OpenAPI v3 index (built-in kinds' schemas) is read again
+    /// while a document of it is cached; a document whose hash changed is fetched again.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = duration, env = "COMPOSITION_WEBHOOK_OPENAPI_REFRESH")]
+    openapi_refresh: Duration,
+
     /// CRDs and XRDs per list page (a page of large provider CRDs is held in memory at once).
     #[arg(
         long,
@@ -454,6 +459,7 @@ async fn cluster_schemas(
         fail_on_data_errors: args.fail_on_data_errors,
         page_size: args.list_page_size,
         request_timeout: args.api_timeout,
+        openapi_refresh: args.openapi_refresh,
         ..ClusterOptions::default()
     };
     let (schemas, client) =

@@ -17,7 +17,8 @@ pub struct ApiCall {
     /// `list`, `watch`, `get` or `other`.
     pub verb: &'static str,
     /// `customresourcedefinitions`, `managedresourcedefinitions`,
-    /// `compositeresourcedefinitions`, ... or `other`.
+    /// `compositeresourcedefinitions`, `openapi` (the OpenAPI v3 index and documents) or
+    /// `other`.
     pub resource: &'static str,
     /// Time to the response's headers.
     pub duration: Duration,
@@ -42,6 +43,14 @@ const RESOURCES: [&str; 4] = [
 pub fn classify<B>(request: &Request<B>) -> (&'static str, &'static str) {
     let path = request.uri().path();
     let query = request.uri().query().unwrap_or_default();
+    if path == super::openapi::INDEX_PATH || path.starts_with("/openapi/v3/") {
+        let verb = if request.method() == http::Method::GET {
+            "get"
+        } else {
+            "other"
+        };
+        return (verb, "openapi");
+    }
     // `/apis/{group}/{version}/{plural}`, then `/{name}` for one object.
     let (resource, collection) = path
         .strip_prefix("/apis/")
@@ -183,6 +192,11 @@ mod tests {
             ("list", "compositeresourcedefinitions")
         );
         assert_eq!(verb("/version"), ("get", "other"));
+        assert_eq!(verb("/openapi/v3"), ("get", "openapi"));
+        assert_eq!(
+            verb("/openapi/v3/apis/apps/v1?hash=ABC"),
+            ("get", "openapi")
+        );
         let patch = Request::patch(
             "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/composition-webhook",
         )

@@ -24,6 +24,15 @@ impl Index {
         self.by_name.get(first)
     }
 
+    /// Whether a definition defines some kind of `group`.
+    pub fn has_group(&self, group: &str) -> bool {
+        let start = (group.to_string(), String::new());
+        self.by_kind
+            .range(start..)
+            .next()
+            .is_some_and(|((g, _), _)| g == group)
+    }
+
     /// How many definitions of `source` it holds.
     pub fn count(&self, source: Source) -> usize {
         self.by_name.keys().filter(|(s, _)| *s == source).count()

@@ -7,7 +7,9 @@
 //!   [`definitions`] (names, kinds, versions and resourceVersions, never schemas);
 //! - [`fetch`]: the first time a Composition needs a kind, its definition is fetched
 //!   (`GET`) and parsed; it is refetched only when its resourceVersion changes;
-//! - [`entries`]: each needed kind's cache entry, its state and error rules.
+//! - [`entries`]: each needed kind's cache entry, its state and error rules;
+//! - [`openapi`]: built-in kinds' schemas (no definition defines them) from the API server's
+//!   own OpenAPI v3 documents, fetched on first need and cached by their hash.
 //!
 //! [`ca_bundle`] keeps a self-signed CA in the webhook's own ValidatingWebhookConfiguration.
 //!
@@ -21,6 +23,7 @@ pub mod definitions;
 pub mod entries;
 pub mod fetch;
 pub mod index;
+pub mod openapi;
 pub mod watch;
 
 use std::collections::BTreeMap;
@@ -50,6 +53,8 @@ pub struct ClusterOptions {
     pub request_timeout: Duration,
     /// Most entries kept; the least recently needed ones without a schema go first.
     pub max_entries: usize,
+    /// How often the OpenAPI v3 index is read again while a document is cached.
+    pub openapi_refresh: Duration,
 }
 
 impl Default for ClusterOptions {
@@ -59,6 +64,7 @@ impl Default for ClusterOptions {
             page_size: 50,
             request_timeout: Duration::from_secs(10),
             max_entries: 10_000,
+            openapi_refresh: Duration::from_secs(60),
         }
     }
 }
@@ -85,6 +91,7 @@ pub(crate) struct Inner {
     index: Index,
     lists: BTreeMap<Source, ListStatus>,
     entries: BTreeMap<Key, Entry>,
+    openapi: openapi::OpenApi,
 }
 
 impl Inner {
@@ -321,7 +328,10 @@ impl ClusterSchemas {
     /// `server` is the API server's URL, for messages.
     pub fn start(client: kube::Client, server: String, options: ClusterOptions) -> Self {
         let (shared, rx) = Shared::new(options);
+        let (openapi_jobs, openapi_rx) = mpsc::unbounded_channel();
+        shared.lock().openapi.jobs = Some(openapi_jobs);
         let tasks = vec![
+            tokio::spawn(openapi::run(shared.clone(), client.clone(), openapi_rx)),
             tokio::spawn(watch::run::<definitions::CrdSummary>(
                 shared.clone(),
                 client.clone(),
@@ -385,7 +395,8 @@ impl ClusterSchemas {
     }
 
     /// How many entries are in each metric state ([`State::METRIC_LABELS`]), by the source
-    /// of their definition (`crd`, `mrd`, `xrd`; `none` without one): every pair present.
+    /// of their definition (`crd`, `mrd`, `xrd`; `none` without one; `openapi` for the
+    /// OpenAPI v3 documents of built-in kinds): every pair present.
     pub fn entries_by_state(&self) -> Vec<(&'static str, &'static str, i64)> {
         let inner = self.shared.lock();
         let mut counts: BTreeMap<(&'static str, &'static str), i64> = BTreeMap::new();
@@ -404,6 +415,10 @@ impl ClusterSchemas {
                 .map_or("none", |d| d.source.metric_name());
             *counts.entry((source, e.metric_label())).or_default() += 1;
         }
+        // Built-in kinds' OpenAPI documents are entries of their own.
+        for (state, n) in inner.openapi.documents_by_state() {
+            counts.insert(("openapi", state), n);
+        }
         counts
             .into_iter()
             .map(|((source, state), n)| (source, state, n))
@@ -412,7 +427,7 @@ impl ClusterSchemas {
 
     /// Each watched collection: its metric name, its state (`listed`, `absent`: not served,
     /// `waiting`: not listed yet, `failing`: not listed and its last attempt failed) and the
-    /// objects listed.
+    /// objects listed; and the OpenAPI v3 source with its cached documents.
     pub fn sources(&self) -> Vec<(&'static str, &'static str, i64)> {
         let inner = self.shared.lock();
         Source::ALL
@@ -427,6 +442,10 @@ impl ClusterSchemas {
                 };
                 let n = i64::try_from(inner.index.count(s)).unwrap_or(i64::MAX);
                 (s.metric_name(), state, n)
+            })
+            .chain({
+                let (state, n) = inner.openapi.source_state();
+                [("openapi", state, n)]
             })
             .collect()
     }
@@ -483,7 +502,14 @@ impl ClusterSchemas {
             fail_on_data_errors: self.shared.options.fail_on_data_errors,
             lists,
             entries,
+            openapi: inner.openapi.view(),
         }
+    }
+
+    /// How many OpenAPI v3 documents are in each metric state ([`State::METRIC_LABELS`],
+    /// all present).
+    pub fn openapi_documents_by_state(&self) -> Vec<(&'static str, i64)> {
+        self.shared.lock().openapi.documents_by_state()
     }
 
     /// The schema of `group`, `kind` at `version`, waiting for the API server until `until`
@@ -529,6 +555,10 @@ impl ClusterSchemas {
                 break (cached.catalog.clone(), stale);
             }
             if (synced && entry.fetching.is_none()) || list_failed {
+                if entry.state == State::DoesNotExist && entry.cached.is_none() {
+                    // No definition: a built-in kind, if the API server serves it.
+                    return openapi::resolve(&self.shared, inner, group, kind, version, until);
+                }
                 let reason = entry.error.as_ref().map(|e| e.message.clone());
                 return match (entry.state, reason) {
                     (State::DoesNotExist, _) => Err(LookupError::NotFound {
@@ -616,6 +646,8 @@ pub struct Snapshot {
     pub lists: Vec<ListView>,
     /// The cache entries of the kinds Compositions needed.
     pub entries: Vec<EntryView>,
+    /// The API server's OpenAPI v3 documents, for built-in kinds.
+    pub openapi: openapi::OpenApiView,
 }
 
 /// One watched collection.

@@ -15,7 +15,6 @@
 //! could not resolve: input is required to be a number for math transformer, got string`.
 
 mod decode;
-mod quantity;
 mod regexp;
 
 use base64::Engine as _;
@@ -24,8 +23,8 @@ use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
 use serde_json::{Number, Value};
 use sha1::Digest as _;
 
+pub use crate::schema::quantity::QuantityError;
 pub use decode::{NumError, NumErrorKind};
-pub use quantity::QuantityError;
 
 use super::gofmt::{self, GoValue};
 use crate::findings::FieldError;
@@ -34,6 +33,7 @@ use crate::model::{
     MATH_MULTIPLY, MapTransform, MatchTransform, MatchTransformPattern, MathTransform, Runtime,
     StringTransform, Transform, TransformIoType, kinds, string_kinds,
 };
+use crate::schema::quantity;
 use regexp::RegexpError;
 
 /// Why a transform failed, in Crossplane's words.

@@ -8,8 +8,10 @@
 //!   refers back to itself (`JSONSchemaProps`) becomes type-less at the cycle, accepting
 //!   anything there rather than refusing what the API server takes;
 //! - `IntOrString` (`format: int-or-string`, `oneOf` integer/string) becomes
-//!   `x-kubernetes-int-or-string`; `Quantity` (`oneOf` string/number) becomes type-less, since
-//!   the API server takes `1`, `0.5` and `"500m"` alike;
+//!   `x-kubernetes-int-or-string`; `Quantity` becomes a type-less node marked
+//!   [`Schema::quantity`]: the API server decodes `1`, `0.5` and `"500m"` alike, and refuses a
+//!   string `resource.ParseQuantity` does not take (`lots`) with its message (not
+//!   `int-or-string`, which refuses `0.5`);
 //! - an object without `properties` or `additionalProperties` (`RawExtension`, `FieldsV1`)
 //!   keeps unknown fields, as Go's decoder does for them;
 //! - nested `ObjectMeta` (a pod template's `metadata`) keeps unknown fields: metadata is
@@ -23,10 +25,15 @@ use std::collections::{BTreeMap, HashSet};
 
 use serde_json::{Map, Value, json};
 
-use super::structural::{MAX_SCHEMA_DEPTH, Schema, SchemaError};
+use super::structural::{AdditionalProperties, Items, MAX_SCHEMA_DEPTH, Schema, SchemaError};
 
 /// `io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta`.
 const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
+/// `io.k8s.apimachinery.pkg.api.resource.Quantity`.
+const QUANTITY: &str = "io.k8s.apimachinery.pkg.api.resource.Quantity";
+/// Marks a Quantity in the converted value, for [`mark_quantities`] (no CRD keyword says it,
+/// so [`Schema::from_value`] does not read one).
+const QUANTITY_MARK: &str = "x-composition-webhook-quantity";
 /// `#/components/schemas/`.
 const REF_PREFIX: &str = "#/components/schemas/";
 
@@ -129,17 +136,20 @@ impl Document {
         if let Some(props) = value.get_mut("properties").and_then(Value::as_object_mut) {
             props.insert("metadata".into(), object_meta());
         }
-        Schema::from_value(&value)
-            .map(Some)
-            .map_err(|source| OpenApiError::Schema {
-                kind: gvk.kind.clone(),
-                source,
-            })
+        let mut schema = Schema::from_value(&value).map_err(|source| OpenApiError::Schema {
+            kind: gvk.kind.clone(),
+            source,
+        })?;
+        mark_quantities(&value, &mut schema, 0);
+        Ok(Some(schema))
     }
 
     fn inline_component(&self, name: &str, stack: &mut HashSet<String>, depth: usize) -> Value {
         if name == OBJECT_META {
             return object_meta();
+        }
+        if name == QUANTITY {
+            return json!({QUANTITY_MARK: true});
         }
         if stack.contains(name) || depth > MAX_SCHEMA_DEPTH {
             // A cycle: anything is accepted below this point.
@@ -249,6 +259,33 @@ impl Document {
     }
 }
 
+/// Sets [`Schema::quantity`] where the converted `value` (which `schema` was read from) has
+/// [`QUANTITY_MARK`].
+fn mark_quantities(value: &Value, schema: &mut Schema, depth: usize) {
+    if depth > MAX_SCHEMA_DEPTH {
+        return;
+    }
+    if value.get(QUANTITY_MARK).is_some() {
+        schema.quantity = true;
+    }
+    if let Some(props) = value.get("properties").and_then(Value::as_object) {
+        for (name, child) in &mut schema.properties {
+            if let Some(v) = props.get(name) {
+                mark_quantities(v, child, depth + 1);
+            }
+        }
+    }
+    if let (Some(v), Some(Items::Schema(child))) = (value.get("items"), schema.items.as_mut()) {
+        mark_quantities(v, child, depth + 1);
+    }
+    if let (Some(v), Some(AdditionalProperties::Schema(child))) = (
+        value.get("additionalProperties"),
+        schema.additional_properties.as_mut(),
+    ) {
+        mark_quantities(v, child, depth + 1);
+    }
+}
+
 /// ObjectMeta anywhere: an object that keeps unknown fields (its own rules check it).
 fn object_meta() -> Value {
     json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true})
@@ -304,11 +341,12 @@ mod tests {
                     "properties": {"raw": {"type": "object", "description": "RawExtension"}}},
                 "Spec": {"type": "object", "required": ["port"], "properties": {
                     "port": {"$ref": "#/components/schemas/IntOrString"},
-                    "cpu": {"$ref": "#/components/schemas/Quantity"},
+                    "cpu": {"$ref": "#/components/schemas/io.k8s.apimachinery.pkg.api.resource.Quantity"},
+                    "limits": {"type": "object", "additionalProperties": {"$ref": "#/components/schemas/io.k8s.apimachinery.pkg.api.resource.Quantity"}},
                     "mode": {"type": "string", "enum": ["a", "b"], "description": "x"},
                     "child": {"$ref": "#/components/schemas/Spec"}}},
                 "IntOrString": {"format": "int-or-string", "oneOf": [{"type": "integer"}, {"type": "string"}]},
-                "Quantity": {"oneOf": [{"type": "string"}, {"type": "number"}]},
+                "io.k8s.apimachinery.pkg.api.resource.Quantity": {"oneOf": [{"type": "string"}, {"type": "number"}]},
                 "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta": {"type": "object", "properties": {"name": {"type": "string"}}}
             }}
         }))
@@ -334,7 +372,16 @@ mod tests {
         assert_eq!(spec.required, ["port"]);
         assert!(spec.property("port").expect("port").int_or_string);
         let cpu = spec.property("cpu").expect("cpu");
-        assert_eq!(cpu.type_, None);
+        assert_eq!((cpu.type_.as_deref(), cpu.quantity), (None, true));
+        let limits = spec.property("limits").expect("limits");
+        assert!(!limits.quantity);
+        assert!(
+            limits
+                .additional_properties_schema()
+                .expect("a value schema")
+                .quantity
+        );
+        assert!(!spec.property("port").expect("port").quantity);
         assert_eq!(
             spec.property("mode").expect("mode").enum_values,
             [json!("a"), json!("b")]

@@ -175,6 +175,10 @@ pub struct Schema {
     pub preserve_unknown_fields: bool,
     /// `x-kubernetes-int-or-string`.
     pub int_or_string: bool,
+    /// A `resource.Quantity` of a built-in kind: a JSON number, or a string
+    /// `resource.ParseQuantity` takes. Set only by the conversion of built-in kinds' OpenAPI
+    /// ([`super::openapi`]), never read from a CRD: no CRD keyword says it.
+    pub quantity: bool,
     /// `x-kubernetes-embedded-resource`.
     pub embedded_resource: bool,
     /// `x-kubernetes-list-type` (`atomic`, `set`, `map`).

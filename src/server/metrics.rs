@@ -189,12 +189,12 @@ impl Metrics {
         );
         registry.register(
             "schema_cache_entries",
-            "Schema cache entries of the kinds Compositions needed (cluster source), by the source of their definition (crd, mrd, xrd; none without one) and state: acked, does_not_exist(_but_cached), nacked(_but_cached), received_error(_but_cached), timeout, requested",
+            "Schema cache entries of the kinds Compositions needed (cluster source), by the source of their definition (crd, mrd, xrd; none without one; openapi: built-in kinds' OpenAPI v3 documents) and state: acked, does_not_exist(_but_cached), nacked(_but_cached), received_error(_but_cached), timeout, requested",
             m.schema_entries.clone(),
         );
         registry.register(
             "schema_source_objects",
-            "Objects listed from each watched source (cluster source: crd, mrd, xrd), labelled with the source's state: listed, absent (not served), waiting (not listed yet), failing",
+            "Objects listed from each watched source (cluster source: crd, mrd, xrd; openapi: documents cached), labelled with the source's state: listed, absent (not served), waiting (not listed yet), failing",
             m.source_objects.clone(),
         );
         registry.register(

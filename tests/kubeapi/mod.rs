@@ -10,6 +10,8 @@
 //! (benches).
 #![allow(dead_code)]
 
+mod openapi;
+
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::convert::Infallible;
 use std::future::Future;
@@ -466,6 +468,49 @@ impl FakeApiServer {
         lock(&self.shared.state).requests.clear();
     }
 
+    /// Serves `/openapi/v3` from the `kubectl get --raw` captures in `dir` (`index.json` aside;
+    /// `apis__apps__v1.json` is `apis/apps/v1`), each with the hash of its content.
+    pub fn serve_openapi(&self, dir: &Path) {
+        lock(&self.shared.state).openapi.load(dir);
+    }
+
+    /// The OpenAPI v3 document of `path` (`apis/apps/v1`), as served.
+    pub fn openapi_document(&self, path: &str) -> Option<Value> {
+        lock(&self.shared.state).openapi.document(path)
+    }
+
+    /// Replaces (or adds) the OpenAPI v3 document of `path`: the index lists its new hash.
+    pub fn put_openapi_document(&self, path: &str, document: &Value) {
+        lock(&self.shared.state).openapi.put(path, document);
+    }
+
+    /// The hash the index lists for `path`.
+    pub fn openapi_hash(&self, path: &str) -> Option<String> {
+        lock(&self.shared.state).openapi.hash(path)
+    }
+
+    /// Answers every `/openapi/v3` request with a kube-apiserver Status error of HTTP `code`
+    /// (403: the RBAC refusal of a non-resource URL); `None` serves them again.
+    pub fn fail_openapi(&self, code: Option<u16>) {
+        lock(&self.shared.state).openapi.set_fault(code);
+    }
+
+    /// The `/openapi/v3` requests answered: path with query, and status.
+    pub fn openapi_requests(&self) -> Vec<(String, u16)> {
+        lock(&self.shared.state).openapi.requests()
+    }
+
+    /// How many `/openapi/v3` requests for `path` (`/openapi/v3`, `/openapi/v3/apis/apps/v1`,
+    /// whatever the query) were answered.
+    pub fn count_openapi(&self, path: &str) -> usize {
+        lock(&self.shared.state)
+            .openapi
+            .requests()
+            .iter()
+            .filter(|(p, _)| p.split('?').next() == Some(path))
+            .count()
+    }
+
     /// Waits until a watch on `resource` is open; panics after `timeout`.
     pub async fn wait_for_watch(&self, resource: Resource, timeout: Duration) {
         let deadline = Instant::now() + timeout;
@@ -593,6 +638,7 @@ struct State {
     faults: HashMap<(Resource, Verb), u16>,
     delays: HashMap<Verb, Duration>,
     requests: Vec<Recorded>,
+    openapi: openapi::OpenApi,
 }
 
 #[derive(Default)]
@@ -1515,6 +1561,17 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<
     if let Some(name) = req.uri().path().strip_prefix(WEBHOOK_CONFIGURATIONS_PATH) {
         let name = percent_decode(name);
         return Ok(webhook_configuration(&shared, req, name, authenticated).await);
+    }
+    let path = req.uri().path();
+    if path == openapi::INDEX || path.starts_with("/openapi/") {
+        if !authenticated {
+            return Ok(ApiError::unauthorized().response());
+        }
+        if req.method() != Method::GET {
+            return Ok(ApiError::method_not_allowed().response());
+        }
+        let query = req.uri().query().unwrap_or("");
+        return Ok(lock(&shared.state).openapi.answer(path, query));
     }
     let Some(target) = route(req.uri().path()) else {
         let error = if authenticated {

@@ -14,7 +14,9 @@
 //! 1. unknown fields are reported (as `kubectl apply`'s strict field validation refuses them)
 //!    and pruned (`prune.rs`);
 //! 2. `null`s of non-nullable fields without a default are dropped;
-//! 3. defaults are applied ([`apply_defaults`](crate::schema::apply_defaults));
+//! 3. defaults are applied ([`apply_defaults`](crate::schema::apply_defaults)); built-in
+//!    kinds' `resource.Quantity` fields are decoded as the API server decodes them
+//!    (`quantity.rs`);
 //! 4. kube-openapi schema validation, here a JSON Schema (`convert.rs`) checked by the
 //!    `jsonschema` crate with the Kubernetes formats (`formats.rs`), its errors worded as
 //!    apiextensions words them (`errors.rs`);
@@ -39,6 +41,7 @@ mod list_type;
 pub mod names;
 mod object_meta;
 mod prune;
+mod quantity;
 
 use std::fmt;
 use std::sync::OnceLock;
@@ -123,6 +126,8 @@ pub struct CompiledSchema {
     list_type_nodes: Subtrees,
     /// Nodes whose subtree has an embedded resource: the embedded walk visits only those.
     embedded_nodes: Subtrees,
+    /// Nodes whose subtree has a built-in kind's `resource.Quantity`.
+    quantity_nodes: Subtrees,
     /// The JSON Schema the validator was built from, for putting its errors in the API
     /// server's words: made again on the first error, since most schemas never have one
     /// and it is as large as the schema (10 MiB for the corpus' 125 kinds).
@@ -165,10 +170,12 @@ impl CompiledSchema {
             matches!(s.list_type.as_deref(), Some("set" | "map"))
         });
         let embedded_nodes = Subtrees::of(&schema, |s| s.embedded_resource);
+        let quantity_nodes = Subtrees::of(&schema, |s| s.quantity);
         Ok(CompiledSchema {
             schema,
             list_type_nodes,
             embedded_nodes,
+            quantity_nodes,
             json: OnceLock::new(),
             validator,
             cel,
@@ -238,6 +245,13 @@ fn validate_with(
     prune::prune_unknown_fields(object, schema, root, &mut result.errors);
     prune::prune_nulls(object, schema);
     apply_defaults(object, schema);
+    quantity::validate(
+        object,
+        schema,
+        &compiled.quantity_nodes,
+        root,
+        &mut result.errors,
+    );
     errors::schema_errors(compiled, object, root, &mut result.errors);
     embedded::validate(
         object,

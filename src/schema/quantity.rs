@@ -1,5 +1,7 @@
-//! Kubernetes' `resource.ParseQuantity(s)` followed by `AsApproximateFloat64()`, as the
-//! `convert` transform's `quantity` format uses them (`k8s.io/apimachinery/pkg/api/resource`).
+//! Kubernetes' `resource.ParseQuantity(s)` (`k8s.io/apimachinery/pkg/api/resource`): what the
+//! API server decodes a `resource.Quantity` field of a built-in kind with (`cpu: 500m`), and,
+//! followed by `AsApproximateFloat64()`, what the `convert` transform's `quantity` format
+//! uses.
 //!
 //! A quantity is kept the way `ParseQuantity` keeps it: an `int64` with a decimal scale when
 //! it fits, otherwise an arbitrary-precision decimal rounded up to nano units (binary
@@ -151,7 +153,8 @@ fn interpret(suffix: &str) -> Option<(u32, i32, Format)> {
     if rest.is_empty() {
         return None;
     }
-    let parsed: i64 = super::decode::parse_int(rest).ok()?;
+    // `strconv.ParseInt(rest, 10, 64)`: an optional sign and decimal digits, as Rust's.
+    let parsed: i64 = rest.parse().ok()?;
     // Go keeps the exponent as an int32.
     Some((10, parsed as i32, Format::DecimalExponent))
 }
@@ -184,8 +187,21 @@ fn pow10(n: i64) -> f64 {
 /// Digits beyond which a rescaled decimal is out of float64 range anyway.
 const MAX_DIGITS: usize = 400;
 
+/// Whether `resource.ParseQuantity(s)` takes `s`, and its error if not.
+///
+/// # Errors
+///
+/// The [`QuantityError`] `ParseQuantity` returns.
+pub fn parse(s: &str) -> Result<(), QuantityError> {
+    parse_approximate_f64(s).map(|_| ())
+}
+
 /// `resource.ParseQuantity(s)` then `AsApproximateFloat64()`; may be infinite.
-pub(super) fn parse_approximate_f64(s: &str) -> Result<f64, QuantityError> {
+///
+/// # Errors
+///
+/// The [`QuantityError`] `ParseQuantity` returns.
+pub fn parse_approximate_f64(s: &str) -> Result<f64, QuantityError> {
     if s.is_empty() {
         return Err(QuantityError::FormatWrong);
     }
