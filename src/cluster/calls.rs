@@ -16,7 +16,8 @@ use http::{Request, Response};
 pub struct ApiCall {
     /// `list`, `watch`, `get` or `other`.
     pub verb: &'static str,
-    /// `customresourcedefinitions`, `compositeresourcedefinitions` or `other`.
+    /// `customresourcedefinitions`, `compositeresourcedefinitions`, `functions`, ... or
+    /// `other`.
     pub resource: &'static str,
     /// Time to the response's headers.
     pub duration: Duration,
@@ -30,10 +31,11 @@ pub type CallObserver = Arc<dyn Fn(ApiCall) + Send + Sync>;
 
 /// The resources the server calls, the `resource` labels of its metrics; any other path is
 /// `other`.
-const RESOURCES: [&str; 3] = [
+const RESOURCES: [&str; 4] = [
     super::definitions::Source::Crd.plural(),
     super::definitions::Source::Xrd.plural(),
     "validatingwebhookconfigurations",
+    super::functions::PLURAL,
 ];
 
 /// The verb and resource of a request.

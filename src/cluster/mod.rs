@@ -7,7 +7,8 @@
 //!   [`definitions`] (names, kinds, versions and resourceVersions, never schemas);
 //! - [`fetch`]: the first time a Composition needs a kind, its definition is fetched
 //!   (`GET`) and parsed; it is refetched only when its resourceVersion changes;
-//! - [`entries`]: each needed kind's cache entry, its state and error rules.
+//! - [`entries`]: each needed kind's cache entry, its state and error rules;
+//! - [`functions`]: a watch on Functions, to recognise pipeline steps by their packages.
 //!
 //! [`ca_bundle`] keeps a self-signed CA in the webhook's own ValidatingWebhookConfiguration.
 //!
@@ -20,6 +21,7 @@ pub mod connect;
 pub mod definitions;
 pub mod entries;
 pub mod fetch;
+pub mod functions;
 pub mod index;
 pub mod watch;
 
@@ -33,6 +35,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::checks::schema_aware::lookup::{SchemaInfo, SchemaSource};
+use crate::model::function::FunctionSet;
 use crate::schema::LookupError;
 use definitions::{Source, Summary};
 use entries::{Entry, EntryError, ErrorClass, State};
@@ -216,6 +219,7 @@ pub(crate) struct Shared {
     changed: Condvar,
     options: ClusterOptions,
     fetches: mpsc::UnboundedSender<(Key, Summary)>,
+    functions: functions::Functions,
 }
 
 impl Shared {
@@ -227,6 +231,7 @@ impl Shared {
             changed: Condvar::new(),
             options,
             fetches,
+            functions: functions::Functions::default(),
         });
         (shared, rx)
     }
@@ -239,6 +244,9 @@ impl Shared {
 
     /// A list or watch of `resource` succeeded: its transient watch error is over.
     fn contact_restored(&self, resource: &str) {
+        if resource == functions::PLURAL {
+            return self.functions.contact_restored();
+        }
         let mut inner = self.lock();
         let Some((_, status)) = inner
             .lists
@@ -318,7 +326,7 @@ impl ClusterSchemas {
         Ok((schemas, client))
     }
 
-    /// Starts watching CRDs and XRDs through `client` (on the current tokio runtime);
+    /// Starts watching CRDs, XRDs and Functions through `client` (on the current tokio runtime);
     /// `server` is the API server's URL, for messages.
     pub fn start(client: kube::Client, server: String, options: ClusterOptions) -> Self {
         let (shared, rx) = Shared::new(options);
@@ -333,6 +341,7 @@ impl ClusterSchemas {
                 client.clone(),
                 Source::Xrd,
             )),
+            tokio::spawn(functions::run(shared.clone(), client.clone())),
             tokio::spawn(fetch::run(shared.clone(), client, rx)),
         ];
         ClusterSchemas {
@@ -347,9 +356,14 @@ impl ClusterSchemas {
         &self.server
     }
 
-    /// Whether both collections have been listed, and what the source holds or waits for.
+    /// Whether both collections have been listed (and Functions listed, or not served), and
+    /// what the source holds or waits for.
     pub fn readiness(&self) -> (bool, String) {
+        let functions = self.shared.functions.waiting();
         let inner = self.shared.lock();
+        if let (true, Some(why)) = (inner.synced(), functions) {
+            return (false, why);
+        }
         if inner.synced() {
             let count =
                 |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
@@ -393,6 +407,7 @@ impl ClusterSchemas {
     /// Everything about the cache, for `/debug/schemas`.
     pub fn snapshot(&self) -> Snapshot {
         let (ready, detail) = self.readiness();
+        let functions = self.shared.functions.view();
         let inner = self.shared.lock();
         let lists = [Source::Crd, Source::Xrd]
             .into_iter()
@@ -441,6 +456,7 @@ impl ClusterSchemas {
             fail_on_data_errors: self.shared.options.fail_on_data_errors,
             lists,
             entries,
+            functions,
         }
     }
 
@@ -552,6 +568,11 @@ impl SchemaSource for UntilDeadline<'_> {
     fn resolve(&self, group: &str, kind: &str, version: &str) -> Result<SchemaInfo, LookupError> {
         self.schemas.resolve_until(group, kind, version, self.until)
     }
+
+    /// The Functions as last listed, never waited for.
+    fn functions(&self) -> Option<Arc<FunctionSet>> {
+        self.schemas.shared.functions.current()
+    }
 }
 
 /// `/debug/schemas`.
@@ -570,6 +591,8 @@ pub struct Snapshot {
     pub lists: Vec<ListView>,
     /// The cache entries of the kinds Compositions needed.
     pub entries: Vec<EntryView>,
+    /// The Functions' watch and each Function listed.
+    pub functions: functions::FunctionsView,
 }
 
 /// One watched collection.
