@@ -12,9 +12,14 @@ use crate::model::function::{FunctionPackage, FunctionSet, KnownFunction};
 use crate::model::{Composition, is_patch_and_transform};
 use crate::schema::LookupError;
 
-/// The longest Kubernetes object name: a longer `functionRef.name` names no Function, and
-/// is not compared with the installed names.
-const MAX_NAME: usize = 253;
+/// The longest `functionRef.name` compared with the installed names for a typo (a DNS
+/// label; the package manager's names, `crossplane-contrib-function-auto-ready`, are
+/// shorter).
+const MAX_COMPARED: usize = 63;
+
+/// The most missing Functions that get a suggestion: a pipeline of thousands of steps costs
+/// no more.
+const MAX_SUGGESTED: usize = 16;
 
 /// The findings about the Functions `c`'s steps name, given the installed `functions`.
 pub fn check(c: &Composition, functions: Option<&FunctionSet>) -> Vec<Finding> {
@@ -22,7 +27,11 @@ pub fn check(c: &Composition, functions: Option<&FunctionSet>) -> Vec<Finding> {
         return Vec::new();
     };
     let mut findings = Vec::new();
+    let mut suggested = 0;
     for (i, step) in c.spec.pipeline.iter().enumerate() {
+        if crate::budget::step().is_err() {
+            break;
+        }
         let name = step.function_ref.name.as_str();
         if name.is_empty() {
             continue; // Reported by the logical checks.
@@ -34,10 +43,14 @@ pub fn check(c: &Composition, functions: Option<&FunctionSet>) -> Vec<Finding> {
             .child("name");
         let pt_input = step.input.as_ref().is_some_and(is_patch_and_transform);
         match functions.get(name) {
-            None => findings.push(Finding::new(
-                Stage::Crds,
-                FieldError::not_found(at, name, missing(name, pt_input, functions)),
-            )),
+            None => {
+                let suggest = suggested < MAX_SUGGESTED;
+                suggested += 1;
+                findings.push(Finding::new(
+                    Stage::Crds,
+                    FieldError::not_found(at, name, missing(name, pt_input, functions, suggest)),
+                ));
+            }
             Some(f)
                 if pt_input
                     && !matches!(
@@ -63,20 +76,22 @@ pub fn check(c: &Composition, functions: Option<&FunctionSet>) -> Vec<Finding> {
     findings
 }
 
-/// Why a step naming no installed Function is reported: the installed Functions it may
-/// have meant, else the package such a step usually runs. Short enough for an admission
-/// warning (256 characters with the field and the Composition's name).
-fn missing(name: &str, pt_input: bool, functions: &FunctionSet) -> String {
+/// Why a step naming no installed Function is reported: with `suggest`, the installed
+/// Functions it may have meant, else the package such a step usually runs. Short enough for
+/// an admission warning (256 characters with the field and the Composition's name).
+fn missing(name: &str, pt_input: bool, functions: &FunctionSet, suggest: bool) -> String {
     let mut detail =
         "Crossplane cannot run the pipeline until a Function of this name is installed".to_string();
     let expected = match KnownFunction::suggested_by(name) {
         KnownFunction::Other if pt_input => KnownFunction::PatchAndTransform,
         other => other,
     };
-    let meant: Vec<&FunctionPackage> = if expected == KnownFunction::Other {
+    let meant: Vec<&FunctionPackage> = if !suggest {
+        Vec::new()
+    } else if expected == KnownFunction::Other {
         // A misspelt name: the installed names an edit or two away (one for short names).
         let most = (name.len() / 4).clamp(1, 2);
-        if name.len() > MAX_NAME {
+        if name.len() > MAX_COMPARED {
             Vec::new()
         } else {
             functions
@@ -224,6 +239,23 @@ mod tests {
                 ),
             ]
         );
+    }
+
+    #[test]
+    fn only_the_first_missing_functions_get_suggestions() {
+        let steps: Vec<_> = (0..MAX_SUGGESTED + 1)
+            .map(|i| json!({"step": format!("s{i}"), "functionRef": {"name": "templatess"}}))
+            .collect();
+        let found = messages(&composition(json!(steps)), Some(&installed()));
+        assert_eq!(found.len(), MAX_SUGGESTED + 1);
+        assert!(
+            found[MAX_SUGGESTED - 1]
+                .1
+                .ends_with("did you mean \"templates\"?")
+        );
+        assert!(found[MAX_SUGGESTED].1.ends_with(
+            "Crossplane cannot run the pipeline until a Function of this name is installed"
+        ));
     }
 
     #[test]
