@@ -208,6 +208,10 @@ impl<'a> Validator<'a> {
         }
         let (schemas, lookup_findings) = schema_aware::lookup::resolve(c, self.schemas);
         findings.extend(lookup_findings);
+        findings.extend(checks::functions::check(
+            c,
+            self.schemas.functions().as_deref(),
+        ));
         let namespaced_xr =
             schema_aware::scope::composite_is_namespaced(c, self.schemas) == Some(true);
         let composite = schemas.composite.as_deref();

@@ -698,7 +698,8 @@ impl<'a> Install<'a> {
         );
         let dns_name = format!("{}.{ns}.svc", target.name);
 
-        // RBAC: read CRDs and XRDs; self-signed, get and patch this configuration only.
+        // RBAC: read CRDs, XRDs and Functions; self-signed, get and patch this configuration
+        // only.
         let roles: Vec<ClusterRole> = self.all("ClusterRole");
         let bindings: Vec<ClusterRoleBinding> = self.all("ClusterRoleBinding");
         let mut granted: Vec<PolicyRule> = Vec::new();
@@ -744,6 +745,12 @@ impl<'a> Install<'a> {
             rule(
                 "apiextensions.crossplane.io",
                 "managedresourcedefinitions",
+                None,
+                &["get", "list", "watch"],
+            ),
+            rule(
+                "pkg.crossplane.io",
+                "functions",
                 None,
                 &["get", "list", "watch"],
             ),

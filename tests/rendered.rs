@@ -420,6 +420,92 @@ fn functions_that_change_no_composed_resource_keep_errors_errors() {
     assert!(report.verdict.allowed);
 }
 
+/// With the installed Functions known, a step is recognised by its Function's package, not
+/// its name: a Function named `filter` that installs function-auto-ready changes no composed
+/// resource (no note, the error stays an error); one named `render` that installs
+/// function-cel-filter may remove the resource, and the warning names its package.
+#[test]
+fn functions_are_recognised_by_their_packages_when_the_functions_are_known() {
+    use composition_webhook::checks::functions::WithFunctions;
+    use composition_webhook::model::function::{FunctionPackage, FunctionSet};
+    use std::sync::Arc;
+
+    let catalog = catalog(&[
+        xrd(json!({}), json!([])),
+        crd(json!({"engine": {"type": "string"}}), json!(["engine"])),
+    ]);
+    let composition = |step: Value| {
+        json!({
+            "apiVersion": "apiextensions.crossplane.io/v1", "kind": "Composition",
+            "metadata": {"name": "xdatabases.fn"},
+            "spec": {"compositeTypeRef": {"apiVersion": "example.org/v1", "kind": "XDatabase"},
+                "mode": "Pipeline", "pipeline": [
+                    {"step": "pt", "functionRef": {"name": "function-patch-and-transform"},
+                     "input": {"apiVersion": "pt.fn.crossplane.io/v1beta1", "kind": "Resources",
+                        "resources": [{"name": "db-main", "base": {"apiVersion": "db.example.org/v1",
+                            "kind": "Instance", "spec": {"forProvider": {}}}}]}},
+                    step]}
+        })
+    };
+    let mut set = FunctionSet::new();
+    for (name, package) in [
+        (
+            "function-patch-and-transform",
+            "xpkg.crossplane.io/crossplane-contrib/function-patch-and-transform:v0.10.8",
+        ),
+        (
+            "filter",
+            "xpkg.upbound.io/upbound/function-auto-ready:v0.2.1",
+        ),
+        (
+            "render",
+            "xpkg.crossplane.io/crossplane-contrib/function-cel-filter:v0.1.1",
+        ),
+    ] {
+        set.insert(FunctionPackage::new(name, package));
+    }
+    let known = WithFunctions {
+        schemas: &catalog,
+        functions: Arc::new(set),
+    };
+    let with = |source: &dyn SchemaSource, step: Value| {
+        Validator::new(
+            source,
+            Options {
+                default_mode: Mode::Loose,
+                ..common::v1_options()
+            },
+        )
+        .validate_value(&composition(step))
+    };
+    let auto_ready = json!({"step": "ready", "functionRef": {"name": "filter"}});
+    // By name `filter` is a function whose effect is not known.
+    assert_eq!(
+        rendered(&with(&catalog, auto_ready.clone())),
+        [
+            "warning: spec.pipeline[1]: Not rendered: function \"filter\" (step \"ready\"): recognised by its name as none whose effect is known, what it does to composed resources cannot be known without running it, so only the patch-and-transform steps were rendered, and rendered findings of the steps before it are warnings",
+            "warning: spec.pipeline[0].input.resources[0].base.spec.forProvider.engine: Required value",
+        ]
+    );
+    let report = with(&known, auto_ready);
+    assert_eq!(
+        rendered(&report),
+        ["error: spec.pipeline[0].input.resources[0].base.spec.forProvider.engine: Required value"]
+    );
+    assert!(!report.verdict.allowed);
+    let cel_filter = json!({"step": "filter", "functionRef": {"name": "render"},
+        "input": {"apiVersion": "cel.fn.crossplane.io/v1beta1", "kind": "Filters",
+            "filters": [{"name": "db-.*", "expression": "false"}]}});
+    let report = with(&known, cel_filter);
+    assert_eq!(
+        rendered(&report),
+        [
+            "warning: spec.pipeline[0].input.resources[0].base.spec.forProvider.engine: Required value: function \"render\" (step \"filter\", function-cel-filter from package xpkg.crossplane.io/crossplane-contrib/function-cel-filter:v0.1.1) may remove this resource, so this is a warning"
+        ]
+    );
+    assert!(report.verdict.allowed);
+}
+
 /// The mock XR of every corpus XRD is itself valid against the XR's CRD, and the same on
 /// every run.
 #[test]

@@ -31,6 +31,7 @@ use crate::checks::schema_aware::lookup::{BuiltInOrigin, SchemaSource};
 use crate::fieldpath::{self, Segment};
 use crate::findings::{BadValue, ErrorType, FieldError, Finding, Path, Severity, Stage};
 use crate::model::Composition;
+use crate::model::function::FunctionSet;
 use crate::render::patch::Outcome;
 use crate::render::{self, FunctionRole, PatchRecord, Rendered, RenderedResource, mock, paved};
 use crate::schema::validation::{self, CelLimits, CompiledSchema, NameRule, ObjectMetaRules};
@@ -117,7 +118,7 @@ pub fn check(
     earlier: &[Finding],
 ) -> Vec<Finding> {
     let xr = composite_value(c, steps, composite);
-    let rendered = render::render(c, steps, &xr);
+    let rendered = render::render(c, steps, &xr, source.functions().as_deref());
     check_rendered(c, steps, composite, &xr, rendered, source, earlier)
 }
 
@@ -141,6 +142,7 @@ pub fn check_rendered(
             Composite::Real(_) => None,
         },
         source,
+        functions: source.functions(),
         earlier,
         variants: RefCell::new(HashMap::new()),
         kinds: RefCell::new(HashMap::new()),
@@ -164,13 +166,10 @@ pub fn check_rendered(
             let filters = rendered.removed_later(&resource.at, resource.name.as_deref());
             match filters.as_slice() {
                 [] => Later::Unchanged,
-                steps => Later::MayBeRemoved(
-                    steps
-                        .iter()
-                        .map(|o| format!("{:?} (step {:?})", o.function, o.step))
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                ),
+                steps => {
+                    let (names, by_name) = named(steps);
+                    Later::MayBeRemoved(names, by_name)
+                }
             }
         };
         findings.extend(ctx.check_resource(resource, &later));
@@ -184,8 +183,28 @@ enum Later {
     Unchanged,
     /// A function that is not rendered may change it.
     Changed,
-    /// A filter (named) may remove it.
-    MayBeRemoved(String),
+    /// A filter may remove it: the filters named (see [`named`]).
+    MayBeRemoved(String, bool),
+}
+
+/// The functions of `steps` as notes name them (`"fn" (step "s")`, each with its package
+/// when it was recognised by it), and whether every one was recognised by its name (the
+/// note then says so once).
+fn named(steps: &[&render::OpaqueStep]) -> (String, bool) {
+    let by_name = steps.iter().all(|o| o.package.is_none());
+    let names = steps
+        .iter()
+        .map(|o| match (&o.package, by_name) {
+            (Some(p), _) => format!("{:?} (step {:?}, {})", o.function, o.step, p.describe()),
+            (None, true) => format!("{:?} (step {:?})", o.function, o.step),
+            (None, false) => format!(
+                "{:?} (step {:?}, recognised by its name)",
+                o.function, o.step
+            ),
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    (names, by_name)
 }
 
 /// A warning that this tool did not render something Crossplane runs, at `at`.
@@ -210,19 +229,20 @@ fn opaque_note(rendered: &Rendered) -> Option<Finding> {
         .filter(|o| o.role == FunctionRole::Opaque)
         .collect();
     let first = opaque.first()?;
-    let names = opaque
-        .iter()
-        .map(|o| format!("{:?} (step {:?})", o.function, o.step))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let (names, by_name) = named(&opaque);
+    let recognised = if by_name {
+        "recognised by its name as none whose effect is known"
+    } else {
+        "none whose effect is known"
+    };
     let detail = if rendered.resources.is_empty() {
         format!(
-            "function {names}: recognised by its name as none whose effect is known, what it \
+            "function {names}: {recognised}, what it \
              composes cannot be known without running it, so no composed resource was validated"
         )
     } else {
         format!(
-            "function {names}: recognised by its name as none whose effect is known, what it \
+            "function {names}: {recognised}, what it \
              does to composed resources cannot be known without running it, so only the patch-and-transform steps were rendered, and rendered \
              findings of the steps before it are warnings"
         )
@@ -286,6 +306,8 @@ struct Ctx<'a> {
     /// `Some` (with the XR's schema, if known) when `xr` is the mock.
     mock: Option<Option<&'a Schema>>,
     source: &'a dyn SchemaSource,
+    /// The Functions the source knows, to render again as the first render did.
+    functions: Option<Arc<FunctionSet>>,
     earlier: &'a [Finding],
     /// Renders from other XR values, by template and XR fields varied.
     variants: RefCell<HashMap<VariantKey, Option<Arc<Vec<Variant>>>>>,
@@ -380,13 +402,17 @@ impl Ctx<'_> {
             findings.push(match later {
                 Later::Unchanged => f,
                 Later::Changed => Finding::advisory(Stage::Rendered, f.error),
-                Later::MayBeRemoved(filters) => {
+                Later::MayBeRemoved(filters, by_name) => {
                     let mut error = f.error;
+                    let recognised = if *by_name {
+                        " (recognised by its name)"
+                    } else {
+                        ""
+                    };
                     append(
                         &mut error,
                         &format!(
-                            "function {filters} may remove this resource (recognised by its \
-                             name), so this is a warning"
+                            "function {filters} may remove this resource{recognised}, so this is a warning"
                         ),
                     );
                     Finding::advisory(Stage::Rendered, error)
@@ -720,7 +746,7 @@ impl Ctx<'_> {
                 rest /= values.len();
                 paved::set(&mut xr, path, value).ok()?;
             }
-            let rendered = render::render(self.c, self.steps, &xr);
+            let rendered = render::render(self.c, self.steps, &xr, self.functions.as_deref());
             let resource = rendered.resources.into_iter().find(|r| r.at == *at)?;
             let failed = resource
                 .patches

@@ -1,10 +1,12 @@
 //! The `composition-webhook` command line.
 //!
-//! `composition-webhook validate [--crds PATH]... [--crossplane-version v2|v1]
-//! [--mode warn|loose|strict] [--no-render] [--output text|json] FILE_OR_DIR...` validates
-//! every Composition found in the inputs against the CRDs and XRDs given with `--crds` and
-//! those found in the inputs themselves, and against the Composition API of the Crossplane
-//! chosen (a Composition CRD among the schemas decides over the flag).
+//! `composition-webhook validate [--crds PATH]... [--functions PATH]...
+//! [--crossplane-version v2|v1] [--mode warn|loose|strict] [--no-render]
+//! [--output text|json] FILE_OR_DIR...` validates every Composition found in the inputs
+//! against the CRDs and XRDs given with `--crds` and those found in the inputs themselves,
+//! and against the Composition API of the Crossplane chosen (a Composition CRD among the
+//! schemas decides over the flag); pipeline steps are recognised by the packages of the
+//! Functions given with `--functions`, else by their Functions' names.
 //! Exit status: 0 when every Composition is allowed, 1 when any is denied, 2 for usage or
 //! input errors (unreadable file, YAML syntax error, no Composition found).
 //!
@@ -12,6 +14,7 @@
 //! CompositeResourceDefinition CRDs generated from the model.
 
 mod crds;
+mod functions;
 mod output;
 mod render;
 mod serve;
@@ -24,6 +27,8 @@ use clap::{Parser, Subcommand, ValueEnum};
 use serde_json::Value;
 
 use crate::budget::{self, Budget, Limits};
+use crate::checks::functions::WithFunctions;
+use crate::checks::schema_aware::lookup::SchemaSource;
 use crate::document::{self, Document, DocumentError};
 use crate::mode::Mode;
 use crate::model::APIEXTENSIONS_GROUP;
@@ -64,6 +69,9 @@ enum Command {
 struct ValidateArgs {
     #[command(flatten)]
     schemas: CrdFiles,
+
+    #[command(flatten)]
+    functions: functions::FunctionFiles,
 
     #[command(flatten)]
     api: ApiArgs,
@@ -210,13 +218,22 @@ fn run_validate(args: &ValidateArgs) -> u8 {
     let mut stderr = io::stderr().lock();
     let mut errors: Vec<DocumentError> = Vec::new();
     let schema_docs = load_all(&args.schemas.crds, &mut errors);
+    let functions = args.functions.load(&mut errors);
     let input_docs = load_all(&args.inputs, &mut errors);
 
     let catalog = build_catalog(schema_docs.iter().chain(&input_docs), &mut errors);
     let api = args.api.choose(&catalog);
 
+    let with_functions = functions.map(|functions| WithFunctions {
+        schemas: &catalog,
+        functions,
+    });
+    let source: &dyn SchemaSource = match &with_functions {
+        Some(w) => w,
+        None => &catalog,
+    };
     let validator = Validator::new(
-        &catalog,
+        source,
         Options {
             default_mode: args.mode.into(),
             as_api_server: true,

@@ -1,21 +1,23 @@
-//! `composition-webhook render COMPOSITION [--xr FILE] [--crds PATH]...`: prints what a
-//! Composition composes, as YAML documents: the composite resource (the mock one built from
-//! its schema, or the one given with `--xr`), then every composed resource as Crossplane's
-//! runtime renders it. A resource the runtime would not send (a patch from the XR failed,
-//! or a `policy.fromFieldPath: Required` source is missing) is printed commented out, with
-//! why. Each rendered resource is also validated as the API server would (its metadata
-//! always, the rest with its CRD); the findings go to standard error. `--output json` prints
-//! all of it as one JSON object instead.
+//! `composition-webhook render COMPOSITION [--xr FILE] [--crds PATH]...
+//! [--functions PATH]...`: prints what a Composition composes, as YAML documents: the
+//! composite resource (the mock one built from its schema, or the one given with `--xr`),
+//! then every composed resource as Crossplane's runtime renders it. A resource the runtime
+//! would not send (a patch from the XR failed, or a `policy.fromFieldPath: Required` source
+//! is missing) is printed commented out, with why. Each rendered resource is also validated
+//! as the API server would (its metadata always, the rest with its CRD); the findings go to
+//! standard error. `--output json` prints all of it as one JSON object instead.
 
 use std::io::{self, Write};
 use std::path::PathBuf;
 
 use serde_json::{Value, json};
 
+use super::functions::FunctionFiles;
 use super::{
     ApiArgs, CrdFiles, EXIT_ALLOWED, EXIT_DENIED, EXIT_INPUT_ERROR, build_catalog, compositions_in,
     load_all,
 };
+use crate::checks::functions::WithFunctions;
 use crate::checks::patch_and_transform::read_steps;
 use crate::checks::rendered::{self, Composite};
 use crate::checks::schema_aware::lookup::SchemaSource;
@@ -36,6 +38,8 @@ pub struct RenderArgs {
     xr: Option<PathBuf>,
     #[command(flatten)]
     schemas: CrdFiles,
+    #[command(flatten)]
+    functions: FunctionFiles,
     #[command(flatten)]
     api: ApiArgs,
     /// `yaml` (documents on standard output, findings on standard error) or `json` (one
@@ -59,6 +63,7 @@ pub fn run(args: &RenderArgs) -> u8 {
     let mut stderr = io::stderr().lock();
     let mut errors: Vec<DocumentError> = Vec::new();
     let schema_docs = load_all(&args.schemas.crds, &mut errors);
+    let functions = args.functions.load(&mut errors);
     let inputs = load_all(std::slice::from_ref(&args.composition), &mut errors);
     let xr_docs = args
         .xr
@@ -110,7 +115,7 @@ pub fn run(args: &RenderArgs) -> u8 {
         None => Composite::Mock(xr_schema.as_deref()),
     };
     let xr = rendered::composite_value(&composition, &steps, composite);
-    let output = crate::render::render(&composition, &steps, &xr);
+    let output = crate::render::render(&composition, &steps, &xr, functions.as_deref());
     // Printed before the validation takes the rendered resources.
     let mut printed = match args.output {
         RenderOutput::Yaml => yaml(&output, xr_docs.is_empty()),
@@ -118,8 +123,16 @@ pub fn run(args: &RenderArgs) -> u8 {
     };
     let json_resources = (args.output == RenderOutput::Json).then(|| json_resources(&output));
     let composite_xr = output.composite.clone();
+    let with_functions = functions.map(|functions| WithFunctions {
+        schemas: &catalog,
+        functions,
+    });
+    let source: &dyn SchemaSource = match &with_functions {
+        Some(w) => w,
+        None => &catalog,
+    };
     let mut findings =
-        rendered::check_rendered(&composition, &steps, composite, &xr, output, &catalog, &[]);
+        rendered::check_rendered(&composition, &steps, composite, &xr, output, source, &[]);
     crate::mode::apply_mode(crate::mode::Mode::Strict, &mut findings);
     match json_resources {
         None => {

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::functions::FunctionFiles;
 use super::{
     CrdFiles, EXIT_ALLOWED, EXIT_INPUT_ERROR, ModeArg, build_catalog, count, load_all,
     review_memory,
@@ -44,6 +45,10 @@ const MAX_BODY_MEMORY_BYTES: usize = 64 << 30;
 pub(super) struct ServeArgs {
     #[command(flatten)]
     schemas: CrdFiles,
+
+    /// With `--crds`: the Functions installed (without `--crds` they come from the cluster).
+    #[command(flatten)]
+    functions: FunctionFiles,
 
     /// Kubeconfig of the cluster to take schemas from [default: KUBECONFIG, ~/.kube/config,
     /// else the pod's service account].
@@ -241,6 +246,12 @@ pub(super) struct ServeArgs {
 impl ServeArgs {
     /// What the flags' own parsers cannot check: how they go together.
     fn check(&self) -> Result<(), String> {
+        if !self.functions.paths.is_empty() && self.schemas.crds.is_empty() {
+            return Err(
+                "--functions needs --crds: without --crds the Functions come from the cluster"
+                    .to_string(),
+            );
+        }
         if self.body_memory_bytes < self.max_body_bytes {
             return Err(format!(
                 "--body-memory-bytes ({}) must be at least --max-body-bytes ({}): a body of the largest size must fit",
@@ -264,7 +275,7 @@ pub(super) fn run(args: &ServeArgs) -> u8 {
     let files = if args.schemas.crds.is_empty() {
         None
     } else {
-        match file_schemas(&args.schemas.crds) {
+        match file_schemas(&args.schemas.crds, &args.functions) {
             Some(f) => Some(f),
             None => return EXIT_INPUT_ERROR,
         }
@@ -380,10 +391,11 @@ pub(super) fn run(args: &ServeArgs) -> u8 {
 pub const REVIEW_STACK_BYTES: usize = 256 * 1024 * 1024;
 
 /// The `--crds` files as a catalog; `None` (after logging why) when one cannot be loaded.
-fn file_schemas(paths: &[PathBuf]) -> Option<FileSchemas> {
+fn file_schemas(paths: &[PathBuf], functions: &FunctionFiles) -> Option<FileSchemas> {
     let mut errors = Vec::new();
     let docs = load_all(paths, &mut errors);
     let catalog = build_catalog(docs.iter(), &mut errors);
+    let functions = functions.load(&mut errors);
     if !errors.is_empty() {
         for e in &errors {
             tracing::error!(error = %e, "cannot load schemas");
@@ -393,12 +405,17 @@ fn file_schemas(paths: &[PathBuf]) -> Option<FileSchemas> {
     if catalog.is_empty() {
         tracing::warn!(crds = ?paths, "no CRD or XRD found: every schema lookup will report a missing schema");
     }
+    let mut description = format!(
+        "schema catalog loaded: {} kinds from --crds files",
+        catalog.len()
+    );
+    if let Some(f) = &functions {
+        description.push_str(&format!(", {} Functions from --functions files", f.len()));
+    }
     Some(FileSchemas {
-        description: format!(
-            "schema catalog loaded: {} kinds from --crds files",
-            catalog.len()
-        ),
+        description,
         catalog,
+        functions,
     })
 }
 

@@ -17,7 +17,8 @@ pub struct ApiCall {
     /// `list`, `watch`, `get` or `other`.
     pub verb: &'static str,
     /// `customresourcedefinitions`, `managedresourcedefinitions`,
-    /// `compositeresourcedefinitions`, `openapi` (the OpenAPI v3 index and documents) or
+    /// `compositeresourcedefinitions`, `functions`, `openapi` (the OpenAPI v3 index and
+    /// documents) or
     /// `other`.
     pub resource: &'static str,
     /// Time to the response's headers.
@@ -32,11 +33,12 @@ pub type CallObserver = Arc<dyn Fn(ApiCall) + Send + Sync>;
 
 /// The resources the server calls, the `resource` labels of its metrics; any other path is
 /// `other`.
-const RESOURCES: [&str; 4] = [
+const RESOURCES: [&str; 5] = [
     super::definitions::Source::Crd.plural(),
     super::definitions::Source::Mrd.plural(),
     super::definitions::Source::Xrd.plural(),
     "validatingwebhookconfigurations",
+    super::functions::PLURAL,
 ];
 
 /// The verb and resource of a request.

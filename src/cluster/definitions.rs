@@ -99,7 +99,7 @@ impl Source {
 
 /// The metadata the watch keeps: name, uid and resourceVersion (not the managed fields or a
 /// `last-applied-configuration` annotation, which can be as large as the CRD).
-fn slim_metadata<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> {
+pub(super) fn slim_metadata<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> {
     #[derive(Deserialize)]
     #[serde(rename_all = "camelCase")]
     struct Slim {

@@ -10,6 +10,7 @@
 //! - [`entries`]: each needed kind's cache entry, its state and error rules;
 //! - [`openapi`]: built-in kinds' schemas (no definition defines them) from the API server's
 //!   own OpenAPI v3 documents, fetched on first need and cached by their hash.
+//! - [`functions`]: a watch on Functions, to recognise pipeline steps by their packages.
 //!
 //! [`ca_bundle`] keeps a self-signed CA in the webhook's own ValidatingWebhookConfiguration.
 //!
@@ -22,6 +23,7 @@ pub mod connect;
 pub mod definitions;
 pub mod entries;
 pub mod fetch;
+pub mod functions;
 pub mod index;
 pub mod openapi;
 pub mod watch;
@@ -37,6 +39,7 @@ use tokio::task::JoinHandle;
 
 use crate::checks::schema_aware::lookup::{SchemaInfo, SchemaSource};
 use crate::schema::{LookupError, MrdState};
+use crate::model::function::FunctionSet;
 use definitions::{Source, Summary};
 use entries::{Entry, EntryError, ErrorClass, State};
 use index::{Index, Key};
@@ -222,6 +225,7 @@ pub(crate) struct Shared {
     changed: Condvar,
     options: ClusterOptions,
     fetches: mpsc::UnboundedSender<(Key, Summary)>,
+    functions: functions::Functions,
 }
 
 impl Shared {
@@ -233,6 +237,7 @@ impl Shared {
             changed: Condvar::new(),
             options,
             fetches,
+            functions: functions::Functions::default(),
         });
         (shared, rx)
     }
@@ -245,6 +250,9 @@ impl Shared {
 
     /// A list or watch of `resource` succeeded: its transient watch error is over.
     fn contact_restored(&self, resource: &str) {
+        if resource == functions::PLURAL {
+            return self.functions.contact_restored();
+        }
         let mut inner = self.lock();
         let Some((_, status)) = inner
             .lists
@@ -324,7 +332,7 @@ impl ClusterSchemas {
         Ok((schemas, client))
     }
 
-    /// Starts watching CRDs and XRDs through `client` (on the current tokio runtime);
+    /// Starts watching CRDs, XRDs and Functions through `client` (on the current tokio runtime);
     /// `server` is the API server's URL, for messages.
     pub fn start(client: kube::Client, server: String, options: ClusterOptions) -> Self {
         let (shared, rx) = Shared::new(options);
@@ -347,6 +355,7 @@ impl ClusterSchemas {
                 client.clone(),
                 Source::Xrd,
             )),
+            tokio::spawn(functions::run(shared.clone(), client.clone())),
             tokio::spawn(fetch::run(shared.clone(), client, rx)),
         ];
         ClusterSchemas {
@@ -361,9 +370,14 @@ impl ClusterSchemas {
         &self.server
     }
 
-    /// Whether both collections have been listed, and what the source holds or waits for.
+    /// Whether both collections have been listed (and Functions listed, or not served), and
+    /// what the source holds or waits for.
     pub fn readiness(&self) -> (bool, String) {
+        let functions = self.shared.functions.waiting();
         let inner = self.shared.lock();
+        if let (true, Some(why)) = (inner.synced(), functions) {
+            return (false, why);
+        }
         if inner.synced() {
             let count =
                 |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
@@ -453,6 +467,7 @@ impl ClusterSchemas {
     /// Everything about the cache, for `/debug/schemas`.
     pub fn snapshot(&self) -> Snapshot {
         let (ready, detail) = self.readiness();
+        let functions = self.shared.functions.view();
         let inner = self.shared.lock();
         let lists = Source::ALL
             .into_iter()
@@ -503,6 +518,7 @@ impl ClusterSchemas {
             lists,
             entries,
             openapi: inner.openapi.view(),
+            functions,
         }
     }
 
@@ -628,6 +644,11 @@ impl SchemaSource for UntilDeadline<'_> {
     fn resolve(&self, group: &str, kind: &str, version: &str) -> Result<SchemaInfo, LookupError> {
         self.schemas.resolve_until(group, kind, version, self.until)
     }
+
+    /// The Functions as last listed, never waited for.
+    fn functions(&self) -> Option<Arc<FunctionSet>> {
+        self.schemas.shared.functions.current()
+    }
 }
 
 /// `/debug/schemas`.
@@ -648,6 +669,8 @@ pub struct Snapshot {
     pub entries: Vec<EntryView>,
     /// The API server's OpenAPI v3 documents, for built-in kinds.
     pub openapi: openapi::OpenApiView,
+    /// The Functions' watch and each Function listed.
+    pub functions: functions::FunctionsView,
 }
 
 /// One watched collection.
@@ -736,7 +759,7 @@ mod tests {
     fn listed(schemas: &ClusterSchemas, crds: Vec<Summary>) {
         let mut inner = schemas.shared.lock();
         inner.index.replace(Source::Crd, crds);
-        for s in [Source::Crd, Source::Xrd] {
+        for s in Source::ALL {
             inner.list(s).synced = true;
         }
     }

@@ -936,7 +936,7 @@ mod tests {
         let (tx, rx) = mpsc::unbounded_channel();
         {
             let mut inner = schemas.shared.lock();
-            for s in [Source::Crd, Source::Xrd] {
+            for s in Source::ALL {
                 inner.list(s).synced = true;
             }
             inner.openapi.jobs = Some(tx);

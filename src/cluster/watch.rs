@@ -109,45 +109,7 @@ where
 fn failed(shared: &Shared, source: Source, error: &watcher::Error) {
     let plural = source.plural();
     let what = format!("{}s", source.label());
-    let (class, message, detail, code) = match error {
-        watcher::Error::InitialListFailed(kube::Error::Api(s))
-        | watcher::Error::WatchStartFailed(kube::Error::Api(s))
-        | watcher::Error::WatchFailed(kube::Error::Api(s)) => {
-            let class = error_class(s.code);
-            let message = if matches!(s.code, 401 | 403) {
-                format!(
-                    "the API server refused to list {what}: {} (RBAC must allow get, list, watch)",
-                    describe_api_error(s)
-                )
-            } else {
-                format!(
-                    "the API server answered {} to listing {what}",
-                    describe_api_error(s)
-                )
-            };
-            (class, message, Some(s.message.clone()), Some(s.code))
-        }
-        watcher::Error::WatchError(s) => (
-            ErrorClass::Transient,
-            format!("the watch on {what} ended with {}", describe_api_error(s)),
-            Some(s.message.clone()),
-            Some(s.code),
-        ),
-        watcher::Error::InitialListFailed(e)
-        | watcher::Error::WatchStartFailed(e)
-        | watcher::Error::WatchFailed(e) => (
-            ErrorClass::Transient,
-            "the API server is unreachable".to_string(),
-            Some(e.to_string()),
-            None,
-        ),
-        watcher::Error::NoResourceVersion => (
-            ErrorClass::Transient,
-            format!("the API server sent a list of {what} without a resourceVersion"),
-            None,
-            None,
-        ),
-    };
+    let (class, message, detail, code) = describe(error, &what);
     let initial_list = matches!(error, watcher::Error::InitialListFailed(_));
     let mut inner = shared.lock();
     let status = inner.list(source);
@@ -190,4 +152,51 @@ fn failed(shared: &Shared, source: Source, error: &watcher::Error) {
         Vec::new()
     };
     shared.reconcile(&mut inner, keys);
+}
+
+/// A watch error in words: its class, a message naming `what` is listed (`CRDs`), the API
+/// server's or client's own words, and the HTTP code of an answer.
+pub(super) fn describe(
+    error: &watcher::Error,
+    what: &str,
+) -> (ErrorClass, String, Option<String>, Option<u16>) {
+    match error {
+        watcher::Error::InitialListFailed(kube::Error::Api(s))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(s))
+        | watcher::Error::WatchFailed(kube::Error::Api(s)) => {
+            let class = error_class(s.code);
+            let message = if matches!(s.code, 401 | 403) {
+                format!(
+                    "the API server refused to list {what}: {} (RBAC must allow get, list, watch)",
+                    describe_api_error(s)
+                )
+            } else {
+                format!(
+                    "the API server answered {} to listing {what}",
+                    describe_api_error(s)
+                )
+            };
+            (class, message, Some(s.message.clone()), Some(s.code))
+        }
+        watcher::Error::WatchError(s) => (
+            ErrorClass::Transient,
+            format!("the watch on {what} ended with {}", describe_api_error(s)),
+            Some(s.message.clone()),
+            Some(s.code),
+        ),
+        watcher::Error::InitialListFailed(e)
+        | watcher::Error::WatchStartFailed(e)
+        | watcher::Error::WatchFailed(e) => (
+            ErrorClass::Transient,
+            "the API server is unreachable".to_string(),
+            Some(e.to_string()),
+            None,
+        ),
+        watcher::Error::NoResourceVersion => (
+            ErrorClass::Transient,
+            format!("the API server sent a list of {what} without a resourceVersion"),
+            None,
+            None,
+        ),
+    }
 }

@@ -15,6 +15,7 @@ mod composition;
 pub mod crds;
 mod definition;
 mod environment;
+pub mod function;
 mod function_input;
 mod patch;
 mod readiness;

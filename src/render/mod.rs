@@ -21,6 +21,7 @@ use serde_json::{Map, Value, json};
 use crate::checks::patch_and_transform::PatchAndTransformStep;
 use crate::checks::schema_aware::ResourceSet;
 use crate::findings::Path;
+use crate::model::function::{FunctionPackage, FunctionSet, KnownFunction, Recognition};
 use crate::model::{self, ComposedTemplate, Composition};
 use patch::{Direction, Outcome};
 
@@ -131,12 +132,15 @@ pub struct OpaqueStep {
     pub step: String,
     /// The function's name (`functionRef.name`).
     pub function: String,
-    /// What it can do to composed resources, as far as its name tells.
+    /// What it can do to composed resources, as far as its package or name tells.
     pub role: FunctionRole,
+    /// The Function it was recognised by; `None` when recognised by its name.
+    pub package: Option<FunctionPackage>,
 }
 
 /// What a function that is not rendered can do to the composed resources, recognised by the
-/// name of its Function object (`functionRef.name`, which the package's name usually is).
+/// package of its Function object when the Functions are known, else by the Function's name
+/// (`functionRef.name`, which the package's name usually is).
 #[derive(Debug, Clone, PartialEq)]
 pub enum FunctionRole {
     /// function-auto-ready: sets readiness, which is not validated.
@@ -153,29 +157,34 @@ pub enum FunctionRole {
 }
 
 impl FunctionRole {
-    /// The role of `function` (a `functionRef.name`) with its step's `input`.
+    /// The role of `function` (a `functionRef.name`) with its step's `input`, recognised by
+    /// the name.
     pub fn of(function: &str, input: Option<&Value>) -> Self {
-        if function.contains("function-auto-ready") {
-            FunctionRole::Readiness
-        } else if function.contains("function-environment-configs")
-            || function.contains("function-extra-resources")
-        {
-            FunctionRole::ContextOnly
-        } else if function.contains("function-cel-filter") {
-            let names = input
-                .and_then(|i| i.get("filters"))
-                .and_then(Value::as_array)
-                .map(|filters| {
-                    filters
-                        .iter()
-                        .filter_map(|f| f.get("name").and_then(Value::as_str))
-                        .map(str::to_string)
-                        .collect()
-                })
-                .unwrap_or_default();
-            FunctionRole::Filter(names)
-        } else {
-            FunctionRole::Opaque
+        Self::of_function(KnownFunction::from_name(function), input)
+    }
+
+    /// The role of the known `function` with its step's `input`.
+    pub fn of_function(function: KnownFunction, input: Option<&Value>) -> Self {
+        match function {
+            KnownFunction::AutoReady => FunctionRole::Readiness,
+            KnownFunction::EnvironmentConfigs | KnownFunction::ExtraResources => {
+                FunctionRole::ContextOnly
+            }
+            KnownFunction::CelFilter => {
+                let names = input
+                    .and_then(|i| i.get("filters"))
+                    .and_then(Value::as_array)
+                    .map(|filters| {
+                        filters
+                            .iter()
+                            .filter_map(|f| f.get("name").and_then(Value::as_str))
+                            .map(str::to_string)
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                FunctionRole::Filter(names)
+            }
+            _ => FunctionRole::Opaque,
         }
     }
 }
@@ -237,8 +246,14 @@ impl Rendered {
 
 /// Renders the composed resources of `c` for the XR `xr` (a mock or a real one), with the
 /// patch-and-transform `steps` of a pipeline (from
-/// [`crate::checks::patch_and_transform::read_steps`]).
-pub fn render(c: &Composition, steps: &[PatchAndTransformStep], xr: &Value) -> Rendered {
+/// [`crate::checks::patch_and_transform::read_steps`]); the other steps' functions are
+/// recognised by their packages among `functions`, else by their names.
+pub fn render(
+    c: &Composition,
+    steps: &[PatchAndTransformStep],
+    xr: &Value,
+    functions: Option<&FunctionSet>,
+) -> Rendered {
     let templates =
         c.spec.resources.len() + steps.iter().map(|s| s.input.resources.len()).sum::<usize>();
     let mut out = Rendered {
@@ -271,12 +286,16 @@ pub fn render(c: &Composition, steps: &[PatchAndTransformStep], xr: &Value) -> R
                 );
                 render_set(&set, &mut out);
             }
-            None => out.opaque_steps.push(OpaqueStep {
-                at,
-                step: step.step.clone(),
-                function: step.function_ref.name.clone(),
-                role: FunctionRole::of(&step.function_ref.name, step.input.as_ref()),
-            }),
+            None => {
+                let recognised = Recognition::of(&step.function_ref.name, functions);
+                out.opaque_steps.push(OpaqueStep {
+                    at,
+                    step: step.step.clone(),
+                    function: step.function_ref.name.clone(),
+                    role: FunctionRole::of_function(recognised.function, step.input.as_ref()),
+                    package: recognised.package,
+                })
+            }
         }
     }
     out
@@ -554,7 +573,7 @@ mod tests {
         let xr = json!({"apiVersion": "example.org/v1", "kind": "XDb",
             "metadata": {"name": "xdb-mock", "uid": "u", "labels": {"crossplane.io/composite": "xdb-mock"}},
             "spec": {"region": "eu-west-1"}});
-        let r = render(&c, &[], &xr);
+        let r = render(&c, &[], &xr, None);
         let db = &r.resources[0];
         let object = db.object.as_ref().expect("rendered");
         assert_eq!(
@@ -571,6 +590,36 @@ mod tests {
         assert_eq!(db.patches[0].at, "spec.patchSets[0].patches[0]");
         assert!(matches!(db.patches[1].outcome, Outcome::Skipped { .. }));
         assert_eq!(db.patches[2].outcome, Outcome::NotRun);
+    }
+
+    #[test]
+    fn a_function_is_what_its_package_is_when_the_functions_are_known() {
+        let c = composition(json!({
+            "apiVersion": "apiextensions.crossplane.io/v1", "kind": "Composition",
+            "metadata": {"name": "c"},
+            "spec": {"compositeTypeRef": {"apiVersion": "example.org/v1", "kind": "XDb"},
+                "mode": "Pipeline",
+                "pipeline": [{"step": "ready", "functionRef": {"name": "render"}}]}
+        }));
+        let xr = json!({"apiVersion": "example.org/v1", "kind": "XDb",
+            "metadata": {"name": "x", "uid": "u"}});
+        let by_name = render(&c, &[], &xr, None);
+        assert_eq!(by_name.opaque_steps[0].role, FunctionRole::Opaque);
+        assert_eq!(by_name.opaque_steps[0].package, None);
+        let mut functions = FunctionSet::new();
+        functions.insert(FunctionPackage::new(
+            "render",
+            "xpkg.upbound.io/upbound/function-auto-ready:v0.2.1",
+        ));
+        let by_package = render(&c, &[], &xr, Some(&functions));
+        assert_eq!(by_package.opaque_steps[0].role, FunctionRole::Readiness);
+        assert_eq!(
+            by_package.opaque_steps[0]
+                .package
+                .as_ref()
+                .map(|p| p.function),
+            Some(KnownFunction::AutoReady)
+        );
     }
 
     #[test]
@@ -601,7 +650,7 @@ mod tests {
         assert!(errors.is_empty(), "{errors:?}");
         let xr = json!({"apiVersion": "example.org/v1", "kind": "XDb",
             "metadata": {"name": "x", "uid": "u"}, "spec": {"size": "large"}});
-        let r = render(&c, &steps, &xr);
+        let r = render(&c, &steps, &xr, None);
         // The second step's template has no base: it patches what the first rendered.
         assert_eq!(r.resources.len(), 1);
         let db = &r.resources[0];

@@ -2,13 +2,16 @@
 //! lookups for a request (a cluster source waits for the API server no later than the
 //! request allows), readiness, and what the operations port shows about them.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use serde_json::Value;
 
 use super::operations::Readiness;
+use crate::checks::functions::WithFunctions;
 use crate::checks::schema_aware::lookup::SchemaSource;
 use crate::cluster::{ClusterSchemas, UntilDeadline};
+use crate::model::function::FunctionSet;
 use crate::schema::Catalog;
 
 /// A schema source as the server uses it.
@@ -37,13 +40,21 @@ pub trait ServedSchemas: Send + Sync {
 pub struct FileSchemas {
     /// The catalog.
     pub catalog: Catalog,
+    /// The Functions of `--functions` files, if given.
+    pub functions: Option<Arc<FunctionSet>>,
     /// What it holds (`12 kinds from --crds files`).
     pub description: String,
 }
 
 impl ServedSchemas for FileSchemas {
     fn for_request(&self, _until: Instant) -> Box<dyn SchemaSource + '_> {
-        Box::new(&self.catalog)
+        match &self.functions {
+            Some(functions) => Box::new(WithFunctions {
+                schemas: &self.catalog,
+                functions: functions.clone(),
+            }),
+            None => Box::new(&self.catalog),
+        }
     }
 
     fn readiness(&self) -> Readiness {

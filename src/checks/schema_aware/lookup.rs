@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use crate::findings::{BadValue, ErrorType, FieldError, Finding, Path, Stage};
+use crate::model::function::FunctionSet;
 use crate::model::{ComposedTemplate, Composition};
 use crate::schema::builtin::{BuiltIns, KUBERNETES_VERSION};
 use crate::schema::mrd::activation_entries;
@@ -64,11 +65,22 @@ pub struct MrdInfo {
 pub trait SchemaSource {
     /// The schema of `group`, `kind` at `version`.
     fn resolve(&self, group: &str, kind: &str, version: &str) -> Result<SchemaInfo, LookupError>;
+
+    /// The Functions installed, when the source knows them (`--functions` files, a cluster
+    /// whose Functions are listed); `None`, the default, recognises pipeline steps by their
+    /// Function's name and reports no missing Function.
+    fn functions(&self) -> Option<Arc<FunctionSet>> {
+        None
+    }
 }
 
 impl<T: SchemaSource + ?Sized> SchemaSource for &T {
     fn resolve(&self, group: &str, kind: &str, version: &str) -> Result<SchemaInfo, LookupError> {
         (**self).resolve(group, kind, version)
+    }
+
+    fn functions(&self) -> Option<Arc<FunctionSet>> {
+        (**self).functions()
     }
 }
 
