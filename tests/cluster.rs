@@ -353,7 +353,7 @@ async fn initial_sync_then_every_review_is_answered_from_the_cache() {
     assert_eq!(
         detail,
         format!(
-            "ready: 2 CRDs, 0 MRDs and 1 XRD listed from {}\n",
+            "ready: 2 CRDs, 0 MRDs, 1 XRD and 0 Functions listed from {}\n",
             cluster.api.url() + "/"
         )
     );
@@ -1488,7 +1488,7 @@ async fn an_inactive_mrd_is_named_and_its_activation_is_followed() {
     assert_eq!(
         detail,
         format!(
-            "ready: 1 CRD, 1 MRD and 1 XRD listed from {}\n",
+            "ready: 1 CRD, 1 MRD, 1 XRD and 0 Functions listed from {}\n",
             cluster.api.url() + "/"
         )
     );

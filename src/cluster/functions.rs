@@ -144,6 +144,27 @@ impl Functions {
         ))
     }
 
+    /// How readiness and the metrics count the Functions: `3 Functions` or `no Functions
+    /// (...)` when the API server does not serve them; the source's metric state (as the
+    /// definitions' sources) and the Functions listed.
+    pub(crate) fn summary(&self) -> (String, &'static str, i64) {
+        let state = self.lock();
+        let n = state.listed.len();
+        let words = if state.status.absent {
+            "no Functions (the API server does not serve functions.pkg.crossplane.io v1)"
+                .to_string()
+        } else {
+            format!("{n} Function{}", if n == 1 { "" } else { "s" })
+        };
+        let metric_state = match &state.status {
+            l if l.absent => "absent",
+            l if l.synced => "listed",
+            l if l.last_error.is_some() => "failing",
+            _ => "waiting",
+        };
+        (words, metric_state, i64::try_from(n).unwrap_or(i64::MAX))
+    }
+
     /// A list or watch of Functions succeeded: its transient error is over.
     pub(crate) fn contact_restored(&self) {
         let mut state = self.lock();

@@ -38,8 +38,8 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::checks::schema_aware::lookup::{SchemaInfo, SchemaSource};
-use crate::schema::{LookupError, MrdState};
 use crate::model::function::FunctionSet;
+use crate::schema::{LookupError, MrdState};
 use definitions::{Source, Summary};
 use entries::{Entry, EntryError, ErrorClass, State};
 use index::{Index, Key};
@@ -374,6 +374,7 @@ impl ClusterSchemas {
     /// what the source holds or waits for.
     pub fn readiness(&self) -> (bool, String) {
         let functions = self.shared.functions.waiting();
+        let (function_words, _, _) = self.shared.functions.summary();
         let inner = self.shared.lock();
         if let (true, Some(why)) = (inner.synced(), functions) {
             return (false, why);
@@ -395,7 +396,10 @@ impl ClusterSchemas {
             let crds = count(inner.index.count(Source::Crd), "CRD");
             (
                 true,
-                format!("{crds}, {mrds} and {xrds} listed from {}", self.server),
+                format!(
+                    "{crds}, {mrds}, {xrds} and {function_words} listed from {}",
+                    self.server
+                ),
             )
         } else {
             (false, inner.not_listed_reason())
@@ -443,6 +447,7 @@ impl ClusterSchemas {
     /// `waiting`: not listed yet, `failing`: not listed and its last attempt failed) and the
     /// objects listed; and the OpenAPI v3 source with its cached documents.
     pub fn sources(&self) -> Vec<(&'static str, &'static str, i64)> {
+        let (_, function_state, functions) = self.shared.functions.summary();
         let inner = self.shared.lock();
         Source::ALL
             .iter()
@@ -461,6 +466,7 @@ impl ClusterSchemas {
                 let (state, n) = inner.openapi.source_state();
                 [("openapi", state, n)]
             })
+            .chain([("function", function_state, functions)])
             .collect()
     }
 
