@@ -8,7 +8,9 @@
 //! under generated API groups (`b<n>.<group>`, named `<plural>.b<n>.<group>`) up to 1,000;
 //! the XRDs: every distinct XRD of `../shared/corpus/xrds`; the MRDs (Crossplane v2): the
 //! same CRDs as Inactive ManagedResourceDefinitions under other generated groups
-//! (`m<n>.<group>`), 1,000 of them. For each run a fresh webhook is started and measured:
+//! (`m<n>.<group>`), 1,000 of them; the built-in kinds' OpenAPI v3 documents of
+//! `../shared/kube-openapi/v1.28.4` (fetched when a Composition needs one). For each run a
+//! fresh webhook is started and measured:
 //!
 //! - time from start to `/readyz` 200 (CRDs, MRDs and XRDs listed);
 //! - resident memory (VmRSS) once ready, and after validating every corpus Composition;
@@ -300,6 +302,10 @@ fn main() {
         api.apply_all(Resource::Xrds, xrds.into_values().collect());
         let mrd_count = mrds.len();
         api.apply_all(Resource::Mrds, mrds);
+        // Built-in kinds (the corpus composes ConfigMaps, Deployments, RBAC, Ingresses)
+        // from what a v1.28.4 API server serves at /openapi/v3.
+        let openapi = project_dir().join("../shared/kube-openapi/v1.28.4");
+        api.serve_openapi(&openapi);
         let dir = ScratchDir::new("cluster-bench");
         let kubeconfig = dir.path("kubeconfig");
         api.write_kubeconfig(&kubeconfig);

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use composition_webhook::cluster::entries::State;
 use kubeapi::{FakeApiServer, Resource, Verb};
 use serde_json::{Value, json};
-use webhook::{ScratchDir, Server, composition_review, project_dir, yaml_documents};
+use webhook::{ScratchDir, Server, project_dir, review_object as review, verdict, yaml_documents};
 
 const XR_KIND: &str = "XNetwork";
 const XR_GROUP: &str = "gcp.platformref.upbound.io";
@@ -133,53 +133,6 @@ impl Cluster {
         args.extend_from_slice(extra);
         tokio::task::block_in_place(|| Server::start(&[], &args))
     }
-}
-
-/// Reviews `object` with `?timeout=`; returns the AdmissionReview's response.
-async fn review(server: &Server, object: &Value, timeout: &str) -> Value {
-    let body = composition_review(
-        "v1",
-        "3a0e5d0c-1111-4c2a-9d55-5c1f8b0e0001",
-        "CREATE",
-        object.clone(),
-    );
-    let reply = server
-        .client()
-        .request(
-            "POST",
-            &format!("/validate?timeout={timeout}"),
-            Some("application/json"),
-            serde_json::to_vec(&body).expect("json"),
-        )
-        .await;
-    assert_eq!(
-        reply.status,
-        200,
-        "{}",
-        String::from_utf8_lossy(&reply.body)
-    );
-    reply.json()["response"].clone()
-}
-
-/// What a user sees: allowed, the denial's code and message, the warnings.
-fn verdict(response: &Value) -> (bool, u64, String, Vec<String>) {
-    let warnings = response["warnings"]
-        .as_array()
-        .map(|w| {
-            w.iter()
-                .filter_map(|s| s.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default();
-    (
-        response["allowed"].as_bool().expect("allowed"),
-        response["status"]["code"].as_u64().unwrap_or(0),
-        response["status"]["message"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string(),
-        warnings,
-    )
 }
 
 fn with_mode(mut object: Value, mode: &str) -> Value {

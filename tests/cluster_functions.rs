@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use kubeapi::{FakeApiServer, Resource, Verb};
 use serde_json::{Value, json};
-use webhook::{ScratchDir, Server, composition_review, project_dir, yaml_documents};
+use webhook::{ScratchDir, Server, project_dir, verdict, yaml_documents};
 
 const PT_PACKAGE: &str =
     "xpkg.crossplane.io/crossplane-contrib/function-patch-and-transform:v0.10.8";
@@ -80,45 +80,7 @@ impl Cluster {
 
 /// What a user sees: allowed, the denial's code and message, the warnings.
 async fn review(server: &Server, object: &Value) -> (bool, u64, String, Vec<String>) {
-    let body = composition_review(
-        "v1",
-        "3a0e5d0c-1111-4c2a-9d55-5c1f8b0e0016",
-        "CREATE",
-        object.clone(),
-    );
-    let reply = server
-        .client()
-        .request(
-            "POST",
-            "/validate?timeout=10s",
-            Some("application/json"),
-            serde_json::to_vec(&body).expect("json"),
-        )
-        .await;
-    assert_eq!(
-        reply.status,
-        200,
-        "{}",
-        String::from_utf8_lossy(&reply.body)
-    );
-    let response = reply.json()["response"].clone();
-    let warnings = response["warnings"]
-        .as_array()
-        .map(|w| {
-            w.iter()
-                .filter_map(|s| s.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default();
-    (
-        response["allowed"].as_bool().expect("allowed"),
-        response["status"]["code"].as_u64().unwrap_or(0),
-        response["status"]["message"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string(),
-        warnings,
-    )
+    verdict(&webhook::review_object(server, object, "10s").await)
 }
 
 async fn debug(server: &Server) -> Value {

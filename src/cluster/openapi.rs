@@ -33,7 +33,7 @@ use tokio::sync::mpsc;
 use super::entries::{EntryError, ErrorClass, State, rfc3339};
 use super::{Inner, Shared, describe_api_error, error_class};
 use crate::checks::schema_aware::lookup::{BuiltInOrigin, SchemaInfo};
-use crate::schema::builtin::{BuiltIns, KUBERNETES_VERSION};
+
 use crate::schema::openapi::{Document, Gvk};
 use crate::schema::{LookupError, Schema, Scope};
 
@@ -502,26 +502,15 @@ fn fallback(
     cause: &str,
     not_found: impl Fn() -> LookupError,
 ) -> Result<SchemaInfo, LookupError> {
-    let Some(b) = BuiltIns::embedded().resolve(&gvk.group, &gvk.kind, &gvk.version) else {
-        return Err(not_found());
-    };
-    Ok(SchemaInfo {
-        crd_name: kind_name(gvk),
-        schema: Some(b.schema),
-        schema_error: None,
-        version_found: true,
-        served_versions: b.versions,
-        from_xrd: false,
-        scope: b.scope,
-        built_in: Some(BuiltInOrigin {
-            source: format!(
-                "Kubernetes {KUBERNETES_VERSION}'s OpenAPI, embedded (the API server's OpenAPI v3 could not be read: {cause})"
-            ),
-            exact: false,
-        }),
-        mrd: None,
-        stale: None,
-    })
+    SchemaInfo::embedded_built_in(
+        &gvk.group,
+        &gvk.kind,
+        &gvk.version,
+        Some(&format!(
+            "the API server's OpenAPI v3 could not be read: {cause}"
+        )),
+    )
+    .ok_or_else(not_found)
 }
 
 // ---------------------------------------------------------------------------------------

@@ -551,3 +551,50 @@ pub async fn wait_metric(server: &Server, sample: &str, value: f64, timeout: Dur
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// Reviews `object` (a v1 CREATE) with `?timeout=`; returns the AdmissionReview's response.
+pub async fn review_object(server: &Server, object: &Value, timeout: &str) -> Value {
+    let body = composition_review(
+        "v1",
+        "3a0e5d0c-1111-4c2a-9d55-5c1f8b0e0001",
+        "CREATE",
+        object.clone(),
+    );
+    let reply = server
+        .client()
+        .request(
+            "POST",
+            &format!("/validate?timeout={timeout}"),
+            Some("application/json"),
+            serde_json::to_vec(&body).expect("json"),
+        )
+        .await;
+    assert_eq!(
+        reply.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&reply.body)
+    );
+    reply.json()["response"].clone()
+}
+
+/// What a user sees: allowed, the denial's code and message, the warnings.
+pub fn verdict(response: &Value) -> (bool, u64, String, Vec<String>) {
+    let warnings = response["warnings"]
+        .as_array()
+        .map(|w| {
+            w.iter()
+                .filter_map(|s| s.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    (
+        response["allowed"].as_bool().expect("allowed"),
+        response["status"]["code"].as_u64().unwrap_or(0),
+        response["status"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+        warnings,
+    )
+}

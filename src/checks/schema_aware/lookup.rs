@@ -49,6 +49,39 @@ pub struct BuiltInOrigin {
     pub exact: bool,
 }
 
+impl SchemaInfo {
+    /// A built-in kind's schema from the embedded Kubernetes OpenAPI documents (`None` for
+    /// a kind they lack); `why` says why they stand in for the API server's, if they do.
+    pub fn embedded_built_in(
+        group: &str,
+        kind: &str,
+        version: &str,
+        why: Option<&str>,
+    ) -> Option<SchemaInfo> {
+        let b = BuiltIns::embedded().resolve(group, kind, version)?;
+        let why = why.map(|w| format!(" ({w})")).unwrap_or_default();
+        Some(SchemaInfo {
+            crd_name: if group.is_empty() {
+                kind.to_string()
+            } else {
+                format!("{kind}.{group}")
+            },
+            schema: Some(b.schema),
+            schema_error: None,
+            version_found: true,
+            served_versions: b.versions,
+            from_xrd: false,
+            scope: b.scope,
+            built_in: Some(BuiltInOrigin {
+                source: format!("Kubernetes {KUBERNETES_VERSION}'s OpenAPI, embedded{why}"),
+                exact: false,
+            }),
+            mrd: None,
+            stale: None,
+        })
+    }
+}
+
 /// The ManagedResourceDefinition a kind's schema comes from, when no CRD defines it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MrdInfo {
@@ -91,28 +124,7 @@ impl SchemaSource for Catalog {
         let r = match self.lookup(group, kind, version) {
             Ok(r) => r,
             Err(e @ LookupError::NotFound { .. }) => {
-                let Some(b) = BuiltIns::embedded().resolve(group, kind, version) else {
-                    return Err(e);
-                };
-                return Ok(SchemaInfo {
-                    crd_name: if group.is_empty() {
-                        kind.to_string()
-                    } else {
-                        format!("{kind}.{group}")
-                    },
-                    schema: Some(b.schema),
-                    schema_error: None,
-                    version_found: true,
-                    served_versions: b.versions,
-                    from_xrd: false,
-                    scope: b.scope,
-                    built_in: Some(BuiltInOrigin {
-                        source: format!("Kubernetes {KUBERNETES_VERSION}'s OpenAPI, embedded"),
-                        exact: false,
-                    }),
-                    mrd: None,
-                    stale: None,
-                });
+                return SchemaInfo::embedded_built_in(group, kind, version, None).ok_or(e);
             }
             Err(e) => return Err(e),
         };
