@@ -839,13 +839,20 @@ fn app_with(edit: impl FnOnce(&mut Value)) -> Value {
     c
 }
 
-/// The fake API server with the App's XRD and v1.28.4's OpenAPI v3 documents; `None` when
-/// ../shared is absent outside CI.
+/// The fake API server with the App's XRD, its Function and v1.28.4's OpenAPI v3 documents;
+/// `None` when ../shared is absent outside CI.
 async fn app_cluster() -> Option<Cluster> {
     let dir = common::shared_subdir("kube-openapi/v1.28.4")?;
     let c = Cluster::start().await;
     c.api.serve_openapi(&dir);
     c.api.apply(Resource::Xrds, app_xrd());
+    // The Function its pipeline step names (a missing one would be reported).
+    c.api.apply(
+        Resource::Functions,
+        json!({"apiVersion": "pkg.crossplane.io/v1", "kind": "Function",
+               "metadata": {"name": "function-patch-and-transform"},
+               "spec": {"package": "xpkg.crossplane.io/crossplane-contrib/function-patch-and-transform:v0.10.8"}}),
+    );
     Some(c)
 }
 
