@@ -273,7 +273,7 @@ fn main() {
         .iter()
         .map(|c| serde_json::to_vec(c).map_or(0, |v| v.len()))
         .sum();
-    let comps = compositions(&corpus);
+    let mut comps = compositions(&corpus);
     // What Crossplane v2 makes of a provider's CRDs: Inactive MRDs with the CRDs' specs.
     let mrds: Vec<Value> = (0..setting("CLUSTER_BENCH_MRDS", 1000))
         .map(|i| {
@@ -306,6 +306,22 @@ fn main() {
         // from what a v1.28.4 API server serves at /openapi/v3.
         let openapi = project_dir().join("../shared/kube-openapi/v1.28.4");
         api.serve_openapi(&openapi);
+        // Crossplane v2's getting-started App composes a Deployment and a Service: their
+        // schemas come from those documents; its step's Function is installed.
+        let app = |f: &str| {
+            composition_webhook::document::load_path(&project_dir().join("testdata/v2/app").join(f))
+                .expect("testdata/v2/app")
+                .remove(0)
+                .value
+        };
+        api.apply(Resource::Xrds, app("definition.yaml"));
+        api.apply(
+            Resource::Functions,
+            json!({"apiVersion": "pkg.crossplane.io/v1", "kind": "Function",
+                   "metadata": {"name": "function-patch-and-transform"},
+                   "spec": {"package": "xpkg.crossplane.io/crossplane-contrib/function-patch-and-transform:v0.10.8"}}),
+        );
+        comps.push(("testdata/v2/app/composition.yaml".to_string(), app("composition.yaml")));
         let dir = ScratchDir::new("cluster-bench");
         let kubeconfig = dir.path("kubeconfig");
         api.write_kubeconfig(&kubeconfig);
