@@ -10,7 +10,7 @@
 //! `crds/upstream/pt.fn.crossplane.io_resources.yaml` is function-patch-and-transform
 //! v0.10.8's `package/input` CRD, unchanged: the schema of its `Resources` input. Nothing
 //! applies that CRD (the function decodes its input with `json.Unmarshal`), and where it
-//! disagrees with the function's code the code wins: [`runtime_view`] adjusts it as read.
+//! disagrees with the function's code the code wins: `runtime_view` adjusts it as read.
 
 use std::sync::{Arc, OnceLock};
 

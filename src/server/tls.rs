@@ -294,7 +294,7 @@ pub struct SelfSignedIssuer {
 }
 
 impl SelfSignedIssuer {
-    /// A new serving certificate (valid [`SELF_SIGNED_LEAF_DAYS`] from an hour before `now`)
+    /// A new serving certificate (valid `SELF_SIGNED_LEAF_DAYS` days from an hour before `now`)
     /// chained to the CA.
     pub fn issue(
         &self,
