@@ -8,7 +8,7 @@
 //! The test binary counts allocations per thread with the crate's own
 //! [`CountingAllocator`], as the webhook's binary does, so the budget sees real memory.
 //! CI runs 256 cases; `PROPTEST_CASES=20000 cargo test --release --test bounded_properties`
-//! is the longer run (README, "Tests").
+//! is the longer run (docs/tests.md).
 
 use composition_webhook::budget::{self, Budget, CountingAllocator, Limits};
 use composition_webhook::document;

@@ -332,7 +332,7 @@ async fn initial_sync_then_every_review_is_answered_from_the_cache() {
         calls(&server, "get", "compositeresourcedefinitions").await,
         1.0
     );
-    // Nothing but get, list and watch on CRDs and XRDs: the RBAC the README documents.
+    // Nothing but get, list and watch on CRDs and XRDs: the RBAC docs/cluster.md documents.
     let (_, text) = server.ops_get("/metrics").await;
     let other: Vec<&str> = text
         .lines()

@@ -4,7 +4,7 @@
 //! `webhook-flow/`, `e2e/` and `quirks/` as whole Compositions run through the engine in each
 //! mode. `upstream_asserted` (error type and field) is binding, the derived details must
 //! appear in ours (we add where and what, never drop upstream's words), and the admission
-//! verdict per mode must match. Every exception is a difference listed in README.md.
+//! verdict per mode must match. Every exception is a difference listed in docs/differences.md.
 
 mod common;
 
@@ -426,7 +426,7 @@ type Override = (
 );
 
 /// Our deliberate departures, per case: the errors we give instead of upstream's and the
-/// verdicts that follow. Each is in README.md.
+/// verdicts that follow. Each is in docs/differences.md.
 fn override_for(id: &str) -> Option<Override> {
     const DENY: [&str; 3] = ["422", "422", "allow"];
     const ALLOW: [&str; 3] = ["allow", "allow", "allow"];

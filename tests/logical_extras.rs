@@ -1,4 +1,4 @@
-//! The logical checks this project adds to upstream's (see the README's differences table):
+//! The logical checks this project adds to upstream's (see docs/differences.md):
 //! exact messages for each.
 
 mod common;

@@ -962,7 +962,7 @@ enum Upstream {
     Same,
     /// The verdict (allowed, code, reason); the message or warnings say more, by design.
     Verdict,
-    /// Another verdict: a documented difference (README, `override_for` in
+    /// Another verdict: a documented difference (docs/differences.md, `override_for` in
     /// tests/conformance_schema.rs).
     Differs,
 }
@@ -1071,7 +1071,7 @@ fn case_expectation(id: &str, mode: Option<&str>, crds: &Path) -> (Value, Upstre
             ),
             Same,
         ),
-        // There is no switch that turns schema checks off (README): strict, as annotated.
+        // There is no switch that turns schema checks off (docs/differences.md): strict, as annotated.
         ("webhook-flow/002-feature-flag-disabled-only-logical", None) => {
             (invalid("flow-flag-off", &[WRONG_FIELD], &[]), Differs)
         }
@@ -1253,7 +1253,7 @@ fn case_expectation(id: &str, mode: Option<&str>, crds: &Path) -> (Value, Upstre
                 Verdict,
             )
         }
-        // A version the CRD does not serve is an error of its own (README), besides the
+        // A version the CRD does not serve is an error of its own (docs/differences.md), besides the
         // typo upstream finds with the CRD's only schema.
         ("webhook-flow/011-unknown-version-single-version-crd", Some(m)) => {
             let version: Cause = (

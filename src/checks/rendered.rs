@@ -5,7 +5,7 @@
 //! (`spec.resources[0].base.spec.forProvider.region`) so the user sees which template is
 //! wrong.
 //!
-//! How a finding's severity is decided (the README's "What is checked" has the table):
+//! How a finding's severity is decided (docs/checks.md has the table):
 //! - it holds for every composite resource (XR) the XR's schema allows: an error. That is a
 //!   finding no patch is involved in (the base), an unknown field (unknown whatever value a
 //!   patch writes into it), a required field no patch writes, and a finding a patch's value
