@@ -178,8 +178,10 @@ impl<'a> Validator<'a> {
     }
 
     /// Runs the checks on a parsed Composition after `earlier` findings (the API server's). A
-    /// logical finding at a field an earlier one already reports is the same problem seen
-    /// twice: it is dropped, except that its words replace a bare `Required value`.
+    /// logical finding at a field an earlier one already reports, or at a related field with
+    /// the same words (a CEL rule of the CRD reports at the object it is on, a duplicate in a
+    /// list keyed by a field at the item), is the same problem seen twice: it is dropped,
+    /// except that its words replace a bare `Required value`.
     fn validate_with(&self, c: &Composition, mut findings: Vec<Finding>) -> Report {
         let (steps, step_errors) = checks::patch_and_transform::read_steps(c);
         let logical = checks::logical::validate(c, self.options.as_api_server)
@@ -192,7 +194,12 @@ impl<'a> Validator<'a> {
             );
         let _ = budget::check();
         for e in logical {
-            match findings.iter_mut().find(|f| f.error.field == e.field) {
+            let same = |f: &&mut Finding| {
+                let same_words = f.error.detail == e.detail
+                    && (!e.detail.is_empty() || f.error.error_type == e.error_type);
+                f.error.field == e.field || (same_words && related(&f.error.field, &e.field))
+            };
+            match findings.iter_mut().find(same) {
                 Some(f) if f.error.error_type == e.error_type && f.error.detail.is_empty() => {
                     f.error.detail = e.detail
                 }
@@ -367,13 +374,31 @@ fn stopped_finding(e: &Exceeded, findings: &mut Vec<Finding>) -> Finding {
     )
 }
 
-/// What the API server refuses in a Composition before any webhook sees it: a value of the
-/// wrong type, a value outside an enum, a missing required field, an unknown field
-/// (`kubectl apply` validates fields strictly). `metadata` is checked by the logical checks.
-/// Where a v2 API refuses a v1 field, the error says where the field went.
+/// What the API server refuses in a Composition before any webhook sees it, as it validates
+/// a custom resource of the Composition CRD (`validate_resource`): unknown fields (`kubectl
+/// apply` validates fields strictly), types, enums, required fields, the CRD's other
+/// constraints and its CEL rules. `metadata` is checked by the logical checks. Where a v2 API
+/// refuses a v1 field, the error says where the field went.
 fn api_server_errors(defaulted: &Value, api: &schema::CompositionApi) -> Vec<FieldError> {
-    let mut errors =
-        schema::validation::validate(defaulted, api.schema(), &crate::findings::Path::default());
+    let compiled = match api.compiled() {
+        Ok(compiled) => compiled,
+        // Only a given CRD can fail to compile (the embedded ones are tested): its refusals
+        // are not known, and denying for that would be a false denial.
+        Err(_) => return Vec::new(),
+    };
+    // Validation prunes and defaults its own copy.
+    if budget::reserve_copy(defaulted).is_err() {
+        return Vec::new();
+    }
+    let mut object = defaulted.clone();
+    let limits = schema::CelLimits::default();
+    let mut errors = schema::validate_resource(
+        &compiled,
+        &mut object,
+        &crate::findings::Path::default(),
+        &limits,
+    )
+    .errors;
     if !api.pipeline_only() {
         for e in errors.iter_mut().filter(|e| {
             e.detail.starts_with("unknown field") && schema::composition_api::added_in_v2(&e.field)

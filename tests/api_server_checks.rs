@@ -1,6 +1,10 @@
-//! What the API server refuses in a Composition file before any webhook sees it: wrong
-//! types, enums, required and unknown fields (`kubectl apply` validates fields strictly).
-//! Checked for files; skipped for admission requests, which went through the API server.
+//! What the API server refuses in a Composition file before any webhook sees it, as it
+//! validates a custom resource of the Composition CRD: unknown fields (`kubectl apply`
+//! validates fields strictly), wrong types, enums, required fields, the CRD's other
+//! constraints (item counts, embedded resources, list types) and its CEL rules. Checked for
+//! files; skipped for admission requests, which went through the API server. The
+//! function-patch-and-transform input is checked against its CRD by the same validator, for
+//! both.
 
 mod common;
 
@@ -25,11 +29,28 @@ fn base() -> Value {
 }
 
 fn logical(value: &Value, as_api_server: bool) -> Vec<String> {
+    logical_with(
+        value,
+        Options {
+            as_api_server,
+            ..common::v1_options()
+        },
+    )
+}
+
+/// The logical findings under Crossplane v2.3.4's Composition API.
+fn logical_v2(value: &Value, as_api_server: bool) -> Vec<String> {
+    logical_with(
+        value,
+        Options {
+            as_api_server,
+            ..Options::default()
+        },
+    )
+}
+
+fn logical_with(value: &Value, options: Options) -> Vec<String> {
     let catalog = Catalog::new();
-    let options = Options {
-        as_api_server,
-        ..common::v1_options()
-    };
     let report = Validator::new(&catalog, options).validate_value(value);
     report
         .findings
@@ -121,5 +142,149 @@ fn map_keys_are_bracketed() {
     assert_eq!(
         report.findings[0].message(),
         r#"metadata.annotations[crossplane.io/composition-schema-aware-validation-mode]: Invalid value: 1: must be of type string, got integer"#
+    );
+}
+
+/// The CRD's constraints beyond types, in the API server's words: they replace the logical
+/// checks' words for the same field (kubectl shows the API server's; its webhook never runs).
+#[test]
+fn item_counts_and_embedded_resources() {
+    let mut v = base();
+    v["spec"]["resources"][0]["base"]["apiVersion"] = json!("a/b/c");
+    v["spec"]["resources"][0]["patches"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({
+            "type": "CombineFromComposite", "toFieldPath": "spec.b",
+            "combine": {"strategy": "string", "variables": [], "string": {"fmt": "%s"}}
+        }));
+    assert_eq!(
+        logical(&v, true),
+        [
+            // `minItems: 1` (the walker did not check it; the logical check said "Required
+            // value: a combine needs at least one variable").
+            "spec.resources[0].patches[1].combine.variables: Invalid value: 0: spec.resources[0].patches[1].combine.variables in body should have at least 1 items",
+            // `base` is an `x-kubernetes-embedded-resource`: apiextensions' `objectmeta`
+            // validation parses its apiVersion (the logical check said "must be
+            // group/version, or version for the core group").
+            r#"spec.resources[0].base.apiVersion: Invalid value: "a/b/c": unexpected GroupVersion string: a/b/c"#,
+        ]
+    );
+    // The admission path: the API server already decided; the logical checks' words remain.
+    assert_eq!(
+        logical(&v, false),
+        [
+            "spec.resources[0].patches[1].combine.variables: Required value: a combine needs at least one variable"
+        ]
+    );
+}
+
+fn pipeline(steps: Value) -> Value {
+    json!({
+        "apiVersion": "apiextensions.crossplane.io/v1",
+        "kind": "Composition",
+        "metadata": {"name": "x"},
+        "spec": {
+            "compositeTypeRef": {"apiVersion": "example.org/v1", "kind": "XThing"},
+            "mode": "Pipeline",
+            "pipeline": steps
+        }
+    })
+}
+
+/// Crossplane v2's CRD: its CEL rules, the pipeline as a list keyed by step name, and each
+/// input an embedded resource.
+#[test]
+fn crossplane_v2_rules_list_types_and_inputs() {
+    let mut v = pipeline(json!([]));
+    v["spec"].as_object_mut().unwrap().remove("pipeline");
+    // `self.mode == 'Pipeline' && has(self.pipeline)` on `spec`, reported at `spec` with the
+    // rule's message; the logical check's `spec.pipeline: Required value` with the same
+    // words is the same problem.
+    assert_eq!(
+        logical_v2(&v, true),
+        [
+            r#"spec: Invalid value: "object": an array of pipeline steps is required in Pipeline mode"#
+        ]
+    );
+    assert_eq!(
+        logical_v2(&v, false),
+        ["spec.pipeline: Required value: an array of pipeline steps is required in Pipeline mode"]
+    );
+    let step = |name: &str| json!({"step": name, "functionRef": {"name": "function-auto-ready"}});
+    let v = pipeline(json!([
+        step("a"),
+        step("a"),
+        {"step": "b", "functionRef": {"name": "function-x"}, "input": {"foo": "bar"}}
+    ]));
+    // In the API server's order: embedded resources, then list types. The duplicate step
+    // is reported at the item, as `x-kubernetes-list-type: map` reports it; the logical
+    // check's `spec.pipeline[1].step: Duplicate value` is the same problem.
+    assert_eq!(
+        logical_v2(&v, true),
+        [
+            "spec.pipeline[2].input.apiVersion: Required value",
+            "spec.pipeline[2].input.kind: Required value",
+            r#"spec.pipeline[1]: Duplicate value: {"step":"a"}"#,
+        ]
+    );
+    assert_eq!(
+        logical_v2(&v, false),
+        [r#"spec.pipeline[1].step: Duplicate value: "a""#]
+    );
+    let mut with_credentials = step("a");
+    with_credentials["credentials"] = json!([{"name": "c", "source": "None"}]);
+    assert_eq!(
+        logical_v2(&pipeline(json!([with_credentials])), true),
+        [
+            r#"spec.pipeline[0].credentials[0]: Invalid value: "object": the Secret source requires a secretRef"#
+        ],
+        "v2.3.4's rule, as its API server applies it"
+    );
+}
+
+fn patch_and_transform(resources: Value) -> Value {
+    pipeline(json!([{
+        "step": "pt",
+        "functionRef": {"name": "function-patch-and-transform"},
+        "input": {
+            "apiVersion": "pt.fn.crossplane.io/v1beta1",
+            "kind": "Resources",
+            "resources": resources
+        }
+    }]))
+}
+
+/// The patch-and-transform input against its CRD, for files and admission requests alike:
+/// the error's field is its place in the Composition, the detail its path in the input (an
+/// object of that CRD), as for rendered resources; the walker repeated the full path in the
+/// detail. An input with a value of the wrong type is not read further.
+#[test]
+fn patch_and_transform_inputs() {
+    let missing_from = json!({"type": "FromCompositeFieldPath", "toFieldPath": "data.a"});
+    let wrong_type = patch_and_transform(json!([{
+        "name": 3,
+        "base": {"apiVersion": "v1", "kind": "ConfigMap"},
+        "patches": [missing_from]
+    }]));
+    for as_api_server in [true, false] {
+        assert_eq!(
+            logical_v2(&wrong_type, as_api_server),
+            [
+                r#"spec.pipeline[0].input.resources[0].name: Invalid value: "integer": resources[0].name in body must be of type string: "integer""#
+            ]
+        );
+    }
+    let wrong_enum = patch_and_transform(json!([{
+        "name": "cm",
+        "base": {"apiVersion": "v1", "kind": "ConfigMap"},
+        "patches": [missing_from, {"fromFieldPath": "spec.a", "toFieldPath": "data.b", "policy": {"fromFieldPath": "Sometimes"}}]
+    }]));
+    assert_eq!(
+        logical_v2(&wrong_enum, false),
+        [
+            r#"spec.pipeline[0].input.resources[0].patches[1].policy.fromFieldPath: Unsupported value: "Sometimes": supported values: "Optional", "Required""#,
+            "spec.pipeline[0].input.resources[0].patches[0].fromFieldPath: Required value: fromFieldPath must be set for patch type FromCompositeFieldPath",
+        ]
     );
 }

@@ -224,11 +224,17 @@ fn resources_mode_for_a_v2_xr_says_how_to_migrate() {
             }
         })
     };
+    // The unknown spec.resources comes first: the API server refuses unknown fields (strict
+    // field validation, while decoding) before it validates the schema.
+    let unknown_resources = "spec.resources: Invalid value: \"resources\": unknown field: \"resources\": Crossplane v2 Compositions have no spec.resources: compose resources in a pipeline step of function-patch-and-transform (`crossplane beta convert pipeline-composition` converts a v1 Composition) (checked against Crossplane v2.3.4's Composition API; for Crossplane v1, validate with --crossplane-version v1)";
     let found = messages(&catalog, &resources_mode("example.org/v1alpha1", "Test"));
     assert_eq!(
-        found.first().map(String::as_str),
+        found.get(..2),
         Some(
-            "spec.mode: Unsupported value: \"Resources\": supported values: \"Pipeline\": example.org/v1alpha1, Test is a Crossplane v2 composite resource (its XRD's scope is Namespaced or Cluster), and Crossplane v2 composes only through a function pipeline: move spec.resources, spec.patchSets and spec.environment into the input of a function-patch-and-transform step (`crossplane beta convert pipeline-composition` does it)"
+            &[
+                unknown_resources.to_string(),
+                "spec.mode: Unsupported value: \"Resources\": supported values: \"Pipeline\": example.org/v1alpha1, Test is a Crossplane v2 composite resource (its XRD's scope is Namespaced or Cluster), and Crossplane v2 composes only through a function pipeline: move spec.resources, spec.patchSets and spec.environment into the input of a function-patch-and-transform step (`crossplane beta convert pipeline-composition` does it)".to_string()
+            ][..]
         ),
         "{found:?}"
     );
@@ -236,9 +242,12 @@ fn resources_mode_for_a_v2_xr_says_how_to_migrate() {
     let legacy = resources_mode("nop.example.org/v1alpha1", "XNopResource");
     let found = messages(&catalog, &legacy);
     assert_eq!(
-        found.first().map(String::as_str),
+        found.get(..2),
         Some(
-            "spec.mode: Unsupported value: \"Resources\": supported values: \"Pipeline\": Crossplane v2 runs only Pipeline mode: move spec.resources into a function-patch-and-transform step (`crossplane beta convert pipeline-composition` converts a v1 Composition) (checked against Crossplane v2.3.4's Composition API; for Crossplane v1, validate with --crossplane-version v1)"
+            &[
+                unknown_resources.to_string(),
+                "spec.mode: Unsupported value: \"Resources\": supported values: \"Pipeline\": Crossplane v2 runs only Pipeline mode: move spec.resources into a function-patch-and-transform step (`crossplane beta convert pipeline-composition` converts a v1 Composition) (checked against Crossplane v2.3.4's Composition API; for Crossplane v1, validate with --crossplane-version v1)".to_string()
+            ][..]
         ),
         "{found:?}"
     );

@@ -3,8 +3,9 @@
 //! gets the same checks, with field paths into `spec.pipeline[i].input`.
 //!
 //! Nothing checks a function's input before the function runs (the API server keeps it
-//! opaque), so the input is also checked against its CRD here: types, enums, required and
-//! unknown fields. Other functions' inputs stay opaque.
+//! opaque), so the input is also checked against its CRD here, as the API server would check
+//! a `Resources` object of that CRD (`validate_resource`). Other functions' inputs stay
+//! opaque.
 
 use crate::findings::{BadValue, ErrorType, FieldError, Path};
 use std::sync::{Arc, OnceLock};
@@ -36,9 +37,14 @@ pub fn read_steps(c: &Composition) -> (Vec<PatchAndTransformStep>, Vec<FieldErro
             continue;
         };
         let at = Path::new("spec").child("pipeline").index(i).child("input");
-        let defaulted = with_input_defaults(input);
-        let found =
-            validation::validate(&defaulted, schema::patch_and_transform_input_schema(), &at);
+        let mut defaulted = with_input_defaults(input);
+        // The embedded schema always compiles (a test guards it).
+        let found = schema::patch_and_transform_input_validator()
+            .map(|compiled| {
+                let limits = validation::CelLimits::default();
+                validation::validate_resource(compiled, &mut defaulted, &at, &limits).errors
+            })
+            .unwrap_or_default();
         let wrong_types = found.iter().any(|e| e.error_type == ErrorType::TypeInvalid);
         // A `step:` indented into the input is reported once, at the step's missing name.
         let misplaced_step = at.child("step");

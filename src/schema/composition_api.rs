@@ -18,6 +18,7 @@ use super::catalog::Catalog;
 use super::crd::Crd;
 use super::embedded;
 use super::structural::Schema;
+use super::validation::{self, CompileError, CompiledSchema};
 
 /// The Crossplane major versions whose Composition CRD is embedded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -141,6 +142,16 @@ impl CompositionApi {
     /// The CRD's `v1` schema.
     pub fn schema(&self) -> &Schema {
         &self.schema
+    }
+
+    /// The CRD's `v1` schema compiled for validation: once per schema (see
+    /// [`validation::compiled`]; the embedded schemas live as long as the process).
+    ///
+    /// # Errors
+    ///
+    /// The [`CompileError`] of a schema the validator refuses.
+    pub fn compiled(&self) -> Result<Arc<CompiledSchema>, CompileError> {
+        validation::compiled(&self.schema)
     }
 
     /// Where the CRD came from.

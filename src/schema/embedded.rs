@@ -19,6 +19,7 @@ use serde_json::Value;
 use super::composition_api::CrossplaneVersion;
 use super::crd::Crd;
 use super::structural::Schema;
+use super::validation::{CompileError, CompiledSchema};
 
 /// The embedded Crossplane v1.17.0 Composition CRD file's text.
 pub const COMPOSITION_CRD_YAML: &str =
@@ -204,6 +205,20 @@ pub fn patch_and_transform_input_schema() -> &'static Schema {
     }
 }
 
+/// [`patch_and_transform_input_schema`] compiled for validation, once.
+///
+/// # Errors
+///
+/// The [`CompileError`] of the embedded schema: never, as the
+/// `embedded_patch_and_transform_crd_parses` test guards.
+pub fn patch_and_transform_input_validator() -> Result<&'static CompiledSchema, CompileError> {
+    static COMPILED: OnceLock<Result<CompiledSchema, CompileError>> = OnceLock::new();
+    COMPILED
+        .get_or_init(|| CompiledSchema::compile(patch_and_transform_input_schema()))
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -230,6 +245,16 @@ mod tests {
                     .descend(&["spec", "mode"])
                     .is_some()
             );
+            // What the API server refuses in a file is found with it compiled: v2.3.4's CEL
+            // rules on create (credentials, required resources, the pipeline), not the
+            // transition rule that keeps `compositeTypeRef` immutable.
+            let compiled = crate::schema::validation::compiled(&composition_crd_schema_of(version))
+                .expect("compiles");
+            let rules = match version {
+                CrossplaneVersion::V1 => 0,
+                CrossplaneVersion::V2 => 3,
+            };
+            assert_eq!(compiled.cel_rule_count(), rules);
         }
     }
 
@@ -240,6 +265,15 @@ mod tests {
         assert_eq!(crd.names.kind, "Resources");
         let schema = patch_and_transform_input_schema();
         assert!(schema.descend(&["resources", "[]", "patches"]).is_some());
+        let compiled = patch_and_transform_input_validator().expect("compiles");
+        assert!(
+            std::ptr::eq(
+                compiled,
+                patch_and_transform_input_validator().expect("compiles")
+            ),
+            "compiled once"
+        );
+        assert_eq!(compiled.cel_rule_count(), 0);
     }
 
     #[test]

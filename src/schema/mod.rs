@@ -17,10 +17,10 @@
 //! - [`builtin`]: those of Kubernetes v1.28.4, embedded, for validation without a cluster;
 //! - [`quantity`]: apimachinery's `resource.ParseQuantity`, for `Quantity` fields and the
 //!   `convert` transform;
-//! - [`validation`]: validating a value against a schema as the API server does: the
-//!   lightweight walker (types, enums, required and unknown fields) and the whole custom
-//!   resource pipeline (pruning, defaults, JSON Schema, embedded resources, list types, CEL)
-//!   with compiled, cached schemas.
+//! - [`validation`]: validating a value against a schema as the API server validates a
+//!   custom resource (pruning, defaults, JSON Schema, embedded resources, list types, CEL)
+//!   with compiled, cached schemas: Compositions from files, function-patch-and-transform
+//!   inputs and rendered resources alike.
 //!
 //! Nothing here performs I/O: documents come in as `serde_json::Value`s.
 
@@ -47,6 +47,7 @@ pub use defaults::apply_defaults;
 pub use embedded::{
     COMPOSITION_CRD_V2_YAML, COMPOSITION_CRD_YAML, PATCH_AND_TRANSFORM_CRD_YAML, composition_crd,
     composition_crd_schema_of, patch_and_transform_input_schema,
+    patch_and_transform_input_validator,
 };
 pub use mrd::{Mrd, MrdState, is_mrd};
 pub use structural::{

@@ -1,13 +1,11 @@
 //! Validating values against structural schemas as kube-apiserver does for custom resources.
 //!
-//! Two entry points:
-//!
-//! - [`validate`]: the lightweight walker (types, enums, required and unknown fields) used to
-//!   check a Composition against the Composition CRD;
-//! - [`validate_resource`]: the whole create pipeline of the API server for a custom resource
-//!   (apiextensions-apiserver's `customResourceStrategy`), for composed resources rendered
-//!   from a Composition and checked against their provider CRDs. It needs a
-//!   [`CompiledSchema`], built once per schema ([`compiled`] caches it).
+//! One validator, [`validate_resource`]: the whole create pipeline of the API server for a
+//! custom resource (apiextensions-apiserver's `customResourceStrategy`), with one set of
+//! messages. It checks Compositions from files against the Composition CRD,
+//! function-patch-and-transform inputs against their CRD, and composed resources rendered
+//! from a Composition against their provider CRDs. It needs a [`CompiledSchema`], built once
+//! per schema ([`compiled`] caches it).
 //!
 //! The pipeline, in the API server's order:
 //!
@@ -36,12 +34,12 @@ mod convert;
 mod embedded;
 mod errors;
 mod formats;
-mod legacy;
 mod list_type;
 pub mod names;
 mod object_meta;
 mod prune;
 mod quantity;
+mod words;
 
 use std::fmt;
 use std::sync::OnceLock;
@@ -55,9 +53,9 @@ use crate::findings::{ErrorType, FieldError, Path};
 
 pub use cache::compiled;
 pub use formats::go_duration_seconds;
-pub use legacy::{closest, json_type_name, validate};
 pub use names::NameRule;
 pub use object_meta::ObjectMetaRules;
+pub use words::{closest, json_type_name};
 
 /// The note the API server adds when a blocking error keeps CEL rules from running.
 pub const CEL_NOT_CHECKED: &str = "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation";
@@ -414,6 +412,114 @@ fn under(root: &Path, relative: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use serde_json::json;
+
+    fn messages(mut value: Value, schema: &Schema) -> Vec<String> {
+        let compiled = CompiledSchema::compile(schema).expect("compiles");
+        validate_resource(
+            &compiled,
+            &mut value,
+            &Path::default(),
+            &CelLimits::default(),
+        )
+        .errors
+        .iter()
+        .map(ToString::to_string)
+        .collect()
+    }
+
+    /// The cases of the lightweight walker this validator replaced (`legacy.rs`), with the
+    /// messages that changed and why.
+    #[test]
+    fn the_former_walkers_cases() {
+        let s = Schema::from_value(&json!({
+            "type": "object",
+            "required": ["spec"],
+            "properties": {
+                "spec": {
+                    "type": "object",
+                    "required": ["size"],
+                    "properties": {
+                        "size": {"type": "integer"},
+                        "acl": {"type": "string", "enum": ["private", "public-read"]},
+                        "tags": {"type": "object", "additionalProperties": {"type": "string"}},
+                        "port": {"x-kubernetes-int-or-string": true},
+                        "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                        "maybe": {"type": "string", "nullable": true},
+                        "replicas": {"type": "integer", "enum": [1, 3]}
+                    }
+                }
+            }
+        }))
+        .expect("schema");
+        assert_eq!(
+            messages(json!({"spec": {"size": 1.0}}), &s),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            messages(
+                json!({"spec": {"size": "x", "acl": "foo", "tags": {"a.b/c": 1}, "port": true,
+                      "free": {"any": [1]}, "aclx": 1, "maybe": null, "replicas": 2}}),
+                &s
+            ),
+            [
+                // Unknown fields first: the API server's strict field validation refuses them
+                // while decoding, before the schema is validated (the walker reported them
+                // where it met them, last here).
+                r#"spec.aclx: Invalid value: "aclx": unknown field: "aclx", did you mean "acl"?"#,
+                r#"spec.size: Invalid value: "string": spec.size in body must be of type integer: "string""#,
+                r#"spec.acl: Unsupported value: "foo": supported values: "private", "public-read""#,
+                // A map value's path is kube-openapi's, `spec.tags.a.b/c`, in the field as in
+                // the detail (apiextensions' `kubeOpenAPIResultToFieldErrors` takes the field
+                // from the detail's path); the walker wrote `spec.tags[a.b/c]`.
+                r#"spec.tags.a.b/c: Invalid value: "integer": spec.tags.a.b/c in body must be of type string: "integer""#,
+                r#"spec.port: Invalid value: "boolean": spec.port in body must be of type integer,string: "boolean""#,
+                // Non-string enum values are quoted, as `field.NotSupported` quotes them
+                // (the walker printed `1, 3`).
+                r#"spec.replicas: Unsupported value: 2: supported values: "1", "3""#,
+            ]
+        );
+        assert_eq!(
+            messages(json!({"spec": {"size": null}}), &s),
+            ["spec.size: Required value"]
+        );
+        assert_eq!(messages(json!({}), &s), ["spec: Required value"]);
+        assert_eq!(
+            messages(json!({"spec": []}), &s),
+            [r#"spec: Invalid value: "array": spec in body must be of type object: "array""#]
+        );
+    }
+
+    /// Under a root, the field is the full path and the detail the path inside the object,
+    /// as for any object the API server validates (the walker repeated the full path).
+    #[test]
+    fn details_name_the_path_inside_the_object() {
+        let s = Schema::from_value(&json!({
+            "type": "object",
+            "properties": {"resources": {"type": "array", "items": {
+                "type": "object", "properties": {"name": {"type": "string"}}}}}
+        }))
+        .expect("schema");
+        let compiled = CompiledSchema::compile(&s).expect("compiles");
+        let root = Path::new("spec").child("pipeline").index(0).child("input");
+        let found = validate_resource(
+            &compiled,
+            &mut json!({"resources": [{"name": 3}]}),
+            &root,
+            &CelLimits::default(),
+        );
+        assert_eq!(
+            found
+                .errors
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>(),
+            [
+                r#"spec.pipeline[0].input.resources[0].name: Invalid value: "integer": resources[0].name in body must be of type string: "integer""#
+            ]
+        );
+    }
 
     #[test]
     fn compiled_schema_is_send_and_sync() {

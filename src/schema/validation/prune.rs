@@ -2,15 +2,15 @@
 //! do before defaulting and validation.
 //!
 //! Unknown fields are reported first, as `kubectl apply`'s strict field validation refuses
-//! them (worded as the lightweight walker words them), then removed. Not pruned: anything
-//! under `x-kubernetes-preserve-unknown-fields` (declared properties below it still are),
-//! keys covered by `additionalProperties`, and `apiVersion`, `kind`, `metadata` at the root
-//! and in `x-kubernetes-embedded-resource` objects. A value whose type does not match its
+//! them (worded as `crossplane beta validate` words them, with a "did you mean"), then
+//! removed. Not pruned: anything under `x-kubernetes-preserve-unknown-fields` (declared
+//! properties below it still are), keys covered by `additionalProperties`, and `apiVersion`,
+//! `kind`, `metadata` at the root and in `x-kubernetes-embedded-resource` objects. A value whose type does not match its
 //! schema is left alone: the type error says what is wrong with it.
 
 use serde_json::Value;
 
-use super::legacy::unknown_field;
+use super::closest;
 use crate::findings::{FieldError, Path};
 use crate::schema::structural::MAX_SCHEMA_DEPTH;
 use crate::schema::{AdditionalProperties, Items, Schema};
@@ -99,6 +99,17 @@ fn prune(
         },
         _ => {}
     }
+}
+
+/// An unknown field, as `kubectl apply` (strict field validation) refuses it, worded as
+/// `crossplane beta validate` reports it, with the closest known field names of that object.
+fn unknown_field(path: &Path, key: &str, schema: &Schema) -> FieldError {
+    let mut detail = format!("unknown field: \"{key}\"");
+    let suggestions = closest(key, schema.properties.keys().map(String::as_str));
+    if !suggestions.is_empty() {
+        detail.push_str(&format!(", did you mean {}?", suggestions.join(" or ")));
+    }
+    FieldError::invalid(path.child(key), key, detail)
 }
 
 /// `skipPrune`: under `x-kubernetes-preserve-unknown-fields` unknown keys stay, but declared
