@@ -81,6 +81,7 @@ pub mod cluster;
 pub mod document;
 pub mod fieldpath;
 pub mod findings;
+pub mod go;
 pub mod mode;
 pub mod model;
 pub mod render;

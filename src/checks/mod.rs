@@ -7,7 +7,6 @@
 //! - [`functions`]: the Functions pipeline steps name, when the installed ones are known.
 
 pub mod functions;
-pub mod go_regexp;
 pub mod logical;
 pub mod patch_and_transform;
 pub mod rendered;

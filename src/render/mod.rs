@@ -6,10 +6,9 @@
 //!
 //! - [`mock`]: the minimal mock XR built from the XR schema;
 //! - [`patch`]: one patch at run time; [`paved`]: field paths in JSON values;
-//! - [`transform`]: the transforms at run time; [`gofmt`]: Go's `fmt.Sprintf`;
+//! - [`transform`]: the transforms at run time;
 //! - [`pattern`]: example strings for `pattern` constraints.
 
-pub mod gofmt;
 pub mod mock;
 pub mod patch;
 pub mod pattern;

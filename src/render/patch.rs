@@ -6,8 +6,9 @@
 use serde_json::Value;
 
 use super::paved::{self, Merge};
-use super::{gofmt, transform};
+use super::transform;
 use crate::fieldpath::{self, Segments};
+use crate::go::fmt as gofmt;
 use crate::model::{self, COMBINE_STRATEGY_STRING, Patch, PatchPolicy};
 
 /// The deepest destination path rendered.

@@ -3,7 +3,7 @@
 //! `internal/controller/apiextensions/composite/composition_transforms.go` (v1.14 to v1.20,
 //! the same code as function-patch-and-transform's `transforms.go`).
 //!
-//! Values are the Go values Kubernetes decodes JSON into (see [`super::gofmt`]): a whole
+//! Values are the Go values Kubernetes decodes JSON into (see [`crate::go::fmt`]): a whole
 //! number is an `int64`, any other number a `float64`. The results keep Go's types too: a
 //! `map` or `match` result and a `json` conversion are decoded by `json.Unmarshal`, so every
 //! number in them is a `float64` (a JSON float in the returned [`Value`]). Go can also
@@ -14,27 +14,25 @@
 //! Errors carry Crossplane's words: `transform at index 1 returned error: math transform
 //! could not resolve: input is required to be a number for math transformer, got string`.
 
-mod decode;
-mod regexp;
-
 use base64::Engine as _;
 use base64::alphabet;
 use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
 use serde_json::{Number, Value};
 use sha1::Digest as _;
 
-pub use crate::schema::quantity::QuantityError;
-pub use decode::{NumError, NumErrorKind};
+pub use crate::go::json::{NumError, NumErrorKind};
+pub use crate::go::quantity::QuantityError;
 
-use super::gofmt::{self, GoValue};
 use crate::findings::FieldError;
+use crate::go::fmt::{self as gofmt, GoValue};
+use crate::go::json as decode;
+use crate::go::quantity;
+use crate::go::regexp::{self, RegexpError};
 use crate::model::{
     CONVERT_FORMATS, ConvertTransform, MATCH_LITERAL, MATCH_REGEXP, MATH_CLAMP_MAX, MATH_CLAMP_MIN,
     MATH_MULTIPLY, MapTransform, MatchTransform, MatchTransformPattern, MathTransform, Runtime,
     StringTransform, Transform, TransformIoType, kinds, string_kinds,
 };
-use crate::schema::quantity;
-use regexp::RegexpError;
 
 /// Why a transform failed, in Crossplane's words.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

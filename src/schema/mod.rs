@@ -32,7 +32,6 @@ pub mod defaults;
 pub mod embedded;
 pub mod mrd;
 pub mod openapi;
-pub mod quantity;
 pub mod resolve;
 pub mod structural;
 pub mod validation;

@@ -1,8 +1,8 @@
 //! Transform checks (upstream `Transform.Validate` and its per-type validators), with regular
 //! expressions checked against Go's syntax, which is what Crossplane compiles them with.
 
-use crate::checks::go_regexp::{self, GoRegexpError};
 use crate::findings::{ErrorType, FieldError};
+use crate::go::regexp::syntax::{self as go_regexp, GoRegexpError};
 use crate::model::{
     CONVERT_FORMATS, MATCH_LITERAL, MATCH_REGEXP, MATH_CLAMP_MAX, MATH_CLAMP_MIN, MATH_MULTIPLY,
     MatchTransform, MathTransform, Runtime, STRING_CONVERSIONS, StringTransform, Transform,

@@ -1,5 +1,5 @@
 //! Go's `regexp.Compile` for the transforms: Go's verdict and error words come from
-//! [`crate::checks::go_regexp`]; an accepted pattern is rewritten into the `regex` crate's
+//! [`syntax`]; an accepted pattern is rewritten into the `regex` crate's
 //! dialect with Go's meaning, then compiled.
 //!
 //! Where the dialects differ for a pattern Go accepts, the rewrite keeps Go's meaning:
@@ -12,11 +12,13 @@
 
 use regex::{Regex, RegexBuilder};
 
-use crate::checks::go_regexp;
+pub mod syntax;
+
+use syntax as go_regexp;
 
 /// Why a pattern was not compiled.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub(super) enum RegexpError {
+pub enum RegexpError {
     /// Go refuses it, with Go's message.
     #[error("{0}")]
     Invalid(String),
@@ -28,7 +30,7 @@ pub(super) enum RegexpError {
 
 /// Compiles `pattern` as Go's `regexp.Compile` does, or gives Go's error message
 /// (``error parsing regexp: missing closing ): `(a` ``).
-pub(super) fn compile(pattern: &str) -> Result<Regex, RegexpError> {
+pub fn compile(pattern: &str) -> Result<Regex, RegexpError> {
     go_regexp::check(pattern).map_err(|e| RegexpError::Invalid(e.go_message()))?;
     let translated = translate(pattern);
     // Go compiles whatever its parser accepts; the regex crate stops at a size of its own

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use crate::render::gofmt;
+use super::fmt as gofmt;
 
 /// Why a `strconv` parse failed (`ErrSyntax` or `ErrRange`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -37,7 +37,7 @@ fn num_error(func: &'static str, num: &str, kind: NumErrorKind) -> NumError {
 }
 
 /// Go's `strconv.ParseInt(s, 10, 64)`: an optional sign and decimal digits only.
-pub(super) fn parse_int(s: &str) -> Result<i64, NumError> {
+pub fn parse_int(s: &str) -> Result<i64, NumError> {
     let err = |kind| num_error("ParseInt", s, kind);
     let (neg, digits) = match s.as_bytes().first() {
         Some(b'+') => (false, s.get(1..).unwrap_or_default()),
@@ -72,7 +72,7 @@ pub(super) fn parse_int(s: &str) -> Result<i64, NumError> {
 }
 
 /// Go's `strconv.ParseBool`.
-pub(super) fn parse_bool(s: &str) -> Result<bool, NumError> {
+pub fn parse_bool(s: &str) -> Result<bool, NumError> {
     match s {
         "1" | "t" | "T" | "TRUE" | "true" | "True" => Ok(true),
         "0" | "f" | "F" | "FALSE" | "false" | "False" => Ok(false),
@@ -106,7 +106,7 @@ fn underscore_ok(s: &str) -> bool {
 /// Go's `strconv.ParseFloat(s, 64)` for decimal input: `inf`, `infinity` (with a sign) and
 /// `nan` (without) in any case, underscores between digits, and a range error past the
 /// largest float64. Go's hexadecimal floats (`0x1p-2`) are refused as invalid syntax.
-pub(super) fn parse_float(s: &str) -> Result<f64, NumError> {
+pub fn parse_float(s: &str) -> Result<f64, NumError> {
     let err = |kind| num_error("ParseFloat", s, kind);
     let (sign, rest) = match s.as_bytes().first() {
         Some(b'+') => (Some(1.0), s.get(1..).unwrap_or_default()),
@@ -146,7 +146,7 @@ pub(super) fn parse_float(s: &str) -> Result<f64, NumError> {
 
 /// What `json.Unmarshal` decodes into.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum JsonTarget {
+pub enum JsonTarget {
     /// `map[string]interface {}`.
     Object,
     /// `[]interface {}`.
@@ -164,7 +164,7 @@ impl JsonTarget {
 
 /// Go's `json.Unmarshal(s, &target)`: Go's syntax errors, its type mismatch errors, `null`
 /// giving a nil map or slice, and every number a `float64`.
-pub(super) fn unmarshal(s: &str, target: JsonTarget) -> Result<Value, String> {
+pub fn unmarshal(s: &str, target: JsonTarget) -> Result<Value, String> {
     let overflow = check_valid(s.as_bytes())?;
     let first = s.bytes().find(|c| !is_space(*c)).unwrap_or(b'n');
     let found = match first {
