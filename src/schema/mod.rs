@@ -15,8 +15,6 @@
 //! - [`composition_api`]: which Composition CRD applies to Compositions read from files;
 //! - [`openapi`]: built-in kinds' schemas from kube-apiserver's OpenAPI v3 documents;
 //! - [`builtin`]: those of Kubernetes v1.28.4, embedded, for validation without a cluster;
-//! - [`quantity`]: apimachinery's `resource.ParseQuantity`, for `Quantity` fields and the
-//!   `convert` transform;
 //! - [`validation`]: validating a value against a schema as the API server does: the
 //!   lightweight walker (types, enums, required and unknown fields) and the whole custom
 //!   resource pipeline (pruning, defaults, JSON Schema, embedded resources, list types, CEL)
