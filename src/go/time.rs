@@ -1,5 +1,6 @@
-//! Go's `time.ParseDuration` (`time/format.go`): the API server's `?timeout=` on webhook
-//! calls, and the first form kube-openapi's `duration` format accepts.
+//! Go's `time.ParseDuration` and `time.Parse` with the layout `2006-01-02` (`time/format.go`):
+//! the API server's `?timeout=` on webhook calls, and kube-openapi's `duration` and `date`
+//! formats.
 
 /// Why `ParseDuration` refused a string, in Go's words.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -148,6 +149,35 @@ fn leading_fraction(s: &[u8]) -> (u64, f64, &[u8]) {
     (x, scale, &s[digits..])
 }
 
+/// Whether Go's `time.Parse(time.DateOnly, s)` succeeds: a four-digit year, a two-digit
+/// month from 01 to 12 and a two-digit day of that month (`getnum` with `fixed`), nothing
+/// after; year 0000 and leap days included.
+pub fn is_date_only(s: &str) -> bool {
+    let b = s.as_bytes();
+    let number = |range: std::ops::Range<usize>| -> Option<u32> {
+        let digits = b.get(range)?;
+        digits
+            .iter()
+            .all(u8::is_ascii_digit)
+            .then(|| digits.iter().fold(0, |n, &c| n * 10 + u32::from(c - b'0')))
+    };
+    if b.len() != 10 || b[4] != b'-' || b[7] != b'-' {
+        return false;
+    }
+    let (Some(year), Some(month), Some(day)) = (number(0..4), number(5..7), number(8..10)) else {
+        return false;
+    };
+    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+    let days = match month {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        2 if leap => 29,
+        2 => 28,
+        _ => return false,
+    };
+    (1..=days).contains(&day)
+}
+
 /// The `time` package's own `quote`: ASCII kept (with `"` and `\` escaped), every byte of
 /// anything else as `\xNN`.
 fn quote(s: &str) -> String {
@@ -284,6 +314,36 @@ mod tests {
                 Err(want.to_string()),
                 "ParseDuration({s:?})"
             );
+        }
+    }
+
+    /// `time.Parse("2006-01-02", s)`: `format_test.go`'s `DateOnly` row, then each rule of
+    /// the parse (digits fixed in number, month and day ranges, leap years, no extra text).
+    #[test]
+    fn parses_dates_as_go() {
+        for (s, want) in [
+            ("2006-01-02", true),
+            ("2024-02-29", true),
+            ("2000-02-29", true),
+            ("0000-02-29", true),
+            ("9999-12-31", true),
+            ("2023-02-29", false),
+            ("1900-02-29", false),
+            ("2024-04-31", false),
+            ("2024-00-10", false),
+            ("2024-13-01", false),
+            ("2024-01-00", false),
+            ("2024-1-01", false),
+            ("2024-01-1", false),
+            ("24-01-01", false),
+            ("+024-01-01", false),
+            ("2024-01-01 ", false),
+            ("2024-01-01T00:00:00Z", false),
+            ("2024/01/01", false),
+            ("é024-01-1", false),
+            ("", false),
+        ] {
+            assert_eq!(is_date_only(s), want, "Parse(DateOnly, {s:?})");
         }
     }
 }

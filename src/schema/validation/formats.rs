@@ -368,31 +368,9 @@ fn is_credit_card(s: &str) -> bool {
     sum.is_multiple_of(10)
 }
 
-/// Go's `time.Parse("2006-01-02", s)`: four-digit year, two-digit month and day, a real date.
+/// strfmt's `IsDate`: Go's `time.Parse("2006-01-02", s)` succeeds.
 fn is_date(s: &str) -> bool {
-    let b = s.as_bytes();
-    if b.len() != 10 || !s.is_ascii() || b[4] != b'-' || b[7] != b'-' {
-        return false;
-    }
-    let num = |range: std::ops::Range<usize>| {
-        let part = &s[range];
-        part.bytes()
-            .all(|c| c.is_ascii_digit())
-            .then(|| part.parse::<i32>().ok())
-            .flatten()
-    };
-    let (Some(year), Some(month), Some(day)) = (num(0..4), num(5..7), num(8..10)) else {
-        return false;
-    };
-    let Some(month) = u8::try_from(month)
-        .ok()
-        .and_then(|m| time::Month::try_from(m).ok())
-    else {
-        return false;
-    };
-    u8::try_from(day)
-        .ok()
-        .is_some_and(|d| time::Date::from_calendar_date(year, month, d).is_ok())
+    crate::go::time::is_date_only(s)
 }
 
 /// strfmt's `IsDateTime`: a date, `t`, and `hh:mm:ss[.frac](z|±hh:mm)`, case-insensitive.
