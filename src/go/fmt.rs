@@ -11,7 +11,7 @@ use super::strconv::{can_backquote, format_float, is_print, quote_rune, quote_wi
 use super::value::GoValue;
 
 /// Go's `fmt.Sprintf(format, args...)`, each argument being the Go value Kubernetes decodes
-/// the JSON value into (see the module documentation).
+/// the JSON value into (see [`super::value`]).
 ///
 /// Supports every verb Go gives these types (`%v %s %d %f %F %e %E %g %G %t %q %x %X %o %O
 /// %b %c %U %T %%`), the flags `+ - # 0` and space, width and precision (with `*`), explicit

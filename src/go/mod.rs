@@ -8,7 +8,9 @@
 //! it calls this module, and nothing else in the crate re-implements Go.
 //!
 //! Each submodule names the Go package it mirrors and has a conformance table: inputs with
-//! Go's outputs, taken from the Go package's own tests where it has them.
+//! Go's outputs, taken from the Go package's own tests where it has them. The Go is 1.22 to
+//! 1.25, whose packages agree on everything here but where a submodule says otherwise
+//! (the `\p` names of [`regexp::syntax`] are Go 1.25's).
 //!
 //! - [`value`]: the Go values Kubernetes decodes JSON into (`int64`, `float64`, ...), their
 //!   `%T` names and Go's `int64(f)`;
