@@ -137,10 +137,9 @@ fn trim_quotes(s: &str) -> &str {
 /// anything else a field name with surrounding quotes trimmed.
 pub fn field_or_index(content: &str) -> Segment {
     let trimmed = trim_quotes(content);
-    // Go's ParseUint(base 10) takes digits only: no sign, no underscores.
-    if !trimmed.is_empty()
-        && trimmed.bytes().all(|b| b.is_ascii_digit())
-        && let Ok(index) = trimmed.parse::<u32>()
+    // Upstream's `strconv.ParseUint(s, 10, 32)`.
+    if let Ok(index) = crate::go::strconv::parse_uint(trimmed, 32)
+        && let Ok(index) = u32::try_from(index)
     {
         return Segment::Index(index);
     }

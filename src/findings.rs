@@ -171,55 +171,14 @@ impl fmt::Display for BadValue {
     }
 }
 
-/// Quotes a string as Go's `%q` does (printable Unicode kept, control characters escaped).
-pub fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{7}' => out.push_str("\\a"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\u{b}' => out.push_str("\\v"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                let _ = write!(out, "\\x{:02x}", c as u32);
-            }
-            c if c.is_control() => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
+/// Quotes a string as Go's `%q` does, as field errors print string values.
+pub use crate::go::strconv::quote as go_quote;
 
-/// Formats a float as Go's `%v` (`strconv.FormatFloat(f, 'g', -1, 64)`): shortest digits,
-/// exponent form when the decimal exponent is below -4 or at least 6 (so `1e+06`).
+/// Formats a float as Go's `%v` does (`strconv.FormatFloat(x, 'g', -1, 64)`), as field
+/// errors print one: shortest digits, exponent form when the decimal exponent is below -4
+/// or at least 6 (so `1e+06`).
 pub fn go_float(x: f64) -> String {
-    if x.is_nan() {
-        return "NaN".into();
-    }
-    if x.is_infinite() {
-        return if x > 0.0 { "+Inf" } else { "-Inf" }.into();
-    }
-    if x == 0.0 {
-        return if x.is_sign_negative() { "-0" } else { "0" }.into();
-    }
-    // Rust's `{:e}` gives the shortest round-trip digits: `d.ddde<exp>`.
-    let sci = format!("{x:e}");
-    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
-    let exp: i32 = exp.parse().unwrap_or(0);
-    if !(-4..6).contains(&exp) {
-        let sign = if exp < 0 { '-' } else { '+' };
-        return format!("{mantissa}e{sign}{:02}", exp.abs());
-    }
-    format!("{x}")
+    crate::go::strconv::format_float(x, b'g', -1)
 }
 
 /// A Kubernetes field error: type, field path, bad value and detail.
@@ -502,14 +461,40 @@ mod tests {
         assert_eq!(e.to_string(), r#"t: Invalid value: {"type":"math"}: bad"#);
     }
 
+    /// Values print as the API server's `field.Error` prints them: strings with `%q` (so
+    /// runes Go does not print, such as a no-break space or a soft hyphen, are escaped),
+    /// floats with `%v`.
     #[test]
-    fn go_formats() {
-        assert_eq!(go_quote("a\"b\n\u{1}é"), r#""a\"b\n\x01é""#);
-        assert_eq!(go_float(1.5), "1.5");
-        assert_eq!(go_float(1e21), "1e+21");
-        assert_eq!(go_float(0.00001), "1e-05");
-        assert_eq!(go_float(123456789.0), "1.23456789e+08");
-        assert_eq!(go_float(123456.0), "123456");
+    fn values_print_as_go() {
+        let invalid = |v: BadValue| FieldError::invalid("f", v, "bad").to_string();
+        for (value, want) in [
+            (
+                BadValue::from("a\"b\n\u{1}é"),
+                r#"f: Invalid value: "a\"b\n\x01é": bad"#,
+            ),
+            (
+                BadValue::from("no\u{a0}break"),
+                r#"f: Invalid value: "no\u00a0break": bad"#,
+            ),
+            (
+                BadValue::from("soft\u{ad}hyphen"),
+                r#"f: Invalid value: "soft\u00adhyphen": bad"#,
+            ),
+            (
+                BadValue::from("a\u{2028}b"),
+                r#"f: Invalid value: "a\u2028b": bad"#,
+            ),
+            (BadValue::Float(1.5), "f: Invalid value: 1.5: bad"),
+            (BadValue::Float(1e21), "f: Invalid value: 1e+21: bad"),
+            (BadValue::Float(0.00001), "f: Invalid value: 1e-05: bad"),
+            (
+                BadValue::Float(123456789.0),
+                "f: Invalid value: 1.23456789e+08: bad",
+            ),
+            (BadValue::Float(123456.0), "f: Invalid value: 123456: bad"),
+        ] {
+            assert_eq!(invalid(value), want);
+        }
     }
 
     #[test]

@@ -3,7 +3,11 @@
 //! The crate is a pure validation core with thin shells around it. Data flows one way:
 //! source document -> [`model::Composition`] -> [`schema`] lookups -> [`findings`] -> verdict.
 //!
-//! Core (no HTTP, no Kubernetes client, no async runtime):
+//! Core (no HTTP, no Kubernetes client, no async runtime; imports point down the layers,
+//! from [`budget`] and [`go`] at the bottom to [`validate`] on top, as `tests/layers.rs`
+//! checks):
+//! - [`go`]: Go's semantics (`fmt`, `strconv`, `encoding/json`, `regexp`, `time`,
+//!   quantities), wherever a verdict, a rendered value or a message must be Go's;
 //! - [`document`]: YAML/JSON files and byte buffers as located documents (values + line numbers);
 //! - [`model`]: the `apiextensions.crossplane.io/v1` Composition and the API server's defaults;
 //! - [`fieldpath`]: Crossplane's field path grammar;
@@ -81,6 +85,7 @@ pub mod cluster;
 pub mod document;
 pub mod fieldpath;
 pub mod findings;
+pub mod go;
 pub mod mode;
 pub mod model;
 pub mod render;

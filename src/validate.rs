@@ -10,7 +10,7 @@ use crate::budget::{self, Budget, Exceeded};
 use crate::checks::{self, schema_aware, schema_aware::lookup::SchemaSource};
 use crate::findings::{BadValue, ErrorType, FieldError, Finding, Path, Stage};
 use crate::mode::{self, Mode, ModeSource, Verdict};
-use crate::model::Composition;
+use crate::model::{Composition, ResourceSet};
 use crate::schema;
 
 /// Engine settings.
@@ -230,7 +230,7 @@ impl<'a> Validator<'a> {
             }
         }
         let spec = Path::new("spec");
-        let resources = schema_aware::ResourceSet::new(
+        let resources = ResourceSet::new(
             &c.spec.resources,
             &c.spec.patch_sets,
             c.spec.environment.as_ref(),
@@ -278,7 +278,7 @@ impl<'a> Validator<'a> {
         }));
         for (step, composed) in steps.iter().zip(&composed_of_steps) {
             let composed = composed.as_slice();
-            let set = schema_aware::ResourceSet::new(
+            let set = ResourceSet::new(
                 &step.input.resources,
                 &step.input.patch_sets,
                 step.input.environment.as_ref(),

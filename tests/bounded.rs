@@ -163,7 +163,7 @@ fn precisions_past_rusts_formatter_render_as_go() {
     let (code, report, _) = validate(&hostile::float_precision(Some("strict")), &[]);
     assert_eq!(code, 0, "{report:#}");
     assert_eq!(report["findings"], json!([]), "{report:#}");
-    let sprintf = composition_webhook::render::gofmt::sprintf;
+    let sprintf = composition_webhook::go::fmt::sprintf;
     let s = sprintf("%.65536f", &[json!(1.5)]);
     assert_eq!(s.len(), 2 + 65_536);
     assert!(s.starts_with("1.5000") && s.ends_with("000"));

@@ -3,11 +3,9 @@
 //! - [`logical`]: the Composition by itself;
 //! - [`schema_aware`]: which schemas a Composition needs, and its patches, readiness checks
 //!   and connection details against them;
-//! - [`go_regexp`]: Go's regular expression syntax, as Crossplane compiles expressions;
 //! - [`functions`]: the Functions pipeline steps name, when the installed ones are known.
 
 pub mod functions;
-pub mod go_regexp;
 pub mod logical;
 pub mod patch_and_transform;
 pub mod rendered;

@@ -12,20 +12,11 @@ use std::sync::{Arc, OnceLock};
 
 use crate::model::{
     ComposedTemplate, Composition, CompositionSpec, MODE_RESOURCES, PatchAndTransformInput,
-    is_patch_and_transform, with_input_defaults,
+    PatchAndTransformStep, ResourceSet, is_patch_and_transform, with_input_defaults,
 };
 use crate::schema::{self, Schema, validation};
 
 use super::{logical, schema_aware};
-
-/// A pipeline step running function-patch-and-transform, with its input read.
-#[derive(Debug, Clone)]
-pub struct PatchAndTransformStep {
-    /// `spec.pipeline[i].input`.
-    pub at: Path,
-    /// The input.
-    pub input: PatchAndTransformInput,
-}
 
 /// The patch-and-transform steps of a Composition, and the errors of inputs that do not
 /// match their CRD (an input with a field of the wrong type is not read further).
@@ -228,7 +219,7 @@ pub fn check_connection_secret(
         }
     }
     let templates = [stand_in];
-    let set = schema_aware::ResourceSet::new(&templates, &[], None, &at);
+    let set = ResourceSet::new(&templates, &[], None, &at);
     let found = schema_aware::check(&set, composite, &[Some(connection_secret_schema())]);
     errs.extend(found.into_iter().filter(|e| {
         !idle.iter().any(|patch| {

@@ -26,12 +26,11 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::checks::patch_and_transform::PatchAndTransformStep;
 use crate::checks::schema_aware::lookup::{BuiltInOrigin, SchemaSource};
 use crate::fieldpath::{self, Segment};
 use crate::findings::{BadValue, ErrorType, FieldError, Finding, Path, Severity, Stage};
-use crate::model::Composition;
 use crate::model::function::FunctionSet;
+use crate::model::{Composition, PatchAndTransformStep};
 use crate::render::patch::Outcome;
 use crate::render::{self, FunctionRole, PatchRecord, Rendered, RenderedResource, mock, paved};
 use crate::schema::validation::{self, CelLimits, CompiledSchema, NameRule, ObjectMetaRules};

@@ -8,12 +8,22 @@ use serde_json::Value;
 use super::{
     ComposedTemplate, EnvironmentConfiguration, ModelError, Patch, PatchSet, Runtime, null_default,
 };
+use crate::findings::Path;
 use crate::schema;
 
 /// The API group of function-patch-and-transform's input.
 pub const PATCH_AND_TRANSFORM_GROUP: &str = "pt.fn.crossplane.io";
 /// The kind of function-patch-and-transform's input.
 pub const PATCH_AND_TRANSFORM_KIND: &str = "Resources";
+
+/// A pipeline step running function-patch-and-transform, with its input read.
+#[derive(Debug, Clone)]
+pub struct PatchAndTransformStep {
+    /// `spec.pipeline[i].input`.
+    pub at: Path,
+    /// The input.
+    pub input: PatchAndTransformInput,
+}
 
 /// A function-patch-and-transform `Resources` input.
 #[derive(Debug, Clone, Default, Deserialize)]

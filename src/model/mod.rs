@@ -19,6 +19,7 @@ pub mod function;
 mod function_input;
 mod patch;
 mod readiness;
+mod resource_set;
 mod transform;
 
 pub use composition::*;
@@ -27,6 +28,7 @@ pub use environment::*;
 pub use function_input::*;
 pub use patch::*;
 pub use readiness::*;
+pub use resource_set::*;
 pub use transform::*;
 
 use serde::{Deserialize, Deserializer};

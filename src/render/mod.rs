@@ -6,10 +6,9 @@
 //!
 //! - [`mock`]: the minimal mock XR built from the XR schema;
 //! - [`patch`]: one patch at run time; [`paved`]: field paths in JSON values;
-//! - [`transform`]: the transforms at run time; [`gofmt`]: Go's `fmt.Sprintf`;
+//! - [`transform`]: the transforms at run time;
 //! - [`pattern`]: example strings for `pattern` constraints.
 
-pub mod gofmt;
 pub mod mock;
 pub mod patch;
 pub mod pattern;
@@ -18,11 +17,9 @@ pub mod transform;
 
 use serde_json::{Map, Value, json};
 
-use crate::checks::patch_and_transform::PatchAndTransformStep;
-use crate::checks::schema_aware::ResourceSet;
 use crate::findings::Path;
 use crate::model::function::{FunctionPackage, FunctionSet, KnownFunction, Recognition};
-use crate::model::{self, ComposedTemplate, Composition};
+use crate::model::{self, ComposedTemplate, Composition, PatchAndTransformStep, ResourceSet};
 use patch::{Direction, Outcome};
 
 /// Label Crossplane puts on composed resources (and the XR) naming the XR.
@@ -225,7 +222,7 @@ impl Rendered {
                 FunctionRole::Filter(patterns) => patterns.iter().any(|p| {
                     // Anchored as function-cel-filter anchors it; a pattern Go refuses
                     // makes the function fail, which removes nothing.
-                    transform::go_regexp_matches(&format!("^{p}$"), name).unwrap_or(false)
+                    crate::go::regexp::match_string(&format!("^{p}$"), name).unwrap_or(false)
                 }),
                 _ => false,
             })
@@ -646,8 +643,19 @@ mod tests {
                           "toFieldPath": "spec.forProvider.size"}]}]))}
                 ]}
         }));
-        let (steps, errors) = crate::checks::patch_and_transform::read_steps(&c);
-        assert!(errors.is_empty(), "{errors:?}");
+        // The inputs as the checks read them (valid, so read whole).
+        let steps: Vec<PatchAndTransformStep> = c
+            .spec
+            .pipeline
+            .iter()
+            .enumerate()
+            .filter_map(|(i, step)| {
+                let input = model::PatchAndTransformInput::from_value(step.input.as_ref()?).ok()?;
+                let at = Path::new("spec").child("pipeline").index(i).child("input");
+                Some(PatchAndTransformStep { at, input })
+            })
+            .collect();
+        assert_eq!(steps.len(), 2);
         let xr = json!({"apiVersion": "example.org/v1", "kind": "XDb",
             "metadata": {"name": "x", "uid": "u"}, "spec": {"size": "large"}});
         let r = render(&c, &steps, &xr, None);

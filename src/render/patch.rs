@@ -6,8 +6,9 @@
 use serde_json::Value;
 
 use super::paved::{self, Merge};
-use super::{gofmt, transform};
+use super::transform;
 use crate::fieldpath::{self, Segments};
+use crate::go::fmt;
 use crate::model::{self, COMBINE_STRATEGY_STRING, Patch, PatchPolicy};
 
 /// The deepest destination path rendered.
@@ -205,7 +206,7 @@ fn combined(patch: &Patch, from: &Value, required: bool) -> Result<Value, Outcom
             combine.strategy
         )));
     };
-    Ok(Value::String(gofmt::sprintf(&string.fmt, &values)))
+    Ok(Value::String(fmt::sprintf(&string.fmt, &values)))
 }
 
 /// The merge options of a patch policy: function-patch-and-transform's `toFieldPath`

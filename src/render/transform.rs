@@ -3,7 +3,7 @@
 //! `internal/controller/apiextensions/composite/composition_transforms.go` (v1.14 to v1.20,
 //! the same code as function-patch-and-transform's `transforms.go`).
 //!
-//! Values are the Go values Kubernetes decodes JSON into (see [`super::gofmt`]): a whole
+//! Values are the Go values Kubernetes decodes JSON into (see [`crate::go::value`]): a whole
 //! number is an `int64`, any other number a `float64`. The results keep Go's types too: a
 //! `map` or `match` result and a `json` conversion are decoded by `json.Unmarshal`, so every
 //! number in them is a `float64` (a JSON float in the returned [`Value`]). Go can also
@@ -14,27 +14,21 @@
 //! Errors carry Crossplane's words: `transform at index 1 returned error: math transform
 //! could not resolve: input is required to be a number for math transformer, got string`.
 
-mod decode;
-mod regexp;
-
-use base64::Engine as _;
-use base64::alphabet;
-use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
 use serde_json::{Number, Value};
 use sha1::Digest as _;
 
-pub use crate::schema::quantity::QuantityError;
-pub use decode::{NumError, NumErrorKind};
-
-use super::gofmt::{self, GoValue};
 use crate::findings::FieldError;
+use crate::go::base64::{self, CorruptInputError};
+use crate::go::quantity::{self, QuantityError};
+use crate::go::regexp::{self, RegexpError};
+use crate::go::strconv::{self, NumError};
+use crate::go::value::{GoValue, float_to_int64, type_name};
+use crate::go::{fmt, json, strings};
 use crate::model::{
     CONVERT_FORMATS, ConvertTransform, MATCH_LITERAL, MATCH_REGEXP, MATH_CLAMP_MAX, MATH_CLAMP_MIN,
     MATH_MULTIPLY, MapTransform, MatchTransform, MatchTransformPattern, MathTransform, Runtime,
     StringTransform, Transform, TransformIoType, kinds, string_kinds,
 };
-use crate::schema::quantity;
-use regexp::RegexpError;
 
 /// Why a transform failed, in Crossplane's words.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -135,9 +129,9 @@ pub enum Reason {
     /// A string conversion is unknown.
     #[error("type {0} is not supported for string convert")]
     StringConvertType(String),
-    /// `FromBase64` of a string that is not base64 (Go's `CorruptInputError` offset).
-    #[error("string is not valid base64: illegal base64 data at input byte {0}")]
-    Base64(usize),
+    /// `FromBase64` of a string that is not base64 (Go's `CorruptInputError`).
+    #[error("string is not valid base64: {0}")]
+    Base64(CorruptInputError),
     /// A string transform's regexp does not compile.
     #[error("could not compile regexp: {0}")]
     RegexpCompile(String),
@@ -145,7 +139,7 @@ pub enum Reason {
     #[error("not rendered: {0}")]
     NotRendered(String),
     /// A string transform's regexp does not match, or has no such group.
-    #[error("regexp {} had no matches for group {group}", gofmt::quote(.regexp))]
+    #[error("regexp {} had no matches for group {group}", strconv::quote(.regexp))]
     RegexpNoMatch {
         /// The expression.
         regexp: String,
@@ -210,12 +204,6 @@ pub enum MatchError {
     Compile(String),
 }
 
-/// Whether Go's regexp `pattern` matches `text` (`None` when Go refuses the pattern or it
-/// cannot be compiled here).
-pub fn go_regexp_matches(pattern: &str, text: &str) -> Option<bool> {
-    regexp::compile(pattern).ok().map(|re| re.is_match(text))
-}
-
 /// Applies `transforms` in order to `input`, as Crossplane's runtime does: the first failure
 /// stops, wrapped with its index.
 pub fn apply_all(transforms: &[Transform], input: Value) -> Result<Value, TransformError> {
@@ -260,18 +248,7 @@ pub fn apply(t: &Transform, input: Value) -> Result<Value, TransformError> {
 fn float_value(f: f64) -> Result<Value, Reason> {
     Number::from_f64(f)
         .map(Value::Number)
-        .ok_or_else(|| Reason::Unrepresentable(gofmt::format_float(f, b'g', -1)))
-}
-
-/// Go's `int64(f)` as amd64 computes it: truncation, and the most negative int64 when out
-/// of range.
-fn go_f64_to_i64(f: f64) -> i64 {
-    const LIMIT: f64 = 9_223_372_036_854_775_808.0;
-    if (-LIMIT..LIMIT).contains(&f) {
-        f as i64
-    } else {
-        i64::MIN
-    }
+        .ok_or_else(|| Reason::Unrepresentable(strconv::format_float(f, b'g', -1)))
 }
 
 fn math(m: &MathTransform, input: Value) -> Result<Value, Reason> {
@@ -318,7 +295,7 @@ fn math(m: &MathTransform, input: Value) -> Result<Value, Reason> {
     // Clamps compare the input truncated to an int64, and keep its type when in bounds.
     let truncated = match number {
         GoValue::Int(i) => i,
-        GoValue::Float(f) => go_f64_to_i64(f),
+        GoValue::Float(f) => float_to_int64(f),
         _ => 0,
     };
     let out_of_bounds = if kind == MATH_CLAMP_MIN {
@@ -335,19 +312,19 @@ fn math(m: &MathTransform, input: Value) -> Result<Value, Reason> {
 
 fn map(m: &MapTransform, input: Value) -> Result<Value, Reason> {
     let Value::String(key) = input else {
-        return Err(Reason::MapInputType(gofmt::type_name(&input)));
+        return Err(Reason::MapInputType(type_name(&input)));
     };
     match m.pairs.get(&key) {
         None => Err(Reason::MapKeyNotFound(key)),
         Some(Value::Null) => Err(Reason::MapValueNull(key)),
-        Some(v) => Ok(decode::go_decoded(v.clone())),
+        Some(v) => Ok(json::decoded(v.clone())),
     }
 }
 
 fn match_(m: &MatchTransform, input: Value) -> Result<Value, Reason> {
     for (index, p) in m.patterns.iter().enumerate() {
         if pattern_matches(p, &input).map_err(|error| Reason::MatchPattern { index, error })? {
-            return Ok(decode::go_decoded(p.result.clone()));
+            return Ok(json::decoded(p.result.clone()));
         }
     }
     // A null fallback value is no fallback value: the API keeps no JSON for it.
@@ -358,10 +335,7 @@ fn match_(m: &MatchTransform, input: Value) -> Result<Value, Reason> {
         }
         return Ok(input);
     }
-    Ok(fallback
-        .cloned()
-        .map(decode::go_decoded)
-        .unwrap_or(Value::Null))
+    Ok(fallback.cloned().map(json::decoded).unwrap_or(Value::Null))
 }
 
 fn pattern_matches(p: &MatchTransformPattern, input: &Value) -> Result<bool, MatchError> {
@@ -374,7 +348,7 @@ fn pattern_matches(p: &MatchTransformPattern, input: &Value) -> Result<bool, Mat
                 .ok_or(MatchError::Required(MATCH_LITERAL))?;
             match input {
                 Value::String(s) => Ok(s == literal),
-                other => Err(MatchError::InputType(gofmt::type_name(other))),
+                other => Err(MatchError::InputType(type_name(other))),
             }
         }
         MATCH_REGEXP => {
@@ -389,7 +363,7 @@ fn pattern_matches(p: &MatchTransformPattern, input: &Value) -> Result<bool, Mat
             match input {
                 Value::Null => Err(MatchError::InputType("null")),
                 Value::String(s) => Ok(re.is_match(s)),
-                other => Err(MatchError::InputType(gofmt::type_name(other))),
+                other => Err(MatchError::InputType(type_name(other))),
             }
         }
         other => Err(MatchError::PatternType(other.to_string())),
@@ -411,7 +385,7 @@ fn string(s: &StringTransform, input: Value, runtime: Runtime) -> Result<Value, 
     let out = match kind {
         string_kinds::FORMAT => {
             let format = s.fmt.as_ref().ok_or_else(|| missing("fmt"))?;
-            gofmt::sprintf(format, std::slice::from_ref(&input))
+            fmt::sprintf(format, std::slice::from_ref(&input))
         }
         string_kinds::CONVERT => {
             let conversion = s.convert.as_ref().ok_or_else(|| missing("convert"))?;
@@ -419,7 +393,7 @@ fn string(s: &StringTransform, input: Value, runtime: Runtime) -> Result<Value, 
         }
         string_kinds::TRIM_PREFIX | string_kinds::TRIM_SUFFIX => {
             let trim = s.trim.as_ref().ok_or_else(|| missing("trim"))?;
-            let text = gofmt::sprint_v(&input);
+            let text = fmt::sprint_v(&input);
             let trimmed = if kind == string_kinds::TRIM_PREFIX {
                 text.strip_prefix(trim.as_str())
             } else {
@@ -433,7 +407,7 @@ fn string(s: &StringTransform, input: Value, runtime: Runtime) -> Result<Value, 
                 RegexpError::Invalid(m) => Reason::RegexpCompile(m),
                 RegexpError::TooLarge(m) => Reason::NotRendered(m),
             })?;
-            let text = gofmt::sprint_v(&input);
+            let text = fmt::sprint_v(&input);
             // Group 0, the whole match, by default.
             let group = r.group.unwrap_or(0);
             let no_match = || Reason::RegexpNoMatch {
@@ -461,7 +435,8 @@ fn string(s: &StringTransform, input: Value, runtime: Runtime) -> Result<Value, 
         }
         string_kinds::REPLACE if pt => {
             let r = s.replace.as_ref().ok_or_else(|| missing("replace"))?;
-            go_replace_all(&gofmt::sprint_v(&input), &r.search, &r.replace)?
+            strings::replace_all(&fmt::sprint_v(&input), &r.search, &r.replace)
+                .map_err(Reason::Budget)?
         }
         string_kinds::JOIN => {
             let join = s.join.as_ref().ok_or_else(|| missing("join"))?;
@@ -470,7 +445,7 @@ fn string(s: &StringTransform, input: Value, runtime: Runtime) -> Result<Value, 
             };
             items
                 .iter()
-                .map(gofmt::sprint_v)
+                .map(fmt::sprint_v)
                 .collect::<Vec<_>>()
                 .join(&join.separator)
         }
@@ -490,7 +465,7 @@ fn patch_and_transform_join(items: &[Value], separator: &str) -> Result<String, 
     let mut out = Vec::new();
     for item in items {
         crate::budget::step().map_err(Reason::Budget)?;
-        let text = gofmt::sprint_v(item);
+        let text = fmt::sprint_v(item);
         crate::budget::reserve(text.len().saturating_add(separator.len()))
             .map_err(Reason::Budget)?;
         out.extend_from_slice(text.as_bytes());
@@ -499,71 +474,23 @@ fn patch_and_transform_join(items: &[Value], separator: &str) -> Result<String, 
     if !separator.is_empty() {
         out.pop();
     }
-    Ok(go_string(&out))
+    Ok(json::string_from_bytes(&out))
 }
-
-/// Go's `strings.ReplaceAll`. An empty search (which P&T's validation rejects) inserts the
-/// replacement before every rune and at the end, as Go does.
-fn go_replace_all(text: &str, search: &str, replacement: &str) -> Result<String, Reason> {
-    if search.is_empty() {
-        let runes = text.chars().count() + 1;
-        crate::budget::reserve(
-            text.len()
-                .saturating_add(runes.saturating_mul(replacement.len())),
-        )
-        .map_err(Reason::Budget)?;
-        let mut out = String::new();
-        for c in text.chars() {
-            crate::budget::step().map_err(Reason::Budget)?;
-            out.push_str(replacement);
-            out.push(c);
-        }
-        out.push_str(replacement);
-        return Ok(out);
-    }
-    let count = text.matches(search).count();
-    crate::budget::reserve(
-        text.len()
-            .saturating_add(count.saturating_mul(replacement.len())),
-    )
-    .map_err(Reason::Budget)?;
-    crate::budget::steps(count as u64).map_err(Reason::Budget)?;
-    Ok(text.replace(search, replacement))
-}
-
-/// Go's base64 `StdEncoding`, which (unlike its `Strict` form) ignores the unused bits of
-/// the last symbol.
-const GO_STD_BASE64: GeneralPurpose = GeneralPurpose::new(
-    &alphabet::STANDARD,
-    GeneralPurposeConfig::new()
-        .with_decode_allow_trailing_bits(true)
-        .with_decode_padding_mode(DecodePaddingMode::RequireCanonical),
-);
 
 fn string_convert(conversion: &str, input: &Value) -> Result<String, Reason> {
-    let text = gofmt::sprint_v(input);
+    let text = fmt::sprint_v(input);
     // Hashes and checksums take a string's bytes, or any other value's JSON.
     let hashed = || match input {
         Value::String(s) => s.clone().into_bytes(),
-        other => gofmt::json_marshal(other).into_bytes(),
+        other => json::marshal(other).into_bytes(),
     };
     Ok(match conversion {
-        "ToUpper" => go_to_upper(&text),
-        "ToLower" => go_to_lower(&text),
-        "ToJson" => gofmt::json_marshal(input),
-        "ToBase64" => GO_STD_BASE64.encode(text.as_bytes()),
+        "ToUpper" => strings::to_upper(&text),
+        "ToLower" => strings::to_lower(&text),
+        "ToJson" => json::marshal(input),
+        "ToBase64" => base64::encode_to_string(text.as_bytes()),
         "FromBase64" => {
-            if let Some(offset) = go_base64_error(text.as_bytes()) {
-                return Err(Reason::Base64(offset));
-            }
-            let stripped: Vec<u8> = text
-                .bytes()
-                .filter(|c| !matches!(c, b'\r' | b'\n'))
-                .collect();
-            let bytes = GO_STD_BASE64
-                .decode(stripped)
-                .map_err(|_| Reason::Base64(0))?;
-            go_string(&bytes)
+            json::string_from_bytes(&base64::decode_string(&text).map_err(Reason::Base64)?)
         }
         "ToSha1" => hex::encode(sha1::Sha1::digest(hashed())),
         "ToSha256" => hex::encode(sha2::Sha256::digest(hashed())),
@@ -571,122 +498,6 @@ fn string_convert(conversion: &str, input: &Value) -> Result<String, Reason> {
         "ToAdler32" => adler2::adler32_slice(&hashed()).to_string(),
         other => return Err(Reason::StringConvertType(other.to_string())),
     })
-}
-
-/// Bytes as a JSON string: Go keeps any bytes in a string, and `json.Marshal` writes each
-/// byte that is not UTF-8 as U+FFFD.
-fn go_string(bytes: &[u8]) -> String {
-    let mut out = String::with_capacity(bytes.len());
-    let mut rest = bytes;
-    loop {
-        match std::str::from_utf8(rest) {
-            Ok(s) => {
-                out.push_str(s);
-                return out;
-            }
-            Err(e) => {
-                let (valid, after) = rest.split_at(e.valid_up_to());
-                out.push_str(std::str::from_utf8(valid).unwrap_or_default());
-                let bad = e.error_len().unwrap_or(after.len()).max(1);
-                out.extend(std::iter::repeat_n(char::REPLACEMENT_CHARACTER, bad));
-                rest = after.get(bad..).unwrap_or_default();
-            }
-        }
-    }
-}
-
-/// The offset Go's `base64.StdEncoding.DecodeString` reports in its `CorruptInputError`
-/// (`decodeQuantum`'s checks, newlines skipped), or `None` when Go decodes the input.
-fn go_base64_error(src: &[u8]) -> Option<usize> {
-    let is_symbol = |c: u8| c.is_ascii_alphanumeric() || c == b'+' || c == b'/';
-    let is_newline = |c: u8| c == b'\r' || c == b'\n';
-    let len = src.len();
-    let mut si = 0;
-    while si < len {
-        let mut j = 0;
-        while j < 4 {
-            let Some(&c) = src.get(si) else {
-                // Input ended inside a quantum.
-                return (j != 0).then_some(si - j);
-            };
-            si += 1;
-            if is_symbol(c) {
-                j += 1;
-                continue;
-            }
-            if is_newline(c) {
-                continue;
-            }
-            if c != b'=' {
-                return Some(si - 1);
-            }
-            // Padding.
-            match j {
-                0 | 1 => return Some(si - 1),
-                2 => {
-                    while src.get(si).is_some_and(|&c| is_newline(c)) {
-                        si += 1;
-                    }
-                    match src.get(si) {
-                        None => return Some(len),
-                        Some(&b'=') => si += 1,
-                        Some(_) => return Some(si - 1),
-                    }
-                }
-                _ => {}
-            }
-            while src.get(si).is_some_and(|&c| is_newline(c)) {
-                si += 1;
-            }
-            // Anything after the padding is garbage.
-            return (si < len).then_some(si);
-        }
-    }
-    None
-}
-
-/// Go's `unicode.ToUpper` for one rune: the simple mapping, so `ß` stays `ß`.
-fn upper_rune(c: char) -> char {
-    let r = u32::from(c);
-    // Greek with ypogegrammeni: a simple mapping to the titlecase letter.
-    let simple = match r {
-        0x1F80..=0x1F87 | 0x1F90..=0x1F97 | 0x1FA0..=0x1FA7 => Some(r + 8),
-        0x1FB3 => Some(0x1FBC),
-        0x1FC3 => Some(0x1FCC),
-        0x1FF3 => Some(0x1FFC),
-        _ => None,
-    };
-    if let Some(s) = simple.and_then(char::from_u32) {
-        return s;
-    }
-    let mut up = c.to_uppercase();
-    match (up.next(), up.next()) {
-        (Some(u), None) => u,
-        // Several runes is a full mapping; the simple one keeps the rune.
-        _ => c,
-    }
-}
-
-/// Go's `unicode.ToLower` for one rune.
-fn lower_rune(c: char) -> char {
-    if c == '\u{130}' {
-        return 'i';
-    }
-    let mut low = c.to_lowercase();
-    match (low.next(), low.next()) {
-        (Some(l), None) => l,
-        _ => c,
-    }
-}
-
-/// Go's `strings.ToUpper`.
-fn go_to_upper(s: &str) -> String {
-    s.chars().map(upper_rune).collect()
-}
-
-/// Go's `strings.ToLower`.
-fn go_to_lower(s: &str) -> String {
-    s.chars().map(lower_rune).collect()
 }
 
 fn convert(c: &ConvertTransform, input: Value) -> Result<Value, Reason> {
@@ -723,17 +534,17 @@ fn convert(c: &ConvertTransform, input: Value) -> Result<Value, Reason> {
         return Ok(input);
     }
     match (go, to, format) {
-        (GoValue::Str(s), "int64", "none") => Ok(Value::from(decode::parse_int(s)?)),
-        (GoValue::Str(s), "bool", "none") => Ok(Value::Bool(decode::parse_bool(s)?)),
-        (GoValue::Str(s), "float64", "none") => float_value(decode::parse_float(s)?),
+        (GoValue::Str(s), "int64", "none") => Ok(Value::from(strconv::parse_int(s)?)),
+        (GoValue::Str(s), "bool", "none") => Ok(Value::Bool(strconv::parse_bool(s)?)),
+        (GoValue::Str(s), "float64", "none") => float_value(strconv::parse_float(s)?),
         (GoValue::Str(s), "float64", "quantity") => {
             float_value(quantity::parse_approximate_f64(s)?)
         }
         (GoValue::Str(s), "object", "json") => {
-            decode::unmarshal(s, decode::JsonTarget::Object).map_err(Reason::Json)
+            json::unmarshal(s, json::Target::Object).map_err(Reason::Json)
         }
         (GoValue::Str(s), "array", "json") => {
-            decode::unmarshal(s, decode::JsonTarget::Array).map_err(Reason::Json)
+            json::unmarshal(s, json::Target::Array).map_err(Reason::Json)
         }
         (GoValue::Int(i), "string", "none") => Ok(Value::String(i.to_string())),
         (GoValue::Int(i), "bool", "none") => Ok(Value::Bool(i == 1)),
@@ -742,9 +553,9 @@ fn convert(c: &ConvertTransform, input: Value) -> Result<Value, Reason> {
         (GoValue::Bool(b), "int64", "none") => Ok(Value::from(i64::from(b))),
         (GoValue::Bool(b), "float64", "none") => float_value(if b { 1.0 } else { 0.0 }),
         (GoValue::Float(f), "string", "none") => {
-            Ok(Value::String(gofmt::format_float(f, b'f', -1)))
+            Ok(Value::String(strconv::format_float(f, b'f', -1)))
         }
-        (GoValue::Float(f), "int64", "none") => Ok(Value::from(go_f64_to_i64(f))),
+        (GoValue::Float(f), "int64", "none") => Ok(Value::from(float_to_int64(f))),
         (GoValue::Float(f), "bool", "none") => Ok(Value::Bool(f == 1.0)),
         _ => Err(Reason::ConvertNotSupported {
             from,

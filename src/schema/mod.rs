@@ -15,8 +15,6 @@
 //! - [`composition_api`]: which Composition CRD applies to Compositions read from files;
 //! - [`openapi`]: built-in kinds' schemas from kube-apiserver's OpenAPI v3 documents;
 //! - [`builtin`]: those of Kubernetes v1.28.4, embedded, for validation without a cluster;
-//! - [`quantity`]: apimachinery's `resource.ParseQuantity`, for `Quantity` fields and the
-//!   `convert` transform;
 //! - [`validation`]: validating a value against a schema as the API server validates a
 //!   custom resource (pruning, defaults, JSON Schema, embedded resources, list types, CEL)
 //!   with compiled, cached schemas: Compositions from files, function-patch-and-transform
@@ -32,7 +30,6 @@ pub mod defaults;
 pub mod embedded;
 pub mod mrd;
 pub mod openapi;
-pub mod quantity;
 pub mod resolve;
 pub mod structural;
 pub mod validation;

@@ -36,16 +36,18 @@ pub fn timeout_from_query(query: Option<&str>) -> Option<Duration> {
 #[error("invalid duration {0:?}: expected a number with a unit, as 10s, 500ms or 1m30s")]
 pub struct InvalidDuration(pub String);
 
-/// Parses a Go duration (`time.ParseDuration`): a sequence of decimal numbers, each with a
-/// unit (`ns`, `us`, `µs`, `ms`, `s`, `m`, `h`), as `10s`, `1.5h` or `2m30s`. Negative
-/// durations are refused: no timeout is in the past.
+/// Parses a Go duration ([`crate::go::time::parse_duration`]): a sequence of decimal
+/// numbers, each with a unit (`ns`, `us`, `µs`, `ms`, `s`, `m`, `h`), as `10s`, `1.5h` or
+/// `2m30s`. Negative durations are refused: no timeout is in the past.
 pub fn parse_go_duration(s: &str) -> Result<Duration, InvalidDuration> {
     let bad = || InvalidDuration(s.to_string());
     if s.starts_with('-') {
         return Err(bad());
     }
-    crate::schema::validation::go_duration_seconds(s)
-        .and_then(|secs| Duration::try_from_secs_f64(secs).ok())
+    crate::go::time::parse_duration(s)
+        .ok()
+        .and_then(|ns| u64::try_from(ns).ok())
+        .map(Duration::from_nanos)
         .ok_or_else(bad)
 }
 

@@ -143,7 +143,7 @@ pub enum ReviewError {
 /// The deepest nesting of a review: the API server decodes objects up to 10,000 levels
 /// (Go's `encoding/json` limit, which sigs.k8s.io/json keeps), and the review puts the
 /// object two levels down (`request.object`).
-pub const MAX_DEPTH: usize = 10_002;
+pub const MAX_DEPTH: usize = crate::go::json::MAX_NESTING_DEPTH + 2;
 
 /// What one JSON value costs once read (the value, and an object member's key and index
 /// entry), for the memory a body's tree will take.

@@ -15,7 +15,7 @@ mod transform;
 
 pub use connection::validate_connection_detail;
 pub use environment::{validate_environment, validate_environment_patch, validate_selector};
-pub use patch::{count_format_verbs, validate_patch};
+pub use patch::validate_patch;
 pub use paths::validate_field_paths;
 pub use readiness::validate_readiness_check;
 pub use transform::validate_transform;

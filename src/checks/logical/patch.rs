@@ -1,6 +1,7 @@
 //! Patch checks (upstream `Patch.Validate`) and the combine format check upstream left out.
 
 use crate::findings::{ErrorType, FieldError, Path};
+use crate::go::{self, fmt::FormatError};
 use crate::model::{
     COMBINE_FROM_COMPOSITE, COMBINE_FROM_ENVIRONMENT, COMBINE_STRATEGY_STRING,
     COMBINE_TO_COMPOSITE, COMBINE_TO_ENVIRONMENT, FROM_COMPOSITE_FIELD_PATH,
@@ -87,9 +88,9 @@ fn validate_combine_format(p: &Patch) -> Option<FieldError> {
     let fmt = &string.fmt;
     let field = Path::new("combine").child("string").child("fmt");
     let n = combine.variables.len();
-    let verbs = match count_format_verbs(fmt) {
+    let verbs = match go::fmt::arguments(fmt) {
         Ok(v) => v,
-        Err(detail) => return Some(FieldError::invalid(field, fmt.as_str(), detail)),
+        Err(e) => return Some(FieldError::invalid(field, fmt.as_str(), format_error(&e))),
     };
     if verbs.needed > n {
         // What Go writes for the first verb without a value.
@@ -128,6 +129,20 @@ fn validate_combine_format(p: &Patch) -> Option<FieldError> {
     None
 }
 
+/// What a format that prints an error form whatever its values needs.
+fn format_error(e: &FormatError) -> String {
+    match e {
+        FormatError::UnclosedIndex => "an argument index is missing its closing ']'".into(),
+        FormatError::BadIndex(digits) => format!("bad argument index [{digits}]"),
+        FormatError::NoVerb => {
+            "the format ends with a lone '%' (write %% for a percent sign)".into()
+        }
+        FormatError::UnknownVerb(verb) => format!(
+            "%{verb} is not a Go format verb (use %s for strings, %d for integers, %v for any value, %% for a percent sign)"
+        ),
+    }
+}
+
 fn plural(n: usize, word: &str) -> String {
     if n == 1 {
         format!("1 {word}")
@@ -136,119 +151,66 @@ fn plural(n: usize, word: &str) -> String {
     }
 }
 
-/// What a Go format string consumes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FormatVerbs {
-    /// How many arguments the format needs (the highest argument it reads).
-    pub needed: usize,
-    /// Whether explicit argument indexes (`%[2]s`) are used; Go then reports no EXTRA.
-    pub reordered: bool,
-    /// Each verb with the (0-based) argument it reads.
-    pub verbs: Vec<(usize, char)>,
-}
-
-/// Walks a Go format string as `fmt.Sprintf` does and counts the arguments it reads
-/// (verbs and `*` widths, honouring `%[n]` indexes). `%%` reads nothing.
-pub fn count_format_verbs(format: &str) -> Result<FormatVerbs, String> {
-    const VERBS: &str = "bcdeEfFgGoOpqstTUvxX";
-    let chars: Vec<char> = format.chars().collect();
-    let mut i = 0;
-    let mut arg = 0usize;
-    let mut needed = 0usize;
-    let mut reordered = false;
-    let mut verbs = Vec::new();
-    while i < chars.len() {
-        if chars[i] != '%' {
-            i += 1;
-            continue;
-        }
-        i += 1;
-        if i < chars.len() && chars[i] == '%' {
-            i += 1;
-            continue;
-        }
-        // Flags.
-        while i < chars.len() && "+-# 0".contains(chars[i]) {
-            i += 1;
-        }
-        let mut parse_index = |i: &mut usize, arg: &mut usize| -> Result<(), String> {
-            if *i < chars.len() && chars[*i] == '[' {
-                let close = chars[*i..]
-                    .iter()
-                    .position(|&c| c == ']')
-                    .ok_or_else(|| "an argument index is missing its closing ']'".to_string())?;
-                let digits: String = chars[*i + 1..*i + close].iter().collect();
-                let n: usize = digits
-                    .parse()
-                    .ok()
-                    .filter(|&n| n > 0)
-                    .ok_or_else(|| format!("bad argument index [{digits}]"))?;
-                *arg = n - 1;
-                reordered = true;
-                *i += close + 1;
-            }
-            Ok(())
-        };
-        // Width, then precision: digits, or '*' which reads an argument.
-        let mut star_or_digits = |i: &mut usize, arg: &mut usize| {
-            if *i < chars.len() && chars[*i] == '*' {
-                *arg += 1;
-                needed = needed.max(*arg);
-                *i += 1;
-            } else {
-                while *i < chars.len() && chars[*i].is_ascii_digit() {
-                    *i += 1;
-                }
-            }
-        };
-        parse_index(&mut i, &mut arg)?;
-        star_or_digits(&mut i, &mut arg);
-        if i < chars.len() && chars[i] == '.' {
-            i += 1;
-            parse_index(&mut i, &mut arg)?;
-            star_or_digits(&mut i, &mut arg);
-        }
-        parse_index(&mut i, &mut arg)?;
-        let Some(&verb) = chars.get(i) else {
-            return Err("the format ends with a lone '%' (write %% for a percent sign)".into());
-        };
-        if !VERBS.contains(verb) {
-            return Err(format!(
-                "%{verb} is not a Go format verb (use %s for strings, %d for integers, %v for any value, %% for a percent sign)"
-            ));
-        }
-        verbs.push((arg, verb));
-        arg += 1;
-        needed = needed.max(arg);
-        i += 1;
-    }
-    Ok(FormatVerbs {
-        needed,
-        reordered,
-        verbs,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
-    fn needed(f: &str) -> usize {
-        count_format_verbs(f).unwrap().needed
+    /// The message of a combine of `n` variables formatted with `fmt`.
+    fn combine(fmt: &str, n: usize) -> Option<String> {
+        let variables: Vec<_> = (0..n)
+            .map(|i| json!({"fromFieldPath": format!("spec.v{i}")}))
+            .collect();
+        let p: Patch = serde_json::from_value(json!({
+            "type": "CombineFromComposite",
+            "toFieldPath": "spec.out",
+            "combine": {"variables": variables, "strategy": "string", "string": {"fmt": fmt}},
+        }))
+        .ok()?;
+        validate_patch(&p).map(|e| e.to_string())
     }
 
     #[test]
-    fn counts_go_verbs() {
-        assert_eq!(needed("%s-%s"), 2);
-        assert_eq!(needed("100%% %d"), 1);
-        assert_eq!(needed("%-10s|%5.2f|%+d|%#x"), 4);
-        assert_eq!(needed("%*d"), 2);
-        assert_eq!(needed("%[2]s-%[1]s"), 2);
-        assert_eq!(needed("%[3]s"), 3);
-        assert!(count_format_verbs("%[2]s %[1]s").unwrap().reordered);
-        assert_eq!(needed("no verbs"), 0);
-        assert!(count_format_verbs("50%").is_err());
-        assert!(count_format_verbs("%z").is_err());
-        assert!(count_format_verbs("%[x]s").is_err());
+    fn formats_that_print_error_forms() {
+        let at = "combine.string.fmt: Invalid value";
+        for (fmt, n, want) in [
+            ("%s-%s", 2, None),
+            ("%[2]s-%[1]s", 2, None),
+            (
+                "%[3]s",
+                2,
+                Some(format!(
+                    r#"{at}: "%[3]s": the format uses 3 values but combine.variables lists 2 variables: the value would contain %!s(BADINDEX)"#
+                )),
+            ),
+            (
+                "%[2s",
+                2,
+                Some(format!(
+                    r#"{at}: "%[2s": an argument index is missing its closing ']'"#
+                )),
+            ),
+            (
+                "%[0]s",
+                1,
+                Some(format!(r#"{at}: "%[0]s": bad argument index [0]"#)),
+            ),
+            (
+                "a%",
+                1,
+                Some(format!(
+                    r#"{at}: "a%": the format ends with a lone '%' (write %% for a percent sign)"#
+                )),
+            ),
+            (
+                "%w",
+                1,
+                Some(format!(
+                    r#"{at}: "%w": %w is not a Go format verb (use %s for strings, %d for integers, %v for any value, %% for a percent sign)"#
+                )),
+            ),
+        ] {
+            assert_eq!(combine(fmt, n), want, "{fmt:?}");
+        }
     }
 }

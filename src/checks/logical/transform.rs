@@ -1,8 +1,8 @@
 //! Transform checks (upstream `Transform.Validate` and its per-type validators), with regular
 //! expressions checked against Go's syntax, which is what Crossplane compiles them with.
 
-use crate::checks::go_regexp::{self, GoRegexpError};
 use crate::findings::{ErrorType, FieldError};
+use crate::go::regexp::syntax::{self, GoRegexpError};
 use crate::model::{
     CONVERT_FORMATS, MATCH_LITERAL, MATCH_REGEXP, MATH_CLAMP_MAX, MATH_CLAMP_MIN, MATH_MULTIPLY,
     MatchTransform, MathTransform, Runtime, STRING_CONVERSIONS, StringTransform, Transform,
@@ -111,7 +111,7 @@ fn validate_match(m: &MatchTransform) -> Option<FieldError> {
                     "regexp",
                     "regexp pattern type requires a regexp",
                 )),
-                Some(re) => go_regexp::check(re)
+                Some(re) => syntax::check(re)
                     .err()
                     .map(|e| FieldError::invalid("regexp", re.as_str(), invalid_regexp(&e))),
             },
@@ -177,7 +177,7 @@ fn validate_string(s: &StringTransform, pt: bool) -> Option<FieldError> {
                     "regexp transform requires a match",
                 ));
             }
-            let groups = match go_regexp::capture_groups(&re.r#match) {
+            let groups = match syntax::capture_groups(&re.r#match) {
                 Ok(n) => n,
                 Err(e) => {
                     return Some(FieldError::invalid(

@@ -16,49 +16,11 @@ use std::sync::Arc;
 
 use crate::findings::{FieldError, Path};
 use crate::model::{
-    ComposedTemplate, EnvironmentConfiguration, MATCH_FALSE, MATCH_INTEGER, MATCH_STRING,
-    MATCH_TRUE, Patch, PatchSet, ReadinessCheck,
+    MATCH_FALSE, MATCH_INTEGER, MATCH_STRING, MATCH_TRUE, ReadinessCheck, ResourceSet,
 };
 use crate::schema::Schema;
 use crate::schema::resolve::{FieldType, JsonType, resolve};
 use patch::{PatchContext, Side, check_patch};
-
-/// Resources with their patch sets and environment patches, where they live: `spec` of a
-/// Resources-mode Composition, `spec.pipeline[i].input` of a patch-and-transform step.
-#[derive(Debug, Clone, Copy)]
-pub struct ResourceSet<'a> {
-    /// The composed resource templates.
-    pub resources: &'a [ComposedTemplate],
-    /// The patch sets they may reference.
-    pub patch_sets: &'a [PatchSet],
-    /// The environment configuration (default data and patches between the XR and the
-    /// environment).
-    pub environment: Option<&'a EnvironmentConfiguration>,
-    /// The path of the object holding `resources`, `patchSets` and `environment`.
-    pub at: &'a Path,
-}
-
-impl<'a> ResourceSet<'a> {
-    /// The patches between the XR and the environment.
-    pub fn environment_patches(&self) -> &'a [Patch] {
-        self.environment.map_or(&[], |e| e.patches.as_slice())
-    }
-
-    /// The resources, patch sets and environment patches held at `at`.
-    pub fn new(
-        resources: &'a [ComposedTemplate],
-        patch_sets: &'a [PatchSet],
-        environment: Option<&'a EnvironmentConfiguration>,
-        at: &'a Path,
-    ) -> Self {
-        ResourceSet {
-            resources,
-            patch_sets,
-            environment,
-            at,
-        }
-    }
-}
 
 /// Every schema-aware error of a resource set. `composed[i]` is the schema of
 /// `resources[i]` (missing entries are unknown).

@@ -373,40 +373,7 @@ fn plural(n: u64, one: &'static str, many: &'static str) -> &'static str {
 fn quoted_enum_value(v: &Value) -> String {
     match v {
         Value::String(s) => go_quote(s),
-        other => go_quote(&go_json(other)),
-    }
-}
-
-/// Go's `json.Marshal` of a decoded value: object keys sorted, integral floats without a
-/// fraction, exponents written as Go writes them.
-pub(super) fn go_json(v: &Value) -> String {
-    match v {
-        Value::Number(n) if n.is_f64() => {
-            let f = n.as_f64().unwrap_or(0.0);
-            let abs = f.abs();
-            if abs != 0.0 && !(1e-6..1e21).contains(&abs) {
-                let s = format!("{f:e}");
-                match s.split_once('e') {
-                    Some((m, e)) if !e.starts_with('-') => format!("{m}e+{e}"),
-                    _ => s,
-                }
-            } else {
-                format!("{f}")
-            }
-        }
-        Value::Array(items) => {
-            let inner: Vec<String> = items.iter().map(go_json).collect();
-            format!("[{}]", inner.join(","))
-        }
-        Value::Object(map) => {
-            let sorted: BTreeMap<&String, &Value> = map.iter().collect();
-            let inner: Vec<String> = sorted
-                .into_iter()
-                .map(|(k, v)| format!("{}:{}", Value::from(k.as_str()), go_json(v)))
-                .collect();
-            format!("{{{}}}", inner.join(","))
-        }
-        other => other.to_string(),
+        other => go_quote(&crate::go::json::marshal(other)),
     }
 }
 
@@ -530,14 +497,6 @@ fn add_all_of_messages(mapped: &mut Vec<Mapped>, json: &Value, root: &Path) {
 mod tests {
     use super::*;
     use serde_json::json;
-
-    #[test]
-    fn go_json_matches_encoding_json() {
-        assert_eq!(
-            go_json(&json!({"b": 1.0, "a": [1e21, 1e-7, 0.5, "x"]})),
-            r#"{"a":[1e+21,1e-7,0.5,"x"],"b":1}"#
-        );
-    }
 
     #[test]
     fn bounds_print_as_kube_openapi() {

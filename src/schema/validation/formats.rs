@@ -368,31 +368,9 @@ fn is_credit_card(s: &str) -> bool {
     sum.is_multiple_of(10)
 }
 
-/// Go's `time.Parse("2006-01-02", s)`: four-digit year, two-digit month and day, a real date.
+/// strfmt's `IsDate`: Go's `time.Parse("2006-01-02", s)` succeeds.
 fn is_date(s: &str) -> bool {
-    let b = s.as_bytes();
-    if b.len() != 10 || !s.is_ascii() || b[4] != b'-' || b[7] != b'-' {
-        return false;
-    }
-    let num = |range: std::ops::Range<usize>| {
-        let part = &s[range];
-        part.bytes()
-            .all(|c| c.is_ascii_digit())
-            .then(|| part.parse::<i32>().ok())
-            .flatten()
-    };
-    let (Some(year), Some(month), Some(day)) = (num(0..4), num(5..7), num(8..10)) else {
-        return false;
-    };
-    let Some(month) = u8::try_from(month)
-        .ok()
-        .and_then(|m| time::Month::try_from(m).ok())
-    else {
-        return false;
-    };
-    u8::try_from(day)
-        .ok()
-        .is_some_and(|d| time::Date::from_calendar_date(year, month, d).is_ok())
+    crate::go::time::is_date_only(s)
 }
 
 /// strfmt's `IsDateTime`: a date, `t`, and `hh:mm:ss[.frac](z|±hh:mm)`, case-insensitive.
@@ -457,46 +435,12 @@ fn is_go_duration(s: &str) -> bool {
     go_duration_seconds(s).is_some()
 }
 
-/// Go's `time.ParseDuration`, in seconds: `[-+]?([0-9]*(\.[0-9]*)?[a-z]+)+` with units `ns us
-/// µs μs ms s m h`, or `0`; at most about 292 years. `None` when Go refuses it.
+/// Go's `time.ParseDuration` ([`crate::go::time::parse_duration`]) in seconds; `None` when
+/// Go refuses the text.
 pub fn go_duration_seconds(s: &str) -> Option<f64> {
-    let (sign, s) = match s.strip_prefix('-') {
-        Some(rest) => (-1.0, rest),
-        None => (1.0, s.strip_prefix('+').unwrap_or(s)),
-    };
-    if s == "0" {
-        return Some(0.0);
-    }
-    if s.is_empty() {
-        return None;
-    }
-    let mut rest = s;
-    let mut total: f64 = 0.0;
-    while !rest.is_empty() {
-        let number_len = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(rest.len());
-        let number = &rest[..number_len];
-        if number.is_empty() || number == "." || number.matches('.').count() > 1 {
-            return None;
-        }
-        rest = &rest[number_len..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let scale = match &rest[..unit_len] {
-            "ns" => 1e-9,
-            "us" | "µs" | "μs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            _ => return None,
-        };
-        rest = &rest[unit_len..];
-        total += number.parse::<f64>().ok()? * scale;
-    }
-    (total <= i64::MAX as f64 / 1e9).then_some(sign * total)
+    crate::go::time::parse_duration(s)
+        .ok()
+        .map(|ns| ns as f64 / 1e9)
 }
 
 #[cfg(test)]

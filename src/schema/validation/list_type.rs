@@ -9,7 +9,6 @@ use std::collections::HashMap;
 use serde_json::{Map, Number, Value};
 
 use super::Subtrees;
-use super::errors::go_json;
 use crate::findings::{BadValue, FieldError, Path};
 use crate::schema::Schema;
 
@@ -94,7 +93,7 @@ impl Key {
                 _ => Key::Float(n.as_f64().unwrap_or(f64::NAN).to_bits()),
             },
             Value::String(s) => Key::Str(s.clone()),
-            compound => Key::Compound(go_json(compound)),
+            compound => Key::Compound(crate::go::json::marshal(compound)),
         }
     }
 }

@@ -9,8 +9,8 @@ use serde_json::Value;
 
 use super::Subtrees;
 use crate::findings::{BadValue, FieldError, Path};
+use crate::go::quantity::{self, QuantityError};
 use crate::schema::Schema;
-use crate::schema::quantity::{self, QuantityError};
 
 /// Appends the quantity errors of `value` to `out`.
 pub(super) fn validate(

@@ -1,6 +1,6 @@
-//! Go's `regexp.Compile` for the transforms: Go's verdict and error words come from
-//! [`crate::checks::go_regexp`]; an accepted pattern is rewritten into the `regex` crate's
-//! dialect with Go's meaning, then compiled.
+//! Go's `regexp.Compile` and `regexp.MatchString`: Go's verdict and error words come from
+//! [`syntax`], a port of Go's parser; an accepted pattern is rewritten into the `regex`
+//! crate's dialect with Go's meaning, then compiled.
 //!
 //! Where the dialects differ for a pattern Go accepts, the rewrite keeps Go's meaning:
 //! `\d \w \s \b` are ASCII-only (`\s` without `\v`); `\Q...\E` is literal text; `{` that does
@@ -10,13 +10,13 @@
 //! literal unless it opens `[:name:]`, and `&`, `~` and a `-` that is not a range are
 //! literals (Rust's set operators).
 
-use regex::{Regex, RegexBuilder};
+pub mod syntax;
 
-use crate::checks::go_regexp;
+use regex::{Regex, RegexBuilder};
 
 /// Why a pattern was not compiled.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub(super) enum RegexpError {
+pub enum RegexpError {
     /// Go refuses it, with Go's message.
     #[error("{0}")]
     Invalid(String),
@@ -28,8 +28,8 @@ pub(super) enum RegexpError {
 
 /// Compiles `pattern` as Go's `regexp.Compile` does, or gives Go's error message
 /// (``error parsing regexp: missing closing ): `(a` ``).
-pub(super) fn compile(pattern: &str) -> Result<Regex, RegexpError> {
-    go_regexp::check(pattern).map_err(|e| RegexpError::Invalid(e.go_message()))?;
+pub fn compile(pattern: &str) -> Result<Regex, RegexpError> {
+    syntax::check(pattern).map_err(|e| RegexpError::Invalid(e.go_message()))?;
     let translated = translate(pattern);
     // Go compiles whatever its parser accepts; the regex crate stops at a size of its own
     // (10 MiB by default), which is no error of the pattern. The review's budget decides.
@@ -60,6 +60,12 @@ pub(super) fn compile(pattern: &str) -> Result<Regex, RegexpError> {
                 .to_string();
             RegexpError::Invalid(format!("error parsing regexp: {reason}: `{pattern}`"))
         })
+}
+
+/// Go's `regexp.MatchString(pattern, s)`: whether `pattern` matches somewhere in `s`, or
+/// `None` when Go refuses the pattern or it cannot be compiled here.
+pub fn match_string(pattern: &str, s: &str) -> Option<bool> {
+    compile(pattern).ok().map(|re| re.is_match(s))
 }
 
 /// The first 80 characters of a pattern, for messages.
@@ -406,5 +412,31 @@ mod tests {
             re(r"\Z").err(),
             Some(r"error parsing regexp: invalid escape sequence: `\Z`".to_string())
         );
+    }
+
+    /// `example_test.go`'s `ExampleMatchString`, and patterns whose meaning in Go differs
+    /// from the `regex` crate's.
+    #[test]
+    fn match_string_as_go() {
+        for (pattern, s, want) in [
+            ("foo.*", "seafood", Some(true)),
+            ("bar.*", "seafood", Some(false)),
+            ("a(b", "seafood", None),
+            (r"^\d+$", "123", Some(true)),
+            (r"^\d+$", "١٢٣", Some(false)),
+            (r"\w", "é", Some(false)),
+            (r"^\s$", "\u{b}", Some(false)),
+            (r"a{,5}", "a{,5}", Some(true)),
+            (r"\Qa.b\E", "axb", Some(false)),
+            (r"\Qa.b\E", "a.b", Some(true)),
+            (r"(?i)straße", "STRASSE", Some(false)),
+            (r"(?P<x>a)(?P<x>b)", "ab", Some(true)),
+        ] {
+            assert_eq!(
+                match_string(pattern, s),
+                want,
+                "MatchString({pattern:?}, {s:?})"
+            );
+        }
     }
 }

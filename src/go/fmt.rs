@@ -1,82 +1,17 @@
-//! Go's `fmt.Sprintf`, with the `strconv` quoting and float formatting and the
-//! `encoding/json` marshalling it shares with the transforms, for values decoded from
-//! Kubernetes JSON.
-//!
-//! Kubernetes decodes JSON into Go values: a whole number becomes an `int64`, any other
-//! number a `float64`, and the rest `string`, `bool`, `[]interface {}`,
-//! `map[string]interface {}` and nil. A [`serde_json::Value`] is read the same way: a number
-//! that serde holds as an `i64` is an `int64`; any other number (written with a fraction or an
-//! exponent, or above `i64::MAX`) is a `float64`.
-//!
-//! The formatting follows Go's `fmt/print.go`, `fmt/format.go` and `strconv/ftoa.go` step by
-//! step, so flags, width, precision, argument indexes and the error forms (`%!d(string=x)`,
-//! `%!s(MISSING)`, `%!(EXTRA int64=1)`, ...) come out as Go prints them.
+//! Go's `fmt`: `Sprintf` and `%v` of the values Kubernetes decodes JSON into (see
+//! [`super::value`]), following `fmt/print.go` and `fmt/format.go` step by step, so flags,
+//! width, precision, argument indexes and the error forms (`%!d(string=x)`, `%!s(MISSING)`,
+//! `%!(EXTRA int64=1)`, ...) come out as Go prints them; and [`arguments`], what a format
+//! string reads, for the checks that compare it with the values it will be given.
 
-use std::fmt::Write as _;
-use std::sync::LazyLock;
+use serde_json::Value;
 
-use regex::Regex;
-use serde_json::{Map, Value};
-
-/// A JSON value seen as the Go value Kubernetes decodes it into.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum GoValue<'a> {
-    /// `nil`.
-    Nil,
-    /// `bool`.
-    Bool(bool),
-    /// `int64`: a number serde holds as an `i64`.
-    Int(i64),
-    /// `float64`: any other number.
-    Float(f64),
-    /// `string`.
-    Str(&'a str),
-    /// `[]interface {}`.
-    Slice(&'a [Value]),
-    /// `map[string]interface {}`.
-    Map(&'a Map<String, Value>),
-}
-
-impl<'a> GoValue<'a> {
-    /// The Go value of a JSON value.
-    pub(crate) fn of(v: &'a Value) -> Self {
-        match v {
-            Value::Null => Self::Nil,
-            Value::Bool(b) => Self::Bool(*b),
-            // Kubernetes keeps a number as int64 only when it parses as one; a u64 above
-            // i64::MAX becomes a float64, as does anything with a fraction or an exponent.
-            Value::Number(n) => match n.as_i64() {
-                Some(i) => Self::Int(i),
-                None => Self::Float(n.as_f64().unwrap_or_default()),
-            },
-            Value::String(s) => Self::Str(s),
-            Value::Array(a) => Self::Slice(a),
-            Value::Object(m) => Self::Map(m),
-        }
-    }
-
-    /// The type as Go's `%T` prints it.
-    pub(crate) fn type_name(self) -> &'static str {
-        match self {
-            Self::Nil => "<nil>",
-            Self::Bool(_) => "bool",
-            Self::Int(_) => "int64",
-            Self::Float(_) => "float64",
-            Self::Str(_) => "string",
-            Self::Slice(_) => "[]interface {}",
-            Self::Map(_) => "map[string]interface {}",
-        }
-    }
-}
-
-/// The Go type of a value decoded from Kubernetes JSON, as `%T` prints it: `<nil>`, `bool`,
-/// `int64`, `float64`, `string`, `[]interface {}` or `map[string]interface {}`.
-pub fn type_name(v: &Value) -> &'static str {
-    GoValue::of(v).type_name()
-}
+use super::room;
+use super::strconv::{can_backquote, format_float, is_print, quote_rune, quote_with};
+use super::value::GoValue;
 
 /// Go's `fmt.Sprintf(format, args...)`, each argument being the Go value Kubernetes decodes
-/// the JSON value into (see the module documentation).
+/// the JSON value into (see [`super::value`]).
 ///
 /// Supports every verb Go gives these types (`%v %s %d %f %F %e %E %g %G %t %q %x %X %o %O
 /// %b %c %U %T %%`), the flags `+ - # 0` and space, width and precision (with `*`), explicit
@@ -864,459 +799,109 @@ impl Printer {
     }
 }
 
-/// The decimal digits of a float (`strconv`'s `decimalSlice`): `0.d1d2d3... * 10^dp`.
-struct Digits {
-    d: Vec<u8>,
-    dp: i64,
+/// What a format string reads from its arguments, as `Sprintf` walks it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Arguments {
+    /// How many arguments the format needs (the highest argument it reads).
+    pub needed: usize,
+    /// Whether explicit argument indexes (`%[2]s`) are used; Go then reports no EXTRA.
+    pub reordered: bool,
+    /// Each verb with the (0-based) argument it reads.
+    pub verbs: Vec<(usize, char)>,
 }
 
-impl Digits {
-    /// Parses Rust's `{:e}` form (`d.ddde-5`) of a non-negative float.
-    fn from_sci(sci: &str) -> Self {
-        let (mantissa, exp) = sci.split_once('e').unwrap_or((sci, "0"));
-        let exp: i64 = exp.parse().unwrap_or(0);
-        let mut d: Vec<u8> = mantissa.bytes().filter(u8::is_ascii_digit).collect();
-        while d.last() == Some(&b'0') {
-            d.pop();
-        }
-        if d.is_empty() {
-            // Zero: no digits, exponent 0.
-            return Digits { d, dp: 0 };
-        }
-        Digits { d, dp: exp + 1 }
-    }
-
-    fn nd(&self) -> i64 {
-        i64::try_from(self.d.len()).unwrap_or(i64::MAX)
-    }
-
-    fn digit(&self, i: i64) -> u8 {
-        usize::try_from(i)
-            .ok()
-            .and_then(|i| self.d.get(i).copied())
-            .unwrap_or(b'0')
-    }
+/// A format that makes `Sprintf` print an error form whatever the values.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FormatError {
+    /// `%[` without `]`: Go prints `%!v(BADINDEX)`.
+    UnclosedIndex,
+    /// An index that is not a number from 1 (`%[x]`, `%[0]`): `%!v(BADINDEX)`.
+    BadIndex(String),
+    /// A `%` ending the format: `%!(NOVERB)`.
+    NoVerb,
+    /// A verb that prints no value of a decoded type, or `%w` (for `Errorf` only):
+    /// `%!z(int64=1)`.
+    UnknownVerb(char),
 }
 
-/// Go's `strconv.FormatFloat(v, fmt, prec, 64)` for the formats `b e E f g G x X`
-/// (`prec` -1 is the shortest representation that reads back exactly).
-pub fn format_float(v: f64, fmt: u8, prec: i64) -> String {
-    if !room(usize::try_from(prec).unwrap_or(0)) {
-        return String::new();
-    }
-    let bits = v.to_bits();
-    let neg = bits >> 63 != 0;
-    let mut exp = ((bits >> 52) & 0x7FF) as i64;
-    let mut mant = bits & ((1u64 << 52) - 1);
-    match exp {
-        0x7FF => {
-            return if mant != 0 {
-                "NaN"
-            } else if neg {
-                "-Inf"
-            } else {
-                "+Inf"
+/// Walks a format string as `Sprintf` does and counts the arguments it reads (verbs and `*`
+/// widths, honouring `%[n]` indexes); `%%` reads nothing.
+pub fn arguments(format: &str) -> Result<Arguments, FormatError> {
+    const VERBS: &str = "bcdeEfFgGoOpqstTUvxX";
+    let chars: Vec<char> = format.chars().collect();
+    let mut i = 0;
+    let mut arg = 0usize;
+    let mut needed = 0usize;
+    let mut reordered = false;
+    let mut verbs = Vec::new();
+    while i < chars.len() {
+        if chars[i] != '%' {
+            i += 1;
+            continue;
+        }
+        i += 1;
+        if i < chars.len() && chars[i] == '%' {
+            i += 1;
+            continue;
+        }
+        // Flags.
+        while i < chars.len() && "+-# 0".contains(chars[i]) {
+            i += 1;
+        }
+        let mut parse_index = |i: &mut usize, arg: &mut usize| -> Result<(), FormatError> {
+            if *i < chars.len() && chars[*i] == '[' {
+                let close = chars[*i..]
+                    .iter()
+                    .position(|&c| c == ']')
+                    .ok_or(FormatError::UnclosedIndex)?;
+                let digits: String = chars[*i + 1..*i + close].iter().collect();
+                let n: usize = digits
+                    .parse()
+                    .ok()
+                    .filter(|&n| n > 0)
+                    .ok_or_else(|| FormatError::BadIndex(digits.clone()))?;
+                *arg = n - 1;
+                reordered = true;
+                *i += close + 1;
             }
-            .to_string();
-        }
-        // Denormalized.
-        0 => exp += 1,
-        _ => mant |= 1u64 << 52,
-    }
-    exp -= 1023;
-    match fmt {
-        b'b' => return fmt_b(neg, mant, exp),
-        b'x' | b'X' => return fmt_x(prec, fmt, neg, mant, exp),
-        _ => {}
-    }
-
-    let abs = v.abs();
-    let shortest = prec < 0;
-    let mut out = String::new();
-    if fmt == b'f' && !shortest {
-        // Rust rounds the exact binary value half to even at a decimal position, as Go does.
-        if neg {
-            out.push('-');
-        }
-        // Rust's formatter panics past 65,535 digits; a float64 has no more than
-        // MAX_FRACTION_DIGITS after the point, the rest are zeros.
-        let prec = usize::try_from(prec).unwrap_or(0);
-        let exact = prec.min(MAX_FRACTION_DIGITS);
-        let _ = write!(out, "{abs:.exact$}");
-        pad_zeros(&mut out, prec - exact);
-        return out;
-    }
-    let (digs, prec) = if shortest {
-        let digs = Digits::from_sci(&format!("{abs:e}"));
-        let prec = match fmt {
-            b'e' | b'E' => (digs.nd() - 1).max(0),
-            b'f' => (digs.nd() - digs.dp).max(0),
-            _ => digs.nd(),
+            Ok(())
         };
-        (digs, prec)
-    } else {
-        let (digits, prec) = match fmt {
-            b'e' | b'E' => (prec.saturating_add(1), prec),
-            b'g' | b'G' => {
-                let p = prec.max(1);
-                (p, p)
-            }
-            _ => (1, prec),
-        };
-        // No more than MAX_SIGNIFICANT_DIGITS are significant; Digits reads the missing
-        // ones as zeros, as Go's decimal does.
-        let frac = usize::try_from(digits - 1)
-            .unwrap_or(0)
-            .min(MAX_SIGNIFICANT_DIGITS);
-        (Digits::from_sci(&format!("{abs:.frac$e}")), prec)
-    };
-    format_digits(&mut out, shortest, neg, &digs, prec, fmt);
-    out
-}
-
-/// The most digits after the decimal point a float64 has (the smallest subnormal,
-/// 2^-1074, has 1074).
-const MAX_FRACTION_DIGITS: usize = 1074;
-/// The most significant decimal digits a float64 has (767); more are zeros.
-const MAX_SIGNIFICANT_DIGITS: usize = 800;
-
-/// Appends `n` zeros.
-fn pad_zeros(out: &mut String, n: usize) {
-    out.extend(std::iter::repeat_n('0', n));
-}
-
-/// Whether `n` more bytes of output fit in the review's budget. Go allows widths and
-/// precisions up to a million, for every element of a slice or map: the budget decides how
-/// much of that is written (a spent budget discards the result anyway).
-fn room(n: usize) -> bool {
-    n <= 1024 || crate::budget::reserve(n).is_ok()
-}
-
-/// Go's `formatDigits`.
-fn format_digits(out: &mut String, shortest: bool, neg: bool, digs: &Digits, prec: i64, fmt: u8) {
-    match fmt {
-        b'e' | b'E' => fmt_e(out, neg, digs, prec, fmt),
-        b'f' => fmt_f(out, neg, digs, prec),
-        _ => {
-            let mut prec = prec;
-            let mut eprec = prec;
-            if eprec > digs.nd() && digs.nd() >= digs.dp {
-                eprec = digs.nd();
-            }
-            // %e is used if the exponent from the conversion is less than -4 or greater
-            // than or equal to the precision; shortest uses precision 6 for this decision.
-            if shortest {
-                eprec = 6;
-            }
-            let exp = digs.dp - 1;
-            if exp < -4 || exp >= eprec {
-                if prec > digs.nd() {
-                    prec = digs.nd();
-                }
-                let e = if fmt == b'G' { b'E' } else { b'e' };
-                fmt_e(out, neg, digs, prec - 1, e);
+        // Width, then precision: digits, or '*' which reads an argument.
+        let mut star_or_digits = |i: &mut usize, arg: &mut usize| {
+            if *i < chars.len() && chars[*i] == '*' {
+                *arg += 1;
+                needed = needed.max(*arg);
+                *i += 1;
             } else {
-                if prec > digs.dp {
-                    prec = digs.nd();
+                while *i < chars.len() && chars[*i].is_ascii_digit() {
+                    *i += 1;
                 }
-                fmt_f(out, neg, digs, (prec - digs.dp).max(0));
             }
+        };
+        parse_index(&mut i, &mut arg)?;
+        star_or_digits(&mut i, &mut arg);
+        if i < chars.len() && chars[i] == '.' {
+            i += 1;
+            parse_index(&mut i, &mut arg)?;
+            star_or_digits(&mut i, &mut arg);
         }
-    }
-}
-
-/// Go's `fmtE`: `-d.dddde±dd`.
-fn fmt_e(out: &mut String, neg: bool, d: &Digits, prec: i64, fmt: u8) {
-    if neg {
-        out.push('-');
-    }
-    out.push(char::from(d.digit(0)));
-    if prec > 0 {
-        out.push('.');
-        for i in 1..=prec {
-            out.push(char::from(d.digit(i)));
+        parse_index(&mut i, &mut arg)?;
+        let Some(&verb) = chars.get(i) else {
+            return Err(FormatError::NoVerb);
+        };
+        if !VERBS.contains(verb) {
+            return Err(FormatError::UnknownVerb(verb));
         }
+        verbs.push((arg, verb));
+        arg += 1;
+        needed = needed.max(arg);
+        i += 1;
     }
-    out.push(char::from(fmt));
-    let mut exp = d.dp - 1;
-    // Zero has exponent 0.
-    if d.d.is_empty() {
-        exp = 0;
-    }
-    out.push(if exp < 0 { '-' } else { '+' });
-    let exp = exp.unsigned_abs();
-    if exp < 10 {
-        out.push('0');
-    }
-    let _ = write!(out, "{exp}");
-}
-
-/// Go's `fmtF`: `-ddddddd.ddddd`.
-fn fmt_f(out: &mut String, neg: bool, d: &Digits, prec: i64) {
-    if neg {
-        out.push('-');
-    }
-    if d.dp > 0 {
-        for i in 0..d.dp {
-            out.push(char::from(d.digit(i)));
-        }
-    } else {
-        out.push('0');
-    }
-    if prec > 0 {
-        out.push('.');
-        for i in 1..=prec {
-            out.push(char::from(d.digit(d.dp + i - 1)));
-        }
-    }
-}
-
-/// Go's `fmtB`: `-ddddp±ddd`, the mantissa and a power of two.
-fn fmt_b(neg: bool, mant: u64, exp: i64) -> String {
-    let exp = exp - 52;
-    let sign = if neg { "-" } else { "" };
-    let esign = if exp >= 0 { "+" } else { "" };
-    format!("{sign}{mant}p{esign}{exp}")
-}
-
-/// Go's `fmtX`: `-0x1.yyyyyp±dd`, hexadecimal mantissa and a power of two.
-fn fmt_x(prec: i64, fmt: u8, neg: bool, mut mant: u64, mut exp: i64) -> String {
-    if mant == 0 {
-        exp = 0;
-    }
-    // Shift digits so the leading 1 (if any) is at bit 60.
-    mant <<= 60 - 52;
-    while mant != 0 && mant & (1 << 60) == 0 {
-        mant <<= 1;
-        exp -= 1;
-    }
-    // Round if requested.
-    if (0..15).contains(&prec) {
-        let shift = u32::try_from(prec * 4).unwrap_or(0);
-        let extra = (mant << shift) & ((1 << 60) - 1);
-        mant >>= 60 - shift;
-        if extra | (mant & 1) > 1 << 59 {
-            mant += 1;
-        }
-        mant <<= 60 - shift;
-        if mant & (1 << 61) != 0 {
-            // Wrapped around.
-            mant >>= 1;
-            exp += 1;
-        }
-    }
-    let hex: &[u8; 17] = if fmt == b'X' { UDIGITS } else { LDIGITS };
-    let mut out = String::new();
-    if neg {
-        out.push('-');
-    }
-    out.push('0');
-    out.push(char::from(fmt));
-    out.push(char::from(b'0' + ((mant >> 60) & 1) as u8));
-    // Remove the leading 0 or 1.
-    mant <<= 4;
-    let nibble = |m: u64| char::from(hex.get(((m >> 60) & 15) as usize).copied().unwrap_or(b'0'));
-    if prec < 0 && mant != 0 {
-        out.push('.');
-        while mant != 0 {
-            out.push(nibble(mant));
-            mant <<= 4;
-        }
-    } else if prec > 0 {
-        out.push('.');
-        for _ in 0..prec {
-            out.push(nibble(mant));
-            mant <<= 4;
-        }
-    }
-    out.push(if fmt == b'X' { 'P' } else { 'p' });
-    out.push(if exp < 0 { '-' } else { '+' });
-    let exp = exp.unsigned_abs();
-    if exp < 10 {
-        out.push('0');
-    }
-    let _ = write!(out, "{exp}");
-    out
-}
-
-/// Letters, marks, numbers, punctuation and symbols: the runes Go prints unescaped.
-static PRINTABLE: LazyLock<Option<Regex>> =
-    LazyLock::new(|| Regex::new(r"^[\p{L}\p{M}\p{N}\p{P}\p{S}]$").ok());
-
-/// Go's `strconv.IsPrint`: letters, marks, numbers, punctuation, symbols and the ASCII space.
-pub fn is_print(c: char) -> bool {
-    let r = u32::from(c);
-    if r <= 0xFF {
-        // Latin-1: ASCII space to '~', and '¡' to 'ÿ' but the soft hyphen.
-        return (0x20..=0x7E).contains(&r) || ((0xA1..=0xFF).contains(&r) && r != 0xAD);
-    }
-    match PRINTABLE.as_ref() {
-        Some(re) => re.is_match(c.encode_utf8(&mut [0u8; 4])),
-        None => !c.is_control() && !c.is_whitespace(),
-    }
-}
-
-/// Go's `strconv.Quote`: a double-quoted Go string literal, printable runes kept.
-pub fn quote(s: &str) -> String {
-    quote_with(s, '"', false)
-}
-
-/// Go's `appendQuotedWith`: `ascii_only` is `strconv.QuoteToASCII`.
-fn quote_with(s: &str, quote: char, ascii_only: bool) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push(quote);
-    for c in s.chars() {
-        escape_rune(&mut out, c, quote, ascii_only);
-    }
-    out.push(quote);
-    out
-}
-
-/// Go's `strconv.QuoteRune` (`ascii_only`: `QuoteRuneToASCII`).
-fn quote_rune(c: char, ascii_only: bool) -> String {
-    let mut out = String::from('\'');
-    escape_rune(&mut out, c, '\'', ascii_only);
-    out.push('\'');
-    out
-}
-
-/// Go's `appendEscapedRune`.
-fn escape_rune(out: &mut String, c: char, quote: char, ascii_only: bool) {
-    if c == quote || c == '\\' {
-        out.push('\\');
-        out.push(c);
-        return;
-    }
-    if ascii_only {
-        if c.is_ascii() && is_print(c) {
-            out.push(c);
-            return;
-        }
-    } else if is_print(c) {
-        out.push(c);
-        return;
-    }
-    let r = u32::from(c);
-    match c {
-        '\u{7}' => out.push_str("\\a"),
-        '\u{8}' => out.push_str("\\b"),
-        '\u{c}' => out.push_str("\\f"),
-        '\n' => out.push_str("\\n"),
-        '\r' => out.push_str("\\r"),
-        '\t' => out.push_str("\\t"),
-        '\u{b}' => out.push_str("\\v"),
-        _ if r < 0x20 || r == 0x7F => {
-            let _ = write!(out, "\\x{r:02x}");
-        }
-        _ if r < 0x10000 => {
-            let _ = write!(out, "\\u{r:04x}");
-        }
-        _ => {
-            let _ = write!(out, "\\U{r:08x}");
-        }
-    }
-}
-
-/// Go's `strconv.CanBackquote`: no control characters but tab, no backquote, no BOM.
-fn can_backquote(s: &str) -> bool {
-    s.chars().all(|c| match c {
-        '\u{FEFF}' | '`' | '\u{7F}' => false,
-        '\t' => true,
-        c => c >= ' ',
+    Ok(Arguments {
+        needed,
+        reordered,
+        verbs,
     })
-}
-
-/// Go's `json.Marshal` of a value decoded from Kubernetes JSON: map keys sorted, `<`, `>`,
-/// `&`, U+2028 and U+2029 escaped, `int64` in decimal and `float64` as `encoding/json`
-/// writes it (`1e+21`, `1e-7`, `0.5`).
-pub fn json_marshal(v: &Value) -> String {
-    let mut out = String::new();
-    write_json(&mut out, v);
-    out
-}
-
-fn write_json(out: &mut String, v: &Value) {
-    match GoValue::of(v) {
-        GoValue::Nil => out.push_str("null"),
-        GoValue::Bool(b) => out.push_str(if b { "true" } else { "false" }),
-        GoValue::Int(i) => {
-            let _ = write!(out, "{i}");
-        }
-        GoValue::Float(x) => out.push_str(&json_float(x)),
-        GoValue::Str(s) => write_json_string(out, s),
-        GoValue::Slice(items) => {
-            out.push('[');
-            for (k, item) in items.iter().enumerate() {
-                if k > 0 {
-                    out.push(',');
-                }
-                write_json(out, item);
-            }
-            out.push(']');
-        }
-        GoValue::Map(m) => {
-            out.push('{');
-            let mut keys: Vec<&String> = m.keys().collect();
-            keys.sort();
-            for (k, key) in keys.into_iter().enumerate() {
-                if k > 0 {
-                    out.push(',');
-                }
-                write_json_string(out, key);
-                out.push(':');
-                if let Some(value) = m.get(key) {
-                    write_json(out, value);
-                }
-            }
-            out.push('}');
-        }
-    }
-}
-
-/// `encoding/json`'s float encoder: `'f'` format, or `'e'` below 1e-6 and from 1e21 on,
-/// with `e-07` cleaned to `e-7`.
-pub(crate) fn json_float(x: f64) -> String {
-    let abs = x.abs();
-    let fmt = if abs != 0.0 && !(1e-6..1e21).contains(&abs) {
-        b'e'
-    } else {
-        b'f'
-    };
-    let mut s = format_float(x, fmt, -1);
-    if fmt == b'e' {
-        let b = s.as_bytes();
-        let n = b.len();
-        if n >= 4 && b[n - 4] == b'e' && b[n - 3] == b'-' && b[n - 2] == b'0' {
-            s.remove(n - 2);
-        }
-    }
-    s
-}
-
-/// `encoding/json`'s string encoder with HTML escaping (Go 1.22+ short escapes).
-fn write_json_string(out: &mut String, s: &str) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '\\' | '"' => {
-                out.push('\\');
-                out.push(c);
-            }
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '<' | '>' | '&' | '\u{2028}' | '\u{2029}' => {
-                let _ = write!(out, "\\u{:04x}", u32::from(c));
-            }
-            c if u32::from(c) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", u32::from(c));
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
 }
 
 #[cfg(test)]
@@ -1605,33 +1190,61 @@ mod tests {
     }
 
     #[test]
-    fn quote_and_helpers() {
-        assert_eq!(quote("a\u{2028}b"), "\"a\\u2028b\"");
-        assert_eq!(quote("é\u{ad}"), "\"é\\u00ad\"");
+    fn sprint_v_is_percent_v() {
         assert_eq!(
             sprint_v(&json!({"z": null, "a": [1.5]})),
             "map[a:[1.5] z:<nil>]"
         );
-        assert_eq!(type_name(&json!(1.0)), "float64");
-        assert_eq!(format_float(1e21, b'f', -1), "1000000000000000000000");
-        assert_eq!(format_float(1.5e-7, b'f', -1), "0.00000015");
-        assert_eq!(format_float(0.0, b'e', -1), "0e+00");
-        assert_eq!(format_float(f64::INFINITY, b'g', -1), "+Inf");
-        assert_eq!(format_float(5e-324, b'g', -1), "5e-324");
+        assert_eq!(sprint_v(&json!(1e21)), "1e+21");
+        assert_eq!(sprint_v(&json!("s")), "s");
+    }
+
+    /// What `Sprintf` reads, against what it prints: `needed` is the arguments after
+    /// which it prints neither `%!v(MISSING)` nor, unreordered, `%!(EXTRA ...)`.
+    /// A format, and the arguments it needs and whether it reorders them.
+    type Row = (&'static str, Result<(usize, bool), FormatError>);
+
+    fn arguments_table() -> Vec<Row> {
+        vec![
+            ("%s-%s", Ok((2, false))),
+            ("100%% %d", Ok((1, false))),
+            ("%-10s|%5.2f|%+d|%#x", Ok((4, false))),
+            ("%*d", Ok((2, false))),
+            ("%-*.*f", Ok((3, false))),
+            ("%[2]s-%[1]s", Ok((2, true))),
+            ("%[3]s", Ok((3, true))),
+            ("%[2]*[1]d", Ok((2, true))),
+            ("%d %d %#[1]o %#o", Ok((2, true))),
+            ("no verbs", Ok((0, false))),
+            ("", Ok((0, false))),
+            ("50%", Err(FormatError::NoVerb)),
+            ("%-", Err(FormatError::NoVerb)),
+            ("%z", Err(FormatError::UnknownVerb('z'))),
+            ("%w", Err(FormatError::UnknownVerb('w'))),
+            ("%[x]s", Err(FormatError::BadIndex("x".to_string()))),
+            ("%[0]s", Err(FormatError::BadIndex("0".to_string()))),
+            ("%[2s", Err(FormatError::UnclosedIndex)),
+        ]
     }
 
     #[test]
-    fn json_marshal_is_gos() {
+    fn arguments_are_what_sprintf_reads() {
+        for (format, want) in &arguments_table() {
+            let got = arguments(format).map(|a| (a.needed, a.reordered));
+            assert_eq!(&got, want, "{format:?}");
+            // Sprintf agrees: with `needed` values nothing is missing or left over.
+            if let Ok((needed, _)) = want {
+                let values: Vec<Value> = (0..*needed).map(|i| json!(i)).collect();
+                let printed = sprintf(format, &values);
+                assert!(
+                    !printed.contains("(MISSING)") && !printed.contains("EXTRA"),
+                    "{format:?} printed {printed:?}"
+                );
+            }
+        }
         assert_eq!(
-            json_marshal(&json!({"b": "<&>", "a": [1, 1.5, 1e21, 1e-7, 0.000001, null, true]})),
-            r#"{"a":[1,1.5,1e+21,1e-7,0.000001,null,true],"b":"\u003c\u0026\u003e"}"#
+            arguments("%[2]d %s %d").map(|a| a.verbs),
+            Ok(vec![(1, 'd'), (2, 's'), (3, 'd')])
         );
-        // DEL is not escaped.
-        assert_eq!(
-            json_marshal(&json!("\u{8}\u{c}\u{1}\u{2028}\"\\\u{7f}")),
-            "\"\\b\\f\\u0001\\u2028\\\"\\\\\u{7f}\""
-        );
-        assert_eq!(json_marshal(&json!(2.0)), "2");
-        assert_eq!(json_marshal(&json!(-0.0)), "-0");
     }
 }

@@ -1,170 +1,150 @@
-//! Go's `strconv.ParseInt`, `ParseBool` and `ParseFloat`, and `json.Unmarshal` into
-//! `map[string]interface {}` or `[]interface {}`, with Go's error messages.
+//! Go's `encoding/json` on the values Kubernetes decodes: `Marshal` (`encode.go`), and
+//! `Unmarshal` into `map[string]interface {}` or `[]interface {}` with the syntax errors of
+//! its scanner (`scanner.go`) and its type errors (`decode.go`).
+
+use std::fmt::Write as _;
 
 use serde_json::Value;
 
-use crate::render::gofmt;
+use super::strconv::{format_float, quote};
+use super::value::GoValue;
 
-/// Why a `strconv` parse failed (`ErrSyntax` or `ErrRange`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum NumErrorKind {
-    /// `invalid syntax`.
-    #[error("invalid syntax")]
-    Syntax,
-    /// `value out of range`.
-    #[error("value out of range")]
-    Range,
+/// Go's `json.Marshal` of a value decoded from Kubernetes JSON: map keys sorted, `<`, `>`,
+/// `&`, U+2028 and U+2029 escaped, `int64` in decimal and `float64` as `encoding/json`
+/// writes it (`1e+21`, `1e-7`, `0.5`).
+pub fn marshal(v: &Value) -> String {
+    let mut out = String::new();
+    encode(&mut out, v);
+    out
 }
 
-/// Go's `strconv.NumError`: `strconv.ParseInt: parsing "x": invalid syntax`.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("strconv.{func}: parsing {}: {kind}", gofmt::quote(.num))]
-pub struct NumError {
-    /// The function: `ParseInt`, `ParseBool` or `ParseFloat`.
-    pub func: &'static str,
-    /// The input.
-    pub num: String,
-    /// What is wrong with it.
-    pub kind: NumErrorKind,
-}
-
-fn num_error(func: &'static str, num: &str, kind: NumErrorKind) -> NumError {
-    NumError {
-        func,
-        num: num.to_string(),
-        kind,
-    }
-}
-
-/// Go's `strconv.ParseInt(s, 10, 64)`: an optional sign and decimal digits only.
-pub(super) fn parse_int(s: &str) -> Result<i64, NumError> {
-    let err = |kind| num_error("ParseInt", s, kind);
-    let (neg, digits) = match s.as_bytes().first() {
-        Some(b'+') => (false, s.get(1..).unwrap_or_default()),
-        Some(b'-') => (true, s.get(1..).unwrap_or_default()),
-        _ => (false, s),
-    };
-    if digits.is_empty() {
-        return Err(err(NumErrorKind::Syntax));
-    }
-    // ParseUint: a bad digit or an overflow, whichever comes first, ends the scan.
-    const CUTOFF: u64 = u64::MAX / 10 + 1;
-    let mut n: u64 = 0;
-    for c in digits.bytes() {
-        if !c.is_ascii_digit() {
-            return Err(err(NumErrorKind::Syntax));
+fn encode(out: &mut String, v: &Value) {
+    match GoValue::of(v) {
+        GoValue::Nil => out.push_str("null"),
+        GoValue::Bool(b) => out.push_str(if b { "true" } else { "false" }),
+        GoValue::Int(i) => {
+            let _ = write!(out, "{i}");
         }
-        if n >= CUTOFF {
-            return Err(err(NumErrorKind::Range));
-        }
-        n = match (n * 10).checked_add(u64::from(c - b'0')) {
-            Some(n) => n,
-            None => return Err(err(NumErrorKind::Range)),
-        };
-    }
-    const LIMIT: u64 = 1 << 63;
-    if (!neg && n >= LIMIT) || (neg && n > LIMIT) {
-        return Err(err(NumErrorKind::Range));
-    }
-    // -2^63 wraps onto itself.
-    let v = n as i64;
-    Ok(if neg { v.wrapping_neg() } else { v })
-}
-
-/// Go's `strconv.ParseBool`.
-pub(super) fn parse_bool(s: &str) -> Result<bool, NumError> {
-    match s {
-        "1" | "t" | "T" | "TRUE" | "true" | "True" => Ok(true),
-        "0" | "f" | "F" | "FALSE" | "false" | "False" => Ok(false),
-        _ => Err(num_error("ParseBool", s, NumErrorKind::Syntax)),
-    }
-}
-
-/// Go's `underscoreOK` for a decimal number: underscores only between digits.
-fn underscore_ok(s: &str) -> bool {
-    let s = s.strip_prefix(['+', '-']).unwrap_or(s);
-    // '^' start, '0' digit, '_' underscore, '!' anything else.
-    let mut saw = '^';
-    for c in s.chars() {
-        if c.is_ascii_digit() {
-            saw = '0';
-        } else if c == '_' {
-            if saw != '0' {
-                return false;
+        GoValue::Float(x) => out.push_str(&encode_float(x)),
+        GoValue::Str(s) => encode_string(out, s),
+        GoValue::Slice(items) => {
+            out.push('[');
+            for (k, item) in items.iter().enumerate() {
+                if k > 0 {
+                    out.push(',');
+                }
+                encode(out, item);
             }
-            saw = '_';
-        } else {
-            if saw == '_' {
-                return false;
+            out.push(']');
+        }
+        GoValue::Map(m) => {
+            out.push('{');
+            let mut keys: Vec<&String> = m.keys().collect();
+            keys.sort();
+            for (k, key) in keys.into_iter().enumerate() {
+                if k > 0 {
+                    out.push(',');
+                }
+                encode_string(out, key);
+                out.push(':');
+                if let Some(value) = m.get(key) {
+                    encode(out, value);
+                }
             }
-            saw = '!';
+            out.push('}');
         }
     }
-    saw != '_'
 }
 
-/// Go's `strconv.ParseFloat(s, 64)` for decimal input: `inf`, `infinity` (with a sign) and
-/// `nan` (without) in any case, underscores between digits, and a range error past the
-/// largest float64. Go's hexadecimal floats (`0x1p-2`) are refused as invalid syntax.
-pub(super) fn parse_float(s: &str) -> Result<f64, NumError> {
-    let err = |kind| num_error("ParseFloat", s, kind);
-    let (sign, rest) = match s.as_bytes().first() {
-        Some(b'+') => (Some(1.0), s.get(1..).unwrap_or_default()),
-        Some(b'-') => (Some(-1.0), s.get(1..).unwrap_or_default()),
-        _ => (None, s),
-    };
-    if rest.eq_ignore_ascii_case("inf") || rest.eq_ignore_ascii_case("infinity") {
-        return Ok(sign.unwrap_or(1.0) * f64::INFINITY);
-    }
-    if rest.eq_ignore_ascii_case("nan") {
-        return match sign {
-            None => Ok(f64::NAN),
-            Some(_) => Err(err(NumErrorKind::Syntax)),
-        };
-    }
-    let cleaned = if s.contains('_') {
-        if !underscore_ok(s) {
-            return Err(err(NumErrorKind::Syntax));
-        }
-        s.replace('_', "")
+/// `encoding/json`'s float encoder: `'f'` format, or `'e'` below 1e-6 and from 1e21 on,
+/// with `e-07` cleaned to `e-7`.
+fn encode_float(x: f64) -> String {
+    let abs = x.abs();
+    let fmt = if abs != 0.0 && !(1e-6..1e21).contains(&abs) {
+        b'e'
     } else {
-        s.to_string()
+        b'f'
     };
-    // Rust's grammar is Go's decimal one but for the words handled above.
-    if !cleaned
-        .bytes()
-        .all(|c| c.is_ascii_digit() || matches!(c, b'.' | b'e' | b'E' | b'+' | b'-'))
-    {
-        return Err(err(NumErrorKind::Syntax));
+    let mut s = format_float(x, fmt, -1);
+    if fmt == b'e' {
+        let b = s.as_bytes();
+        let n = b.len();
+        if n >= 4 && b[n - 4] == b'e' && b[n - 3] == b'-' && b[n - 2] == b'0' {
+            s.remove(n - 2);
+        }
     }
-    match cleaned.parse::<f64>() {
-        Ok(f) if f.is_infinite() => Err(err(NumErrorKind::Range)),
-        Ok(f) => Ok(f),
-        Err(_) => Err(err(NumErrorKind::Syntax)),
+    s
+}
+
+/// `encoding/json`'s string encoder with HTML escaping (Go 1.22+ short escapes).
+fn encode_string(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '\\' | '"' => {
+                out.push('\\');
+                out.push(c);
+            }
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '<' | '>' | '&' | '\u{2028}' | '\u{2029}' => {
+                let _ = write!(out, "\\u{:04x}", u32::from(c));
+            }
+            c if u32::from(c) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+/// A Go string holding any bytes, as `Marshal` writes it: each byte that is not part of
+/// valid UTF-8 becomes U+FFFD.
+pub fn string_from_bytes(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len());
+    let mut rest = bytes;
+    loop {
+        match std::str::from_utf8(rest) {
+            Ok(s) => {
+                out.push_str(s);
+                return out;
+            }
+            Err(e) => {
+                let (valid, after) = rest.split_at(e.valid_up_to());
+                out.push_str(std::str::from_utf8(valid).unwrap_or_default());
+                let bad = e.error_len().unwrap_or(after.len()).max(1);
+                out.extend(std::iter::repeat_n(char::REPLACEMENT_CHARACTER, bad));
+                rest = after.get(bad..).unwrap_or_default();
+            }
+        }
     }
 }
 
 /// What `json.Unmarshal` decodes into.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum JsonTarget {
+pub enum Target {
     /// `map[string]interface {}`.
     Object,
     /// `[]interface {}`.
     Array,
 }
 
-impl JsonTarget {
+impl Target {
     fn go_type(self) -> &'static str {
         match self {
-            JsonTarget::Object => "map[string]interface {}",
-            JsonTarget::Array => "[]interface {}",
+            Target::Object => "map[string]interface {}",
+            Target::Array => "[]interface {}",
         }
     }
 }
 
 /// Go's `json.Unmarshal(s, &target)`: Go's syntax errors, its type mismatch errors, `null`
 /// giving a nil map or slice, and every number a `float64`.
-pub(super) fn unmarshal(s: &str, target: JsonTarget) -> Result<Value, String> {
+pub fn unmarshal(s: &str, target: Target) -> Result<Value, String> {
     let overflow = check_valid(s.as_bytes())?;
     let first = s.bytes().find(|c| !is_space(*c)).unwrap_or(b'n');
     let found = match first {
@@ -177,7 +157,7 @@ pub(super) fn unmarshal(s: &str, target: JsonTarget) -> Result<Value, String> {
     };
     let matches = matches!(
         (target, found),
-        (JsonTarget::Object, "object") | (JsonTarget::Array, "array")
+        (Target::Object, "object") | (Target::Array, "array")
     );
     if !matches {
         return Err(format!(
@@ -193,18 +173,18 @@ pub(super) fn unmarshal(s: &str, target: JsonTarget) -> Result<Value, String> {
     // Valid JSON as Go reads it; serde only refuses nesting deeper than 128 and lone
     // surrogate escapes, which Go accepts.
     let v: Value = serde_json::from_str(s).map_err(|e| e.to_string())?;
-    Ok(go_decoded(v))
+    Ok(decoded(v))
 }
 
 /// A JSON value as `json.Unmarshal` into `interface {}` gives it: every number a float64.
-pub(crate) fn go_decoded(v: Value) -> Value {
+pub fn decoded(v: Value) -> Value {
     match v {
         Value::Number(n) if n.as_i64().is_some() || n.as_u64().is_some() => n
             .as_f64()
             .and_then(serde_json::Number::from_f64)
             .map_or(Value::Number(n), Value::Number),
-        Value::Array(items) => Value::Array(items.into_iter().map(go_decoded).collect()),
-        Value::Object(m) => Value::Object(m.into_iter().map(|(k, v)| (k, go_decoded(v))).collect()),
+        Value::Array(items) => Value::Array(items.into_iter().map(decoded).collect()),
+        Value::Object(m) => Value::Object(m.into_iter().map(|(k, v)| (k, decoded(v))).collect()),
         other => other,
     }
 }
@@ -219,14 +199,14 @@ fn quote_char(c: u8) -> String {
         b'\'' => r"'\''".to_string(),
         b'"' => "'\"'".to_string(),
         _ => {
-            let q = gofmt::quote(char::from(c).encode_utf8(&mut [0u8; 4]));
+            let q = quote(char::from(c).encode_utf8(&mut [0u8; 4]));
             format!("'{}'", q.get(1..q.len() - 1).unwrap_or_default())
         }
     }
 }
 
-/// Go's `maxNestingDepth`.
-const MAX_NESTING_DEPTH: usize = 10_000;
+/// Go's `maxNestingDepth`: the deepest nesting `Unmarshal` reads.
+pub const MAX_NESTING_DEPTH: usize = 10_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Parse {
@@ -575,69 +555,62 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// `json.Marshal` of decoded values (`encode_test.go`'s float and HTML-escaping rules):
+    /// sorted keys, `int64` in decimal, `float64` in `'f'` form between 1e-6 and 1e21 and
+    /// `'e'` form outside, `<`, `>`, `&`, U+2028 and U+2029 escaped, DEL kept.
     #[test]
-    fn strconv_parses_like_go() {
-        assert_eq!(parse_int("42"), Ok(42));
-        assert_eq!(parse_int("+7"), Ok(7));
-        assert_eq!(parse_int("-9223372036854775808"), Ok(i64::MIN));
-        assert_eq!(
-            parse_int("9223372036854775808").map_err(|e| e.to_string()),
-            Err(r#"strconv.ParseInt: parsing "9223372036854775808": value out of range"#.into())
-        );
-        assert_eq!(
-            parse_int("1.5").map_err(|e| e.to_string()),
-            Err(r#"strconv.ParseInt: parsing "1.5": invalid syntax"#.into())
-        );
-        assert_eq!(
-            parse_int("-").map_err(|e| e.to_string()),
-            Err(r#"strconv.ParseInt: parsing "-": invalid syntax"#.into())
-        );
-        assert_eq!(
-            parse_int("99999999999999999999x").map_err(|e| e.kind),
-            Err(NumErrorKind::Range)
-        );
-        assert_eq!(parse_bool("T"), Ok(true));
-        assert_eq!(parse_bool("False"), Ok(false));
-        assert_eq!(
-            parse_bool("yes").map_err(|e| e.to_string()),
-            Err(r#"strconv.ParseBool: parsing "yes": invalid syntax"#.into())
-        );
-        assert_eq!(parse_float("1.5"), Ok(1.5));
-        assert_eq!(parse_float("1_000.5"), Ok(1000.5));
-        assert_eq!(parse_float(".5e1"), Ok(5.0));
-        assert_eq!(parse_float("-Infinity"), Ok(f64::NEG_INFINITY));
-        assert!(parse_float("NaN").is_ok_and(f64::is_nan));
-        assert_eq!(
-            parse_float("+nan").map_err(|e| e.kind),
-            Err(NumErrorKind::Syntax)
-        );
-        assert_eq!(
-            parse_float("1__0").map_err(|e| e.kind),
-            Err(NumErrorKind::Syntax)
-        );
-        assert_eq!(
-            parse_float("1e400").map_err(|e| e.to_string()),
-            Err(r#"strconv.ParseFloat: parsing "1e400": value out of range"#.into())
-        );
-        assert_eq!(parse_float("1e-400"), Ok(0.0));
-        assert_eq!(
-            parse_float("abc").map_err(|e| e.to_string()),
-            Err(r#"strconv.ParseFloat: parsing "abc": invalid syntax"#.into())
-        );
+    fn marshals_as_go() {
+        let table = [
+            (
+                json!({"b": "<&>", "a": [1, 1.5, 1e21, 1e-7, 0.000001, null, true]}),
+                r#"{"a":[1,1.5,1e+21,1e-7,0.000001,null,true],"b":"\u003c\u0026\u003e"}"#,
+            ),
+            (
+                json!({"b": 1.0, "a": [1e21, 1e-7, 0.5, "x"]}),
+                r#"{"a":[1e+21,1e-7,0.5,"x"],"b":1}"#,
+            ),
+            (
+                json!("\u{8}\u{c}\u{1}\u{2028}\"\\\u{7f}"),
+                "\"\\b\\f\\u0001\\u2028\\\"\\\\\u{7f}\"",
+            ),
+            (json!(2.0), "2"),
+            (json!(-0.0), "-0"),
+            (json!(123456789.0), "123456789"),
+            (json!(1e20), "100000000000000000000"),
+            (json!(1.2e-6), "0.0000012"),
+            (json!(1.5e300), "1.5e+300"),
+            // Above int64, a number is a float64.
+            (json!(18446744073709551615u64), "18446744073709552000"),
+            (json!({"k": {"z": [], "a": {}}}), r#"{"k":{"a":{},"z":[]}}"#),
+        ];
+        for (value, want) in table {
+            assert_eq!(marshal(&value), want, "{value}");
+        }
+    }
+
+    #[test]
+    fn bytes_become_a_string_as_marshal_writes_it() {
+        for (bytes, want) in [
+            (&b"ok"[..], "ok"),
+            (b"\xff", "\u{fffd}"),
+            (b"a\xe0\xa0z", "a\u{fffd}\u{fffd}z"),
+            (b"\xed\xa0\x80", "\u{fffd}\u{fffd}\u{fffd}"),
+            (b"\xc3", "\u{fffd}"),
+            ("é".as_bytes(), "é"),
+        ] {
+            assert_eq!(string_from_bytes(bytes), want, "{bytes:?}");
+        }
     }
 
     #[test]
     fn unmarshal_like_go() {
-        let obj = JsonTarget::Object;
+        let obj = Target::Object;
         assert_eq!(
             unmarshal(r#"{"a": 1, "b": [true, null]}"#, obj),
             Ok(json!({"a": 1.0, "b": [true, null]}))
         );
         assert_eq!(unmarshal(" null ", obj), Ok(Value::Null));
-        assert_eq!(
-            unmarshal("[1, 2]", JsonTarget::Array),
-            Ok(json!([1.0, 2.0]))
-        );
+        assert_eq!(unmarshal("[1, 2]", Target::Array), Ok(json!([1.0, 2.0])));
         let err = |s: &str, t| unmarshal(s, t).err().unwrap_or_default();
         assert_eq!(err("", obj), "unexpected end of JSON input");
         assert_eq!(err("{\"a\":", obj), "unexpected end of JSON input");
@@ -658,7 +631,7 @@ mod tests {
             "invalid character '\"' after object key:value pair"
         );
         assert_eq!(
-            err("[1 2]", JsonTarget::Array),
+            err("[1 2]", Target::Array),
             "invalid character '2' after array element"
         );
         assert_eq!(
@@ -666,35 +639,35 @@ mod tests {
             "invalid character 'x' after top-level value"
         );
         assert_eq!(
-            err("[tru]", JsonTarget::Array),
+            err("[tru]", Target::Array),
             "invalid character ']' in literal true (expecting 'e')"
         );
         assert_eq!(
-            err("[01]", JsonTarget::Array),
+            err("[01]", Target::Array),
             "invalid character '1' after array element"
         );
         assert_eq!(
-            err("[1.]", JsonTarget::Array),
+            err("[1.]", Target::Array),
             "invalid character ']' after decimal point in numeric literal"
         );
         assert_eq!(
-            err("[-x]", JsonTarget::Array),
+            err("[-x]", Target::Array),
             "invalid character 'x' in numeric literal"
         );
         assert_eq!(
-            err("[1e]", JsonTarget::Array),
+            err("[1e]", Target::Array),
             "invalid character ']' in exponent of numeric literal"
         );
         assert_eq!(
-            err("[\"\\x\"]", JsonTarget::Array),
+            err("[\"\\x\"]", Target::Array),
             "invalid character 'x' in string escape code"
         );
         assert_eq!(
-            err("[\"\\u12g\"]", JsonTarget::Array),
+            err("[\"\\u12g\"]", Target::Array),
             "invalid character 'g' in \\u hexadecimal character escape"
         );
         assert_eq!(
-            err("[\"a\nb\"]", JsonTarget::Array),
+            err("[\"a\nb\"]", Target::Array),
             "invalid character '\\n' in string literal"
         );
         assert_eq!(
@@ -710,11 +683,11 @@ mod tests {
             "json: cannot unmarshal string into Go value of type map[string]interface {}"
         );
         assert_eq!(
-            err("{}", JsonTarget::Array),
+            err("{}", Target::Array),
             "json: cannot unmarshal object into Go value of type []interface {}"
         );
         assert_eq!(
-            err("1", JsonTarget::Array),
+            err("1", Target::Array),
             "json: cannot unmarshal number into Go value of type []interface {}"
         );
         assert_eq!(
@@ -722,12 +695,12 @@ mod tests {
             "json: cannot unmarshal bool into Go value of type map[string]interface {}"
         );
         assert_eq!(
-            err("[1e400]", JsonTarget::Array),
+            err("[1e400]", Target::Array),
             "json: cannot unmarshal number 1e400 into Go value of type float64"
         );
         let deep = format!("{}{}", "[".repeat(10_001), "]".repeat(10_001));
         assert_eq!(
-            err(&deep, JsonTarget::Array),
+            err(&deep, Target::Array),
             "invalid character '[' exceeded max depth"
         );
     }

@@ -390,4 +390,29 @@ mod tests {
             "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
         );
     }
+
+    /// apimachinery's `quantity_test.go` (`TestQuantityParse`): inputs "written by trolls"
+    /// and fractional binary ones it reads, and its `invalid` list.
+    #[test]
+    fn parses_as_apimachinery() {
+        for s in [
+            "1.",
+            "1.G",
+            ".001",
+            ".0001k",
+            "0.000000000001Ki",
+            "100.035Ki",
+            "0.5Mi",
+            "9Ei",
+            "12E",
+        ] {
+            assert_eq!(parse(s), Ok(()), "ParseQuantity({s:?})");
+        }
+        for s in [
+            "1.1.M", "1+1.0M", "0.1mi", "0.1am", "aoeu", ".5i", "1i", "-3.01i", "-3.01e-", " 1",
+            "1 ",
+        ] {
+            assert!(parse(s).is_err(), "ParseQuantity({s:?}) should fail");
+        }
+    }
 }
