@@ -13,7 +13,10 @@ use std::time::{Duration, Instant};
 use composition_webhook::cluster::entries::State;
 use kubeapi::{FakeApiServer, Resource, Verb};
 use serde_json::{Value, json};
-use webhook::{ScratchDir, Server, project_dir, review_object as review, verdict, yaml_documents};
+use webhook::{
+    ScratchDir, Server, debug, eventually, metric, project_dir, review_object as review, verdict,
+    yaml_documents,
+};
 
 const XR_KIND: &str = "XNetwork";
 const XR_GROUP: &str = "gcp.platformref.upbound.io";
@@ -187,29 +190,12 @@ async fn assert_the_mode_decides(server: &Server, timeout: &str, missing: &[(usi
     }
 }
 
-async fn debug(server: &Server) -> Value {
-    let (status, body) = server.ops_get("/debug/schemas").await;
-    assert_eq!(status, 200, "{body}");
-    serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"))
-}
-
 async fn entry(server: &Server, kind: &str) -> Value {
     let d = debug(server).await;
     d["entries"]
         .as_array()
         .and_then(|es| es.iter().find(|e| e["kind"] == kind).cloned())
         .unwrap_or_else(|| panic!("no entry for {kind}: {d:#}"))
-}
-
-/// The value of the metric line that starts with `series` (name and labels), 0 if absent.
-async fn metric(server: &Server, series: &str) -> f64 {
-    let (_, text) = server.ops_get("/metrics").await;
-    text.lines()
-        .find_map(|l| {
-            l.strip_prefix(series)
-                .and_then(|rest| rest.strip_prefix(' '))
-        })
-        .map_or(0.0, |v| v.trim().parse().expect("a number"))
 }
 
 async fn states(server: &Server) -> Vec<(String, f64)> {
@@ -223,7 +209,7 @@ async fn states(server: &Server) -> Vec<(String, f64)> {
                     "composition_webhook_schema_cache_entries{{source=\"{source}\",state=\"{label}\"}}"
                 ),
             )
-            .await;
+            .await.unwrap_or(0.0);
         }
         if n > 0.0 {
             out.push((label.to_string(), n));
@@ -244,22 +230,7 @@ async fn calls(server: &Server, verb: &str, resource: &str) -> f64 {
         ),
     )
     .await
-}
-
-/// Polls `check` every 50 ms until it holds or `timeout` passes.
-async fn eventually<F, Fut>(what: &str, timeout: Duration, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let end = Instant::now() + timeout;
-    while Instant::now() < end {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("not within {timeout:?}: {what}");
+    .unwrap_or(0.0)
 }
 
 /// Waits until the entry of `kind` has `field` equal to `value` in `/debug/schemas`.
@@ -507,7 +478,7 @@ async fn api_server_down_at_start_then_up() {
     );
     assert_eq!(entry(&server, "Network").await["state"], "TIMEOUT");
     assert_eq!(states(&server).await, counts(&[("timeout", 3.0)]));
-    assert!(metric(&server, "composition_webhook_apiserver_call_errors_total{verb=\"list\",resource=\"customresourcedefinitions\",error=\"transport\"}").await >= 1.0);
+    assert!(metric(&server, "composition_webhook_apiserver_call_errors_total{verb=\"list\",resource=\"customresourcedefinitions\",error=\"transport\"}").await.unwrap_or(0.0) >= 1.0);
 
     cluster.api.set_down(false);
     wait_ready(&server).await;
@@ -593,7 +564,7 @@ async fn forbidden_list_is_received_error_and_the_mode_decides() {
         "customresourcedefinitions.apiextensions.k8s.io is forbidden: User \"system:serviceaccount:crossplane-system:composition-webhook\" cannot list resource \"customresourcedefinitions\" in API group \"apiextensions.k8s.io\" at the cluster scope"
     );
     assert_eq!(states(&server).await, counts(&[("received_error", 3.0)]));
-    assert!(metric(&server, "composition_webhook_apiserver_call_errors_total{verb=\"list\",resource=\"customresourcedefinitions\",error=\"http_403\"}").await >= 1.0);
+    assert!(metric(&server, "composition_webhook_apiserver_call_errors_total{verb=\"list\",resource=\"customresourcedefinitions\",error=\"http_403\"}").await.unwrap_or(0.0) >= 1.0);
 
     // RBAC fixed: the watcher's retry lists, and the entries are fetched.
     cluster.api.fail(Resource::Crds, Verb::List, None);
@@ -775,7 +746,7 @@ async fn calls_failed(server: &Server, verb: &str, resource: &str, error: &str) 
             "composition_webhook_apiserver_call_errors_total{{verb=\"{verb}\",resource=\"{resource}\",error=\"{error}\"}}"
         ),
     )
-    .await
+    .await.unwrap_or(0.0)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -912,7 +883,8 @@ async fn built_in_kinds_are_validated_from_the_api_servers_openapi() {
             &server,
             "composition_webhook_schema_cache_entries{source=\"openapi\",state=\"acked\"}"
         )
-        .await,
+        .await
+        .unwrap_or(0.0),
         2.0
     );
     assert_eq!(
@@ -920,7 +892,8 @@ async fn built_in_kinds_are_validated_from_the_api_servers_openapi() {
             &server,
             "composition_webhook_schema_source_objects{source=\"openapi\",state=\"listed\"}"
         )
-        .await,
+        .await
+        .unwrap_or(0.0),
         2.0
     );
     // The kinds no CRD defines: looked up in the definitions first.
@@ -1487,7 +1460,8 @@ async fn an_inactive_mrd_is_named_and_its_activation_is_followed() {
             &server,
             "composition_webhook_schema_cache_entries{source=\"mrd\",state=\"acked\"}"
         )
-        .await,
+        .await
+        .unwrap_or(0.0),
         1.0
     );
     assert_eq!(
@@ -1495,7 +1469,8 @@ async fn an_inactive_mrd_is_named_and_its_activation_is_followed() {
             &server,
             "composition_webhook_schema_source_objects{source=\"mrd\",state=\"listed\"}"
         )
-        .await,
+        .await
+        .unwrap_or(0.0),
         1.0
     );
     let network = entry(&server, "Network").await;

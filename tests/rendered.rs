@@ -466,7 +466,7 @@ fn functions_are_recognised_by_their_packages_when_the_functions_are_known() {
     }
     let known = WithFunctions {
         schemas: &catalog,
-        functions: Arc::new(set),
+        functions: Some(Arc::new(set)),
     };
     let with = |source: &dyn SchemaSource, step: Value| {
         Validator::new(

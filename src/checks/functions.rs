@@ -122,8 +122,8 @@ fn missing(name: &str, pt_input: bool, functions: &FunctionSet, suggest: bool) -
 pub struct WithFunctions<S> {
     /// Where the schemas come from.
     pub schemas: S,
-    /// The Functions.
-    pub functions: Arc<FunctionSet>,
+    /// The Functions (`None`: none given, steps are recognised by name).
+    pub functions: Option<Arc<FunctionSet>>,
 }
 
 impl<S: SchemaSource> SchemaSource for WithFunctions<S> {
@@ -132,7 +132,7 @@ impl<S: SchemaSource> SchemaSource for WithFunctions<S> {
     }
 
     fn functions(&self) -> Option<Arc<FunctionSet>> {
-        Some(self.functions.clone())
+        self.functions.clone()
     }
 }
 

@@ -28,7 +28,6 @@ use serde_json::Value;
 
 use crate::budget::{self, Budget, Limits};
 use crate::checks::functions::WithFunctions;
-use crate::checks::schema_aware::lookup::SchemaSource;
 use crate::document::{self, Document, DocumentError};
 use crate::mode::Mode;
 use crate::model::APIEXTENSIONS_GROUP;
@@ -224,16 +223,12 @@ fn run_validate(args: &ValidateArgs) -> u8 {
     let catalog = build_catalog(schema_docs.iter().chain(&input_docs), &mut errors);
     let api = args.api.choose(&catalog);
 
-    let with_functions = functions.map(|functions| WithFunctions {
+    let source = WithFunctions {
         schemas: &catalog,
         functions,
-    });
-    let source: &dyn SchemaSource = match &with_functions {
-        Some(w) => w,
-        None => &catalog,
     };
     let validator = Validator::new(
-        source,
+        &source,
         Options {
             default_mode: args.mode.into(),
             as_api_server: true,

@@ -123,16 +123,12 @@ pub fn run(args: &RenderArgs) -> u8 {
     };
     let json_resources = (args.output == RenderOutput::Json).then(|| json_resources(&output));
     let composite_xr = output.composite.clone();
-    let with_functions = functions.map(|functions| WithFunctions {
+    let source = WithFunctions {
         schemas: &catalog,
         functions,
-    });
-    let source: &dyn SchemaSource = match &with_functions {
-        Some(w) => w,
-        None => &catalog,
     };
     let mut findings =
-        rendered::check_rendered(&composition, &steps, composite, &xr, output, source, &[]);
+        rendered::check_rendered(&composition, &steps, composite, &xr, output, &source, &[]);
     crate::mode::apply_mode(crate::mode::Mode::Strict, &mut findings);
     match json_resources {
         None => {

@@ -577,19 +577,15 @@ impl ClusterSchemas {
                 break (cached.catalog.clone(), stale);
             }
             if (synced && entry.fetching.is_none()) || list_failed {
-                if entry.state == State::DoesNotExist && entry.cached.is_none() {
-                    // No definition: a built-in kind, if the API server serves it.
+                if entry.state == State::DoesNotExist {
+                    // No definition (nothing cached): a built-in kind, if the API server
+                    // serves it; else not found.
                     return openapi::resolve(&self.shared, inner, group, kind, version, until);
                 }
                 let reason = entry.error.as_ref().map(|e| e.message.clone());
-                return match (entry.state, reason) {
-                    (State::DoesNotExist, _) => Err(LookupError::NotFound {
-                        group: group.to_string(),
-                        kind: kind.to_string(),
-                    }),
-                    (_, Some(reason)) => Err(unavailable(reason)),
-                    (_, None) => Err(unavailable("its definition was not fetched".to_string())),
-                };
+                return Err(unavailable(
+                    reason.unwrap_or_else(|| "its definition was not fetched".to_string()),
+                ));
             }
             let now = Instant::now();
             if now >= until {

@@ -62,6 +62,23 @@ pub enum OpenApiError {
         /// Why.
         source: SchemaError,
     },
+    /// Inlining its references would make a schema larger than any real kind's.
+    #[error("the schema of {kind} inlines to more than {MAX_INLINED_NODES} nodes")]
+    TooLarge {
+        /// The kind.
+        kind: String,
+    },
+}
+
+/// Most schema nodes one kind may inline to. References inlined at every use can grow
+/// exponentially with depth; the largest v1.28.4 kind (a Pod template's) has a few thousand.
+pub const MAX_INLINED_NODES: usize = 200_000;
+
+/// The state of inlining one kind: the components being inlined (a cycle stops there) and
+/// the nodes converted so far.
+struct Walk {
+    stack: HashSet<String>,
+    nodes: usize,
 }
 
 /// One OpenAPI v3 document of a group version, indexed by kind.
@@ -130,8 +147,16 @@ impl Document {
         let Some((name, _)) = self.kinds.get(gvk) else {
             return Ok(None);
         };
-        let mut stack = HashSet::new();
-        let mut value = self.inline_component(name, &mut stack, 0);
+        let mut walk = Walk {
+            stack: HashSet::new(),
+            nodes: 0,
+        };
+        let mut value = self.inline_component(name, &mut walk, 0);
+        if walk.nodes > MAX_INLINED_NODES {
+            return Err(OpenApiError::TooLarge {
+                kind: gvk.kind.clone(),
+            });
+        }
         // The root's metadata is never pruned; it keeps unknown fields like a nested one.
         if let Some(props) = value.get_mut("properties").and_then(Value::as_object_mut) {
             props.insert("metadata".into(), object_meta());
@@ -144,32 +169,33 @@ impl Document {
         Ok(Some(schema))
     }
 
-    fn inline_component(&self, name: &str, stack: &mut HashSet<String>, depth: usize) -> Value {
+    fn inline_component(&self, name: &str, walk: &mut Walk, depth: usize) -> Value {
         if name == OBJECT_META {
             return object_meta();
         }
         if name == QUANTITY {
             return json!({QUANTITY_MARK: true});
         }
-        if stack.contains(name) || depth > MAX_SCHEMA_DEPTH {
+        if walk.stack.contains(name) || depth > MAX_SCHEMA_DEPTH {
             // A cycle: anything is accepted below this point.
             return json!({});
         }
         let Some(schema) = self.components.get(name) else {
             return json!({});
         };
-        stack.insert(name.to_string());
-        let out = self.convert(schema, stack, depth + 1);
-        stack.remove(name);
+        walk.stack.insert(name.to_string());
+        let out = self.convert(schema, walk, depth + 1);
+        walk.stack.remove(name);
         out
     }
 
     /// One schema node, converted.
-    fn convert(&self, node: &Value, stack: &mut HashSet<String>, depth: usize) -> Value {
+    fn convert(&self, node: &Value, walk: &mut Walk, depth: usize) -> Value {
         let Some(obj) = node.as_object() else {
             return json!({});
         };
-        if depth > MAX_SCHEMA_DEPTH {
+        walk.nodes += 1;
+        if depth > MAX_SCHEMA_DEPTH || walk.nodes > MAX_INLINED_NODES {
             return json!({});
         }
         // `$ref`, or `allOf` of one `$ref`: the referenced schema, with this node's default.
@@ -185,7 +211,7 @@ impl Document {
         });
         if let Some(r) = referenced {
             let name = r.strip_prefix(REF_PREFIX).unwrap_or(r);
-            let mut inlined = self.inline_component(name, stack, depth);
+            let mut inlined = self.inline_component(name, walk, depth);
             if let (Some(default), Some(m)) = (obj.get("default"), inlined.as_object_mut()) {
                 m.insert("default".into(), default.clone());
             }
@@ -233,14 +259,14 @@ impl Document {
                         .as_object()
                         .map(|m| {
                             m.iter()
-                                .map(|(k, v)| (k.clone(), self.convert(v, stack, depth + 1)))
+                                .map(|(k, v)| (k.clone(), self.convert(v, walk, depth + 1)))
                                 .collect()
                         })
                         .unwrap_or_default();
                     out.insert(key.clone(), Value::Object(props));
                 }
                 "items" | "additionalProperties" if value.is_object() => {
-                    out.insert(key.clone(), self.convert(value, stack, depth + 1));
+                    out.insert(key.clone(), self.convert(value, walk, depth + 1));
                 }
                 "additionalProperties" => {
                     out.insert(key.clone(), value.clone());
@@ -321,6 +347,36 @@ fn gvk_of(v: &Value) -> Vec<Gvk> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each level references the next twice: 2^40 nodes inlined, stopped at the bound.
+    #[test]
+    fn references_that_double_at_every_level_are_refused() {
+        let mut schemas = Map::new();
+        for i in 0..40 {
+            let next = json!({"$ref": format!("#/components/schemas/L{}", i + 1)});
+            schemas.insert(
+                format!("L{i}"),
+                json!({"type": "object", "properties": {"a": next, "b": next}}),
+            );
+        }
+        schemas.insert("L40".into(), json!({"type": "string"}));
+        schemas.get_mut("L0").expect("root")["x-kubernetes-group-version-kind"] =
+            json!([{"group": "example", "version": "v1", "kind": "Deep"}]);
+        let doc = Document::from_value(json!({"paths": {}, "components": {"schemas": schemas}}))
+            .expect("document");
+        let gvk = Gvk {
+            group: "example".into(),
+            version: "v1".into(),
+            kind: "Deep".into(),
+        };
+        let started = std::time::Instant::now();
+        let err = doc.schema(&gvk).expect_err("too large");
+        assert_eq!(
+            err.to_string(),
+            "the schema of Deep inlines to more than 200000 nodes"
+        );
+        assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    }
 
     fn doc() -> Document {
         Document::from_value(json!({

@@ -48,13 +48,10 @@ pub struct FileSchemas {
 
 impl ServedSchemas for FileSchemas {
     fn for_request(&self, _until: Instant) -> Box<dyn SchemaSource + '_> {
-        match &self.functions {
-            Some(functions) => Box::new(WithFunctions {
-                schemas: &self.catalog,
-                functions: functions.clone(),
-            }),
-            None => Box::new(&self.catalog),
-        }
+        Box::new(WithFunctions {
+            schemas: &self.catalog,
+            functions: self.functions.clone(),
+        })
     }
 
     fn readiness(&self) -> Readiness {

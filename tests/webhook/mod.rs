@@ -598,3 +598,26 @@ pub fn verdict(response: &Value) -> (bool, u64, String, Vec<String>) {
         warnings,
     )
 }
+
+/// `/debug/schemas`, parsed.
+pub async fn debug(server: &Server) -> Value {
+    let (status, body) = server.ops_get("/debug/schemas").await;
+    assert_eq!(status, 200, "{body}");
+    serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"))
+}
+
+/// Polls `check` every 50 ms until it holds or `timeout` passes.
+pub async fn eventually<F, Fut>(what: &str, timeout: Duration, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let end = Instant::now() + timeout;
+    while Instant::now() < end {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("not within {timeout:?}: {what}");
+}
