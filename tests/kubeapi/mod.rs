@@ -1,5 +1,6 @@
 //! An in-process fake Kubernetes API server for tests and benches: HTTPS (HTTP/1.1 and
-//! HTTP/2) on a loopback port, serving `customresourcedefinitions` (apiextensions.k8s.io/v1)
+//! HTTP/2) on a loopback port, serving `customresourcedefinitions` (apiextensions.k8s.io/v1),
+//! Crossplane's MRDs, Functions and Compositions,
 //! and `compositeresourcedefinitions` (apiextensions.crossplane.io/v1) with list (pagination,
 //! selectors), get and watch (history replay, bookmarks, timeouts, 410 Expired) close enough
 //! to kube-apiserver that kube's client and kube-runtime's watcher cannot tell the difference.
@@ -55,22 +56,27 @@ pub enum Resource {
     Mrds,
     /// `functions.pkg.crossplane.io`, Crossplane's function packages.
     Functions,
+    /// `compositions.apiextensions.crossplane.io`, what the audit reads.
+    Compositions,
 }
 
 impl Resource {
     /// Both resources.
-    pub const ALL: [Resource; 4] = [
+    pub const ALL: [Resource; 5] = [
         Resource::Crds,
         Resource::Xrds,
         Resource::Mrds,
         Resource::Functions,
+        Resource::Compositions,
     ];
 
     /// The API group.
     pub fn group(self) -> &'static str {
         match self {
             Resource::Crds => "apiextensions.k8s.io",
-            Resource::Xrds | Resource::Mrds => "apiextensions.crossplane.io",
+            Resource::Xrds | Resource::Mrds | Resource::Compositions => {
+                "apiextensions.crossplane.io"
+            }
             Resource::Functions => "pkg.crossplane.io",
         }
     }
@@ -90,6 +96,7 @@ impl Resource {
             Resource::Xrds => "apiextensions.crossplane.io/v1",
             Resource::Mrds => "apiextensions.crossplane.io/v1alpha1",
             Resource::Functions => "pkg.crossplane.io/v1",
+            Resource::Compositions => "apiextensions.crossplane.io/v1",
         }
     }
 
@@ -100,6 +107,7 @@ impl Resource {
             Resource::Xrds => "compositeresourcedefinitions",
             Resource::Mrds => "managedresourcedefinitions",
             Resource::Functions => "functions",
+            Resource::Compositions => "compositions",
         }
     }
 
@@ -110,6 +118,7 @@ impl Resource {
             Resource::Xrds => "CompositeResourceDefinition",
             Resource::Mrds => "ManagedResourceDefinition",
             Resource::Functions => "Function",
+            Resource::Compositions => "Composition",
         }
     }
 
@@ -120,6 +129,7 @@ impl Resource {
             Resource::Xrds => "CompositeResourceDefinitionList",
             Resource::Mrds => "ManagedResourceDefinitionList",
             Resource::Functions => "FunctionList",
+            Resource::Compositions => "CompositionList",
         }
     }
 
@@ -134,6 +144,7 @@ impl Resource {
             Resource::Xrds => 1,
             Resource::Mrds => 2,
             Resource::Functions => 3,
+            Resource::Compositions => 4,
         }
     }
 
@@ -157,6 +168,9 @@ impl Resource {
                 br#"{"apiVersion":"apiextensions.crossplane.io/v1alpha1","kind":"ManagedResourceDefinition","#
             }
             Resource::Functions => br#"{"apiVersion":"pkg.crossplane.io/v1","kind":"Function","#,
+            Resource::Compositions => {
+                br#"{"apiVersion":"apiextensions.crossplane.io/v1","kind":"Composition","#
+            }
         }
     }
 
@@ -633,7 +647,7 @@ struct State {
     rv: u64,
     /// Events at or before this resourceVersion are gone.
     compacted: u64,
-    stores: [Store; 4],
+    stores: [Store; 5],
     watchers: Vec<Watcher>,
     faults: HashMap<(Resource, Verb), u16>,
     delays: HashMap<Verb, Duration>,
