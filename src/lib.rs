@@ -16,7 +16,8 @@
 //! - [`findings`]: Kubernetes-style field errors, stages and severities;
 //! - [`mode`]: the validation mode annotation and the verdict it implies;
 //! - [`render`]: composed resources rendered from a (mock) composite resource, as the runtime does;
-//! - [`validate`]: the engine that runs every check and produces a report.
+//! - [`validate`]: the engine that runs every check and produces a report;
+//! - [`audit`]: Compositions validated again as the schemas under them change.
 //!
 //! Shells:
 //! - [`cli`]: the `composition-webhook` command line (`validate`, `serve`);
@@ -78,6 +79,7 @@
 //! assert_eq!(doc.line_of(&first.error.field), Some(17));
 //! ```
 
+pub mod audit;
 pub mod budget;
 pub mod checks;
 pub mod cli;

@@ -18,6 +18,7 @@ const LAYERS: &[&[&str]] = &[
     &["render"],
     &["checks"],
     &["mode", "validate"],
+    &["audit"],
 ];
 
 /// The layer of a top-level module, `None` for the shells.
