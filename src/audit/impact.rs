@@ -1,9 +1,13 @@
-//! What changed between two reports of one Composition: findings that appeared and
-//! findings that went away.
+//! What changed between two reports of one Composition (findings that appeared, findings
+//! that went away), and what a definition change would break.
 
 use std::collections::BTreeSet;
 
+use serde_json::Value;
+
+use crate::checks::schema_aware::lookup::SchemaSource;
 use crate::findings::{Finding, Severity};
+use crate::validate::{Options, Validator};
 
 /// The difference between two sets of findings.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -55,6 +59,63 @@ pub fn compare(before: &[Finding], after: &[Finding]) -> Change {
     }
 }
 
+/// A Composition that a change breaks: the errors it would newly have.
+#[derive(Debug, Clone)]
+pub struct Broken {
+    /// The Composition's name.
+    pub composition: String,
+    /// The errors it has with the change and not without.
+    pub findings: Vec<Finding>,
+}
+
+/// What a change would do to the Compositions that use what it changes.
+#[derive(Debug, Clone, Default)]
+pub struct Assessment {
+    /// The Compositions it breaks, in the order given.
+    pub broken: Vec<Broken>,
+    /// How many Compositions were assessed.
+    pub assessed: usize,
+    /// Those that could not be (the time or budget of the request ran out first).
+    pub not_assessed: Vec<String>,
+}
+
+/// Validates each Composition against the schemas in force (`current`) and as they would be
+/// after a change (`changed`): the errors only the second has are what the change breaks.
+/// Both sides are validated now, so a report made before some other change does not count
+/// against this one. A validation stopped early (deadline, budget) leaves the rest unassessed.
+pub fn assess(
+    compositions: impl IntoIterator<Item = (String, Value)>,
+    current: &dyn SchemaSource,
+    changed: &dyn SchemaSource,
+    options: &Options,
+) -> Assessment {
+    let mut out = Assessment::default();
+    let mut stopped = false;
+    for (name, object) in compositions {
+        if stopped {
+            out.not_assessed.push(name);
+            continue;
+        }
+        let before = Validator::new(current, options.clone()).validate_value(&object);
+        let after = Validator::new(changed, options.clone()).validate_value(&object);
+        if before.stopped.is_some() || after.stopped.is_some() {
+            stopped = true;
+            out.not_assessed.push(name);
+            continue;
+        }
+        out.assessed += 1;
+        let change = compare(&before.findings, &after.findings);
+        let findings: Vec<Finding> = change.breaking().cloned().collect();
+        if !findings.is_empty() {
+            out.broken.push(Broken {
+                composition: name,
+                findings,
+            });
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -91,5 +152,109 @@ mod tests {
         let error = finding("spec.a", "same words", Severity::Error);
         let change = compare(&[warning], &[error.clone()]);
         assert_eq!(change.breaking().collect::<Vec<_>>(), [&error]);
+    }
+
+    const XRD: &str = r#"
+apiVersion: apiextensions.crossplane.io/v1
+kind: CompositeResourceDefinition
+metadata: {name: xbuckets.example.org}
+spec:
+  group: example.org
+  names: {kind: XBucket, plural: xbuckets}
+  versions:
+  - name: v1
+    served: true
+    referenceable: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec: {type: object, properties: {region: {type: string}}}
+"#;
+
+    fn crd(fields: &str) -> String {
+        format!(
+            r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {{name: buckets.storage.example.org}}
+spec:
+  group: storage.example.org
+  names: {{kind: Bucket, plural: buckets}}
+  scope: Cluster
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              forProvider: {{type: object, properties: {{{fields}}}}}
+"#
+        )
+    }
+
+    const COMPOSITION: &str = r#"
+apiVersion: apiextensions.crossplane.io/v1
+kind: Composition
+metadata: {name: buckets}
+spec:
+  compositeTypeRef: {apiVersion: example.org/v1, kind: XBucket}
+  mode: Pipeline
+  pipeline:
+  - step: patch-and-transform
+    functionRef: {name: function-patch-and-transform}
+    input:
+      apiVersion: pt.fn.crossplane.io/v1beta1
+      kind: Resources
+      resources:
+      - name: bucket
+        base: {apiVersion: storage.example.org/v1, kind: Bucket, spec: {forProvider: {}}}
+        patches:
+        - {fromFieldPath: spec.region, toFieldPath: spec.forProvider.region}
+"#;
+
+    fn value(yaml: &str) -> Value {
+        crate::document::parse_documents("test.yaml", yaml).expect("YAML")[0]
+            .value
+            .clone()
+    }
+
+    #[test]
+    fn removing_a_field_a_composition_patches_breaks_it_and_restoring_it_does_not() {
+        use crate::audit::Overlay;
+        use crate::schema::Catalog;
+
+        let mut catalog = Catalog::new();
+        for doc in [XRD.to_string(), crd("region: {type: string}")] {
+            catalog.add_document(&value(&doc), "cluster").expect("schema");
+        }
+        let options = Options::default();
+        let compositions = || [("buckets".to_string(), value(COMPOSITION))];
+
+        let removed = value(&crd("location: {type: string}"));
+        let overlay = Overlay::new(&removed, &catalog).expect("a CRD");
+        assert_eq!(
+            overlay.kinds().iter().cloned().collect::<Vec<_>>(),
+            [("storage.example.org".to_string(), "Bucket".to_string())]
+        );
+        let a = assess(compositions(), &catalog, &overlay, &options);
+        assert_eq!((a.assessed, a.not_assessed.len(), a.broken.len()), (1, 0, 1));
+        let messages: Vec<String> = a.broken[0].findings.iter().map(|f| f.message()).collect();
+        assert_eq!(
+            messages,
+            [
+                "spec.pipeline[0].input.resources[0].patches[0].toFieldPath: Invalid value: \"spec.forProvider.region\": field 'region' is not valid according to the schema"
+            ]
+        );
+
+        let kept = value(&crd("region: {type: string}, location: {type: string}"));
+        let overlay = Overlay::new(&kept, &catalog).expect("a CRD");
+        let a = assess(compositions(), &catalog, &overlay, &options);
+        assert_eq!((a.assessed, a.broken.len()), (1, 0));
     }
 }

@@ -10,12 +10,15 @@
 //!   wrapper, so that a changed kind re-validates only the Compositions that use it;
 //! - [`inventory`]: the Compositions known, each with its last report and dependencies, and
 //!   a queue of those to validate again;
-//! - [`impact`]: what changed between two reports of one Composition.
+//! - [`impact`]: what changed between two reports of one Composition, and what a change to
+//!   a definition would break ([`overlay`]: the schemas as they would be after it).
 
 pub mod dependencies;
 pub mod impact;
 pub mod inventory;
+pub mod overlay;
 
 pub use dependencies::{Dependencies, Kind, Recording, validate_recorded};
-pub use impact::{Change, compare};
+pub use impact::{Assessment, Broken, Change, assess, compare};
 pub use inventory::{Audited, Inventory, Job, Reason, Summary, Transition};
+pub use overlay::Overlay;
