@@ -154,72 +154,9 @@ mod tests {
         assert_eq!(change.breaking().collect::<Vec<_>>(), [&error]);
     }
 
-    const XRD: &str = r#"
-apiVersion: apiextensions.crossplane.io/v1
-kind: CompositeResourceDefinition
-metadata: {name: xbuckets.example.org}
-spec:
-  group: example.org
-  names: {kind: XBucket, plural: xbuckets}
-  versions:
-  - name: v1
-    served: true
-    referenceable: true
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec: {type: object, properties: {region: {type: string}}}
-"#;
-
-    fn crd(fields: &str) -> String {
-        format!(
-            r#"
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {{name: buckets.storage.example.org}}
-spec:
-  group: storage.example.org
-  names: {{kind: Bucket, plural: buckets}}
-  scope: Cluster
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec:
-            type: object
-            properties:
-              forProvider: {{type: object, properties: {{{fields}}}}}
-"#
-        )
-    }
-
-    const COMPOSITION: &str = r#"
-apiVersion: apiextensions.crossplane.io/v1
-kind: Composition
-metadata: {name: buckets}
-spec:
-  compositeTypeRef: {apiVersion: example.org/v1, kind: XBucket}
-  mode: Pipeline
-  pipeline:
-  - step: patch-and-transform
-    functionRef: {name: function-patch-and-transform}
-    input:
-      apiVersion: pt.fn.crossplane.io/v1beta1
-      kind: Resources
-      resources:
-      - name: bucket
-        base: {apiVersion: storage.example.org/v1, kind: Bucket, spec: {forProvider: {}}}
-        patches:
-        - {fromFieldPath: spec.region, toFieldPath: spec.forProvider.region}
-"#;
-
-    fn value(yaml: &str) -> Value {
-        crate::document::parse_documents("test.yaml", yaml).expect("YAML")[0]
+    fn value(file: &str) -> Value {
+        let path = format!("{}/testdata/audit/{file}", env!("CARGO_MANIFEST_DIR"));
+        crate::document::load_path(std::path::Path::new(&path)).expect("testdata")[0]
             .value
             .clone()
     }
@@ -230,20 +167,23 @@ spec:
         use crate::schema::Catalog;
 
         let mut catalog = Catalog::new();
-        for doc in [XRD.to_string(), crd("region: {type: string}")] {
-            catalog.add_document(&value(&doc), "cluster").expect("schema");
+        for file in ["xrd.yaml", "bucket-crd.yaml"] {
+            catalog.add_document(&value(file), file).expect("schema");
         }
         let options = Options::default();
-        let compositions = || [("buckets".to_string(), value(COMPOSITION))];
+        let compositions = || [("buckets".to_string(), value("composition.yaml"))];
 
-        let removed = value(&crd("location: {type: string}"));
+        let removed = value("bucket-crd-without-region.yaml");
         let overlay = Overlay::new(&removed, &catalog).expect("a CRD");
         assert_eq!(
             overlay.kinds().iter().cloned().collect::<Vec<_>>(),
             [("storage.example.org".to_string(), "Bucket".to_string())]
         );
         let a = assess(compositions(), &catalog, &overlay, &options);
-        assert_eq!((a.assessed, a.not_assessed.len(), a.broken.len()), (1, 0, 1));
+        assert_eq!(
+            (a.assessed, a.not_assessed.len(), a.broken.len()),
+            (1, 0, 1)
+        );
         let messages: Vec<String> = a.broken[0].findings.iter().map(|f| f.message()).collect();
         assert_eq!(
             messages,
@@ -252,7 +192,7 @@ spec:
             ]
         );
 
-        let kept = value(&crd("region: {type: string}, location: {type: string}"));
+        let kept = value("bucket-crd.yaml");
         let overlay = Overlay::new(&kept, &catalog).expect("a CRD");
         let a = assess(compositions(), &catalog, &overlay, &options);
         assert_eq!((a.assessed, a.broken.len()), (1, 0));

@@ -443,7 +443,12 @@ mod tests {
         let job = inv.next().expect("b queued");
         assert_eq!((job.name.as_str(), job.reason), ("b", Reason::Schemas));
         let t = inv
-            .record(&job, report(&["spec.x"]), deps(&["XQueue"]), SystemTime::now())
+            .record(
+                &job,
+                report(&["spec.x"]),
+                deps(&["XQueue"]),
+                SystemTime::now(),
+            )
             .expect("current");
         assert!(t.verdict_changed());
         assert_eq!(t.change.breaking().count(), 1);
@@ -468,7 +473,10 @@ mod tests {
                 .is_none()
         );
         let job = inv.next().expect("changed");
-        assert_eq!((job.resource_version.as_str(), job.reason), ("2", Reason::Changed));
+        assert_eq!(
+            (job.resource_version.as_str(), job.reason),
+            ("2", Reason::Changed)
+        );
         let object = job.value();
         assert_eq!(object.pointer("/metadata/managedFields"), None);
         assert_eq!(

@@ -328,6 +328,7 @@ pub(super) fn run(args: &ServeArgs) -> u8 {
         operations_max_connections: args.operations_max_connections,
         drain_timeout: args.drain_timeout,
         ca_publisher: None,
+        change_impact: None,
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

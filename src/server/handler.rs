@@ -48,6 +48,8 @@ pub struct ReviewState {
     pub release_memory: Option<fn()>,
     /// Metrics.
     pub metrics: Arc<Metrics>,
+    /// Change impact on UPDATEs of CRDs, MRDs and XRDs, if on.
+    pub change_impact: Option<super::impact::ChangeImpact>,
 }
 
 /// Decrements the in-flight gauge when a review ends, however it ends.
@@ -248,6 +250,21 @@ async fn handle(
                     "reviewing"
                 );
                 let schemas = state.schemas.for_request(schemas_until);
+                if let Some(impact) = &state.change_impact
+                    && request.operation == kube_core::admission::Operation::Update
+                    && let Some(label) = super::impact::definition_label(&request.kind.group, &request.kind.kind)
+                    && let Some(object) = request.object
+                {
+                    let decision = super::impact::decide(
+                        label,
+                        object,
+                        schemas.as_ref(),
+                        impact,
+                        state.default_mode,
+                        state.rendered,
+                    );
+                    return Ok((operation, decision));
+                }
                 let decision = admission::decide(
                     request,
                     schemas.as_ref(),

@@ -22,6 +22,7 @@ pub mod connections;
 pub mod deadline;
 pub mod handler;
 pub mod https;
+pub mod impact;
 pub mod logging;
 pub mod metrics;
 pub mod operations;
@@ -114,6 +115,9 @@ pub struct ServeConfig {
     /// Where a self-signed CA is published for the API server (the cluster shell patches the
     /// webhook configuration's `caBundle`); `/readyz` waits for it.
     pub ca_publisher: Option<Arc<dyn CaPublisher>>,
+    /// Change impact: UPDATEs of CRDs, MRDs and XRDs checked against the Compositions that
+    /// use them.
+    pub change_impact: Option<impact::ChangeImpact>,
 }
 
 /// Publishes the self-signed CA where the API server reads it.
@@ -233,6 +237,7 @@ pub async fn run(
         limits: config.review_limits,
         release_memory: config.release_memory,
         metrics: metrics.clone(),
+        change_impact: config.change_impact.clone(),
     });
     let router = Router::new()
         .route(VALIDATE_PATH, post(handler::validate))
