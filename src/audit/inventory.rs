@@ -3,7 +3,7 @@
 //!
 //! Whatever feeds it (a watch on Compositions, files) calls [`Inventory::upsert`] and
 //! [`Inventory::remove`]; a schema change calls [`Inventory::schemas_changed`] with the kinds
-//! it touched. A worker takes [`Job`]s with [`Inventory::next`], validates them and hands the
+//! it touched. A worker takes [`Job`]s with [`Inventory::next_job`], validates them and hands the
 //! reports back with [`Inventory::record`], which says how the verdict changed.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -262,7 +262,7 @@ impl Inventory {
     }
 
     /// The next Composition to validate, taken off the queue.
-    pub fn next(&mut self) -> Option<Job> {
+    pub fn next_job(&mut self) -> Option<Job> {
         while let Some(name) = self.queue.pop_front() {
             let Some(item) = self.items.get_mut(&name) else {
                 continue;
@@ -432,15 +432,15 @@ mod tests {
         let mut inv = Inventory::new();
         for (name, uses) in [("a", "XBucket"), ("b", "XQueue")] {
             assert!(inv.upsert(&composition(name, "1")));
-            let job = inv.next().expect("queued");
+            let job = inv.next_job().expect("queued");
             assert_eq!((job.name.as_str(), job.reason), (name, Reason::New));
             inv.record(&job, report(&[]), deps(&[uses]), SystemTime::now());
         }
-        assert_eq!(inv.next().map(|j| j.name), None);
+        assert_eq!(inv.next_job().map(|j| j.name), None);
         assert_eq!(inv.schemas_changed(&kinds(&["XQueue", "XOther"])), 1);
         // Queued once, however many changes arrive before it is validated.
         assert_eq!(inv.schemas_changed(&kinds(&["XQueue"])), 0);
-        let job = inv.next().expect("b queued");
+        let job = inv.next_job().expect("b queued");
         assert_eq!((job.name.as_str(), job.reason), ("b", Reason::Schemas));
         let t = inv
             .record(
@@ -465,14 +465,14 @@ mod tests {
     fn the_same_resource_version_is_not_queued_twice_and_a_stale_report_is_dropped() {
         let mut inv = Inventory::new();
         assert!(inv.upsert(&composition("a", "1")));
-        let stale = inv.next().expect("queued");
+        let stale = inv.next_job().expect("queued");
         assert!(!inv.upsert(&composition("a", "1")));
         assert!(inv.upsert(&composition("a", "2")));
         assert!(
             inv.record(&stale, report(&[]), deps(&[]), SystemTime::now())
                 .is_none()
         );
-        let job = inv.next().expect("changed");
+        let job = inv.next_job().expect("changed");
         assert_eq!(
             (job.resource_version.as_str(), job.reason),
             ("2", Reason::Changed)
@@ -492,7 +492,9 @@ mod tests {
         inv.upsert(&composition("b", "1"));
         let gone = inv.replace_all([&composition("b", "1"), &composition("c", "1")]);
         assert_eq!(gone, ["a"]);
-        let names: Vec<String> = std::iter::from_fn(|| inv.next()).map(|j| j.name).collect();
+        let names: Vec<String> = std::iter::from_fn(|| inv.next_job())
+            .map(|j| j.name)
+            .collect();
         assert_eq!(names, ["b", "c"]);
         assert_eq!(inv.len(), 2);
     }

@@ -217,7 +217,7 @@ mod tests {
         let mut composition = value("composition.yaml");
         composition["metadata"]["resourceVersion"] = "7".into();
         inventory.upsert(&composition);
-        let job = inventory.next().expect("queued");
+        let job = inventory.next_job().expect("queued");
         let (report, deps) = validate_recorded(
             &catalog,
             Options::default(),
