@@ -262,6 +262,7 @@ impl Inventory {
     }
 
     /// The next Composition to validate, taken off the queue.
+    #[allow(clippy::should_implement_trait)] // Takes from a queue that refills: no iterator.
     pub fn next(&mut self) -> Option<Job> {
         while let Some(name) = self.queue.pop_front() {
             let Some(item) = self.items.get_mut(&name) else {
@@ -443,7 +444,12 @@ mod tests {
         let job = inv.next().expect("b queued");
         assert_eq!((job.name.as_str(), job.reason), ("b", Reason::Schemas));
         let t = inv
-            .record(&job, report(&["spec.x"]), deps(&["XQueue"]), SystemTime::now())
+            .record(
+                &job,
+                report(&["spec.x"]),
+                deps(&["XQueue"]),
+                SystemTime::now(),
+            )
             .expect("current");
         assert!(t.verdict_changed());
         assert_eq!(t.change.breaking().count(), 1);
@@ -468,7 +474,10 @@ mod tests {
                 .is_none()
         );
         let job = inv.next().expect("changed");
-        assert_eq!((job.resource_version.as_str(), job.reason), ("2", Reason::Changed));
+        assert_eq!(
+            (job.resource_version.as_str(), job.reason),
+            ("2", Reason::Changed)
+        );
         let object = job.value();
         assert_eq!(object.pointer("/metadata/managedFields"), None);
         assert_eq!(

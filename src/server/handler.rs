@@ -48,6 +48,9 @@ pub struct ReviewState {
     pub release_memory: Option<fn()>,
     /// Metrics.
     pub metrics: Arc<Metrics>,
+    /// The background audit (`--audit`): every Composition's last report, and what it
+    /// depended on.
+    pub audit: Option<Arc<super::audit::Audit>>,
 }
 
 /// Decrements the in-flight gauge when a review ends, however it ends.
