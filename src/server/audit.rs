@@ -1058,6 +1058,21 @@ spec:
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn nothing_is_validated_while_a_review_is_in_flight() {
+        let (_tx, rx) = broadcast::channel(16);
+        let metrics = Arc::new(Metrics::new());
+        metrics.in_flight().set(1);
+        let audit = Audit::start(schemas("none"), rx, None, metrics.clone(), options());
+        audit.applied(composition("a", "1", "data.size"));
+        std::thread::sleep(Duration::from_millis(300));
+        let view = audit.view();
+        assert_eq!((view.queued, view.audited), (1, 0));
+        metrics.in_flight().set(0);
+        until(&audit, "audited once the review is answered", |v| v.audited == 1);
+        audit.stop();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_validation_whose_schemas_are_unavailable_is_retried_not_recorded() {
         let (_tx, rx) = broadcast::channel(16);
         let audit = Audit::start(
