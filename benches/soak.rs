@@ -3,8 +3,9 @@
 //! default review and body memory). It checks, and fails on, what issue "Bounded by
 //! construction" asks of a webhook in the API server's write path:
 //!
-//! - the server's RSS stays under the deployment's memory limit (512 MiB), sampled every
-//!   100 ms and read from `VmHWM` at the end;
+//! - the server's RSS stays under the deployment's memory limit less the audit's share,
+//!   which the soak does not run (640 − 2 × 64 = 512 MiB), sampled every 100 ms and read
+//!   from `VmHWM` at the end;
 //! - every answer comes within its review's timeout (`?timeout=`, 2 s or 10 s);
 //! - a strict, invalid Composition is never admitted (valid ones always are, in every mode);
 //! - the server is still up and answering at the end.

@@ -47,12 +47,16 @@ impl Cluster {
         let mut args = vec!["--kubeconfig", kubeconfig.to_str().expect("utf-8 path")];
         args.extend(extra);
         let server = tokio::task::block_in_place(|| Server::start(&[], &args));
-        eventually("the Composition is audited", Duration::from_secs(30), || async {
-            let (status, body) = server.ops_get("/debug/audit").await;
-            status == 200
-                && serde_json::from_str::<Value>(&body)
-                    .is_ok_and(|v| v["audited"] == 1 && v["queued"] == 0)
-        })
+        eventually(
+            "the Composition is audited",
+            Duration::from_secs(30),
+            || async {
+                let (status, body) = server.ops_get("/debug/audit").await;
+                status == 200
+                    && serde_json::from_str::<Value>(&body)
+                        .is_ok_and(|v| v["audited"] == 1 && v["queued"] == 0)
+            },
+        )
         .await;
         server
     }
@@ -88,9 +92,7 @@ async fn review(server: &Server, object: Value) -> (bool, u64, String, Vec<Strin
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crd_update_that_removes_a_patched_field_warns_and_one_that_keeps_it_does_not() {
     let cluster = Cluster::start().await;
-    let server = cluster
-        .webhook(&["--audit", "--change-impact"])
-        .await;
+    let server = cluster.webhook(&["--audit", "--change-impact"]).await;
 
     let removed = review(&server, one("bucket-crd-without-region.yaml")).await;
     assert_eq!(removed, (true, 0, String::new(), vec![BROKEN.to_string()]));

@@ -813,6 +813,9 @@ fn registered_metrics() -> BTreeMap<String, (String, BTreeSet<String>)> {
     metrics.set_schema_entries(&[("crd", "acked", 1)]);
     metrics.set_schema_sources(&[("crd", "listed", 1)]);
     metrics.certificate(Some(0));
+    metrics.set_audit_findings("c", 1, 0);
+    metrics.set_audit_queue(0);
+    metrics.audit_validated("new");
     let (recorder, task) = ApiCallRecorder::new(metrics.clone());
     recorder.record(ApiCall {
         labels: ApiCallLabels {

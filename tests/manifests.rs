@@ -698,8 +698,8 @@ impl<'a> Install<'a> {
         );
         let dns_name = format!("{}.{ns}.svc", target.name);
 
-        // RBAC: read CRDs, XRDs and Functions; self-signed, get and patch this configuration
-        // only.
+        // RBAC: read CRDs, MRDs, XRDs and Functions; self-signed, get and patch this
+        // configuration only.
         let roles: Vec<ClusterRole> = self.all("ClusterRole");
         let bindings: Vec<ClusterRoleBinding> = self.all("ClusterRoleBinding");
         let mut granted: Vec<PolicyRule> = Vec::new();
@@ -755,6 +755,24 @@ impl<'a> Install<'a> {
                 &["get", "list", "watch"],
             ),
         ];
+
+        // The audit: read Compositions, record Events, keep the ClusterPolicyReport.
+        assert!(serve.flag("audit"), "{dir}: the audit is on");
+        wanted.extend([
+            rule(
+                "apiextensions.crossplane.io",
+                "compositions",
+                None,
+                &["get", "list", "watch"],
+            ),
+            rule("events.k8s.io", "events", None, &["create", "patch"]),
+            rule(
+                "wgpolicyk8s.io",
+                "clusterpolicyreports",
+                None,
+                &["get", "create", "patch", "update"],
+            ),
+        ]);
 
         let config_name = config.metadata.name.clone().expect("name");
         match certificates {

@@ -65,6 +65,21 @@ fn numbers_out_of_range_are_refused_at_start() {
             "0",
             "invalid value '0' for '--list-page-size <N>': 0 is not in 1..=10000",
         ),
+        (
+            "--audit-cpu",
+            "0",
+            "invalid value '0' for '--audit-cpu <SHARE>': must be a share of one core, more than 0 and at most 1 (0.25)",
+        ),
+        (
+            "--audit-cpu",
+            "1.5",
+            "invalid value '1.5' for '--audit-cpu <SHARE>': must be a share of one core, more than 0 and at most 1 (0.25)",
+        ),
+        (
+            "--audit-cpu",
+            "NaN",
+            "invalid value 'NaN' for '--audit-cpu <SHARE>': must be a share of one core, more than 0 and at most 1 (0.25)",
+        ),
     ] {
         refused(&serve(&[flag, value], &[]), message);
     }

@@ -143,13 +143,8 @@ mod tests {
         assert_eq!(change.added, [new_error.clone(), new_warning]);
         assert_eq!(change.cleared, [gone]);
         assert_eq!(change.breaking().collect::<Vec<_>>(), [&new_error]);
-        assert!(
-            compare(
-                std::slice::from_ref(&new_error),
-                std::slice::from_ref(&new_error)
-            )
-            .is_empty()
-        );
+        let same = std::slice::from_ref(&new_error);
+        assert!(compare(same, same).is_empty());
     }
 
     #[test]

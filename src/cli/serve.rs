@@ -15,6 +15,8 @@ use super::{
 use crate::budget::Limits;
 use crate::cluster::calls::CallObserver;
 use crate::cluster::{ClusterOptions, ClusterSchemas, ca_bundle, connect};
+use crate::server::audit::{Audit, AuditOptions, DEFAULT_DEADLINE};
+use crate::server::impact::ChangeImpact;
 use crate::server::logging::{self, LogFormat};
 use crate::server::metrics::{ApiCall, ApiCallLabels, ApiCallRecorder, Metrics};
 use crate::server::operations::Readiness;
@@ -32,6 +34,14 @@ fn duration(s: &str) -> Result<Duration, String> {
         return Err("must be more than 0s and at most 24h".to_string());
     }
     Ok(d)
+}
+
+/// `--audit-cpu`: a share of one core, more than 0 and at most 1.
+fn cpu_share(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(share) if share > 0.0 && share <= 1.0 => Ok(share),
+        _ => Err("must be a share of one core, more than 0 and at most 1 (0.25)".to_string()),
+    }
 }
 
 /// The smallest `--max-body-bytes`: an AdmissionReview's envelope alone takes about 1 KiB.
@@ -87,6 +97,32 @@ pub(super) struct ServeArgs {
         env = "COMPOSITION_WEBHOOK_LIST_PAGE_SIZE"
     )]
     list_page_size: u32,
+
+    /// Audit every Composition of the cluster in the background, again whenever a schema it
+    /// uses changes: findings in /metrics and /debug/audit, Events on a Composition whose
+    /// verdict changes, a ClusterPolicyReport where its CRD is installed (schemas from the
+    /// cluster only, not with --crds).
+    #[arg(long, env = "COMPOSITION_WEBHOOK_AUDIT")]
+    audit: bool,
+
+    /// With --audit, the share of one core the audit may use (more than 0, at most 1); it
+    /// also waits while admission reviews are in flight.
+    #[arg(long, value_name = "SHARE", default_value = "0.25", value_parser = cpu_share, env = "COMPOSITION_WEBHOOK_AUDIT_CPU")]
+    audit_cpu: f64,
+
+    /// Warn about the Compositions an UPDATE of a CRD, MRD or XRD would break, naming each and
+    /// the field (needs --audit, which knows what each Composition uses, and the webhook
+    /// configuration's rule for those updates: deploy/components/change-impact).
+    #[arg(long, requires = "audit", env = "COMPOSITION_WEBHOOK_CHANGE_IMPACT")]
+    change_impact: bool,
+
+    /// With --change-impact, deny an update that breaks a Composition instead of warning.
+    #[arg(
+        long,
+        requires = "change_impact",
+        env = "COMPOSITION_WEBHOOK_DENY_BREAKING_CHANGES"
+    )]
+    deny_breaking_changes: bool,
 
     /// Mode of Compositions without the crossplane.io/composition-schema-aware-validation-mode annotation.
     #[arg(long, value_enum, default_value_t = ModeArg::Loose, env = "COMPOSITION_WEBHOOK_MODE")]
@@ -252,6 +288,12 @@ impl ServeArgs {
                     .to_string(),
             );
         }
+        if self.audit && !self.schemas.crds.is_empty() {
+            return Err(
+                "--audit needs schemas from the cluster (it audits the cluster's Compositions): leave out --crds"
+                    .to_string(),
+            );
+        }
         if self.body_memory_bytes < self.max_body_bytes {
             return Err(format!(
                 "--body-memory-bytes ({}) must be at least --max-body-bytes ({}): a body of the largest size must fit",
@@ -329,6 +371,7 @@ pub(super) fn run(args: &ServeArgs) -> u8 {
         drain_timeout: args.drain_timeout,
         ca_publisher: None,
         change_impact: None,
+        audit: None,
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -357,12 +400,38 @@ pub(super) fn run(args: &ServeArgs) -> u8 {
                     Ok((cluster, client)) => {
                         if let Some(name) = &args.webhook_configuration {
                             config.ca_publisher = Some(Arc::new(WebhookConfigurationCa {
-                                client,
+                                client: client.clone(),
                                 name: name.clone(),
                             }));
                         }
                         let cluster = Arc::new(cluster);
                         purge_until_listed(cluster.clone());
+                        if args.audit {
+                            let options = AuditOptions {
+                                default_mode: config.default_mode,
+                                rendered: config.rendered,
+                                limits: config.review_limits,
+                                cpu_share: args.audit_cpu,
+                                deadline: DEFAULT_DEADLINE,
+                                stack_bytes: REVIEW_STACK_BYTES,
+                                page_size: args.list_page_size,
+                            };
+                            let changes = cluster.changes();
+                            let audit = Audit::start(
+                                cluster.clone(),
+                                changes,
+                                Some(client),
+                                metrics.clone(),
+                                options,
+                            );
+                            if args.change_impact {
+                                config.change_impact = Some(ChangeImpact {
+                                    compositions: audit.clone(),
+                                    deny: args.deny_breaking_changes,
+                                });
+                            }
+                            config.audit = Some(audit);
+                        }
                         cluster
                     }
                     Err(e) => {

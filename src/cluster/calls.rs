@@ -14,12 +14,12 @@ use http::{Request, Response};
 /// One finished (or abandoned) call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiCall {
-    /// `list`, `watch`, `get` or `other`.
+    /// `list`, `watch`, `get`, `create`, `patch` or `other`.
     pub verb: &'static str,
     /// `customresourcedefinitions`, `managedresourcedefinitions`,
     /// `compositeresourcedefinitions`, `functions`, `openapi` (the OpenAPI v3 index and
-    /// documents) or
-    /// `other`.
+    /// documents), `validatingwebhookconfigurations`; for the audit `compositions`, `events`
+    /// and `clusterpolicyreports`; or `other`.
     pub resource: &'static str,
     /// Time to the response's headers.
     pub duration: Duration,
@@ -33,12 +33,15 @@ pub type CallObserver = Arc<dyn Fn(ApiCall) + Send + Sync>;
 
 /// The resources the server calls, the `resource` labels of its metrics; any other path is
 /// `other`.
-const RESOURCES: [&str; 5] = [
+const RESOURCES: [&str; 8] = [
     super::definitions::Source::Crd.plural(),
     super::definitions::Source::Mrd.plural(),
     super::definitions::Source::Xrd.plural(),
     "validatingwebhookconfigurations",
     super::functions::PLURAL,
+    super::compositions::PLURAL,
+    "events",
+    "clusterpolicyreports",
 ];
 
 /// The verb and resource of a request.
@@ -53,12 +56,16 @@ pub fn classify<B>(request: &Request<B>) -> (&'static str, &'static str) {
         };
         return (verb, "openapi");
     }
-    // `/apis/{group}/{version}/{plural}`, then `/{name}` for one object.
+    // `/apis/{group}/{version}[/namespaces/{namespace}]/{plural}`, then `/{name}` for one
+    // object.
     let (resource, collection) = path
         .strip_prefix("/apis/")
         .and_then(|rest| {
-            let mut segments = rest.trim_end_matches('/').split('/');
-            let plural = segments.nth(2)?;
+            let mut segments = rest.trim_end_matches('/').split('/').skip(2).peekable();
+            if segments.peek() == Some(&"namespaces") {
+                segments.nth(1)?;
+            }
+            let plural = segments.next()?;
             let resource = RESOURCES.into_iter().find(|r| *r == plural)?;
             Some((resource, segments.next().is_none()))
         })
@@ -72,6 +79,7 @@ pub fn classify<B>(request: &Request<B>) -> (&'static str, &'static str) {
         ("GET", true, false) => "list",
         ("GET", false, false) => "get",
         ("PATCH", false, false) => "patch",
+        ("POST", true, false) => "create",
         _ => "other",
     };
     (verb, resource)
@@ -208,5 +216,23 @@ mod tests {
             classify(&patch),
             ("patch", "validatingwebhookconfigurations")
         );
+        let events = "/apis/events.k8s.io/v1/namespaces/default/events";
+        let create = Request::post(events).body(()).expect("request");
+        assert_eq!(classify(&create), ("create", "events"));
+        let patch = Request::patch(format!("{events}/c.18a2b"))
+            .body(())
+            .expect("request");
+        assert_eq!(classify(&patch), ("patch", "events"));
+        assert_eq!(
+            verb("/apis/apiextensions.crossplane.io/v1/compositions?watch=true"),
+            ("watch", "compositions")
+        );
+        let report = Request::patch(
+            "/apis/wgpolicyk8s.io/v1alpha2/clusterpolicyreports/composition-webhook-audit?fieldManager=composition-webhook&force=true",
+        )
+        .body(())
+        .expect("request");
+        assert_eq!(classify(&report), ("patch", "clusterpolicyreports"));
+        assert_eq!(verb("/apis/example.org/v1/namespaces"), ("get", "other"));
     }
 }

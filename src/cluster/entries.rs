@@ -209,6 +209,16 @@ impl Entry {
     pub fn metric_label(&self) -> &'static str {
         self.state.metric_label(self.cached.is_some())
     }
+
+    /// What a validation sees of the entry: the definition whose schema is cached, and the
+    /// state (a kept schema is stale outside ACKED). Errors are left out: a transient one is
+    /// only ambient, and one without a schema makes the lookup unavailable, which is retried.
+    pub fn observed(&self) -> (Option<Summary>, State) {
+        (
+            self.cached.as_ref().map(|c| c.definition.clone()),
+            self.state,
+        )
+    }
 }
 
 /// A time as RFC 3339 (UTC, seconds).

@@ -1,8 +1,10 @@
 //! Fetching a definition (`GET`) when a needed kind has none cached or its resourceVersion
 //! changed, parsing it as the file catalog parses files, and recording the outcome on the
-//! kind's entry. Failures are retried with a backoff (1 s doubling to 60 s) for as long as the
-//! entry still wants that definition.
+//! kind's entry (and, when a validation would see it differently, telling
+//! [`super::ClusterSchemas::changes`]). Failures are retried with a backoff (1 s doubling to
+//! 60 s) for as long as the entry still wants that definition.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,7 +12,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use super::definitions::Summary;
-use super::entries::{EntryError, ErrorClass};
+use super::entries::{EntryError, ErrorClass, State};
 use super::index::Key;
 use super::{Shared, describe_api_error, error_class};
 use crate::schema::{Catalog, SchemaError};
@@ -27,7 +29,7 @@ pub(crate) async fn run(
 }
 
 /// What a fetch came back with.
-enum Outcome {
+pub(super) enum Outcome {
     Parsed(Box<Catalog>, String),
     Unusable(String),
     Answered(EntryError),
@@ -40,14 +42,32 @@ async fn fetch(shared: Arc<Shared>, client: kube::Client, key: Key, definition: 
         Ok(value) => parse(&value, &key, &definition),
         Err(outcome) => outcome,
     };
+    if let Some(delay) = record(&shared, &key, definition, outcome) {
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            let mut inner = shared.lock();
+            shared.reconcile(&mut inner, [key]);
+        });
+    }
+}
+
+/// Records what the fetch of `definition` for `key` came back with, unless the entry no
+/// longer waits for it; returns when to try again after a failure.
+pub(super) fn record(
+    shared: &Shared,
+    key: &Key,
+    definition: Summary,
+    outcome: Outcome,
+) -> Option<Duration> {
     let mut inner = shared.lock();
-    let Some(entry) = inner.entries.get_mut(&key) else {
-        return; // Evicted meanwhile.
+    let Some(entry) = inner.entries.get_mut(key) else {
+        return None; // Evicted meanwhile.
     };
     if entry.fetching.as_ref() != Some(&definition) {
-        return; // A newer version is being fetched, or the definition is gone.
+        return None; // A newer version is being fetched, or the definition is gone.
     }
     entry.fetching = None;
+    let before = entry.observed();
     let fail = shared.options.fail_on_data_errors;
     let failed = match outcome {
         Outcome::Parsed(catalog, resource_version) => {
@@ -77,15 +97,15 @@ async fn fetch(shared: Arc<Shared>, client: kube::Client, key: Key, definition: 
         entry.failures = entry.failures.saturating_add(1);
         backoff(entry.failures)
     });
+    // Nobody saw it REQUESTED: a validation asking waits for this answer (or gives up,
+    // leaving it TIMEOUT).
+    let changed = entry.observed() != before && before.1 != State::Requested;
     shared.changed.notify_all();
     drop(inner);
-    if let Some(delay) = retry {
-        tokio::spawn(async move {
-            tokio::time::sleep(delay).await;
-            let mut inner = shared.lock();
-            shared.reconcile(&mut inner, [key]);
-        });
+    if changed {
+        shared.kinds_changed(BTreeSet::from([key.clone()]));
     }
+    retry
 }
 
 /// 1 s, 2 s, 4 s, ... 60 s.

@@ -98,13 +98,16 @@ struct State {
 }
 
 impl State {
-    /// Publishes the listed Functions (a new set: reviews in flight keep theirs).
-    fn publish(&mut self) {
+    /// Publishes the listed Functions (a new set: reviews in flight keep theirs); returns
+    /// whether they differ from those published before.
+    fn publish(&mut self) -> bool {
         let mut set = FunctionSet::new();
         for l in self.listed.values() {
             set.insert(l.package.clone());
         }
+        let changed = self.published.as_deref() != Some(&set);
         self.published = Some(Arc::new(set));
+        changed
     }
 }
 
@@ -198,8 +201,9 @@ impl Functions {
         }
     }
 
-    /// A full list arrived.
-    fn listed(&self, list: Vec<Listed>) -> u64 {
+    /// A full list arrived; returns how many lists so far, and whether the Functions
+    /// published changed.
+    fn listed(&self, list: Vec<Listed>) -> (u64, bool) {
         let mut state = self.lock();
         state.listed = list
             .into_iter()
@@ -212,36 +216,33 @@ impl Functions {
         status.listed_at = Some(rfc3339(std::time::SystemTime::now()));
         status.last_error = None;
         let lists = status.lists;
-        state.publish();
-        lists
+        (lists, state.publish())
     }
 
-    /// A Function was created or changed.
-    fn applied(&self, l: Listed) {
+    /// A Function was created or changed; returns whether the Functions published changed.
+    fn applied(&self, l: Listed) -> bool {
         let mut state = self.lock();
         state.status.last_error = None;
         state.listed.insert(l.package.name.clone(), l);
-        if state.status.synced {
-            state.publish();
-        }
+        state.status.synced && state.publish()
     }
 
-    /// A Function was deleted.
-    fn deleted(&self, name: &str) {
+    /// A Function was deleted; returns whether the Functions published changed.
+    fn deleted(&self, name: &str) -> bool {
         let mut state = self.lock();
         state.status.last_error = None;
         state.listed.remove(name);
-        if state.status.synced {
-            state.publish();
-        }
+        state.status.synced && state.publish()
     }
 
     /// The watch failed: the last list stays in use. A 404 to the first list means the API
     /// server does not serve Functions (no Crossplane): they are unknown, not waited for.
-    fn failed(&self, error: &watcher::Error) {
+    /// Returns whether the Functions published changed (to none).
+    fn failed(&self, error: &watcher::Error) -> bool {
         let (class, message, detail, code) = super::watch::describe(error, "Functions");
         let absent = matches!(error, watcher::Error::InitialListFailed(_)) && code == Some(404);
         let mut state = self.lock();
+        let changed = absent && state.published.is_some();
         if absent {
             if !state.status.absent {
                 tracing::info!(
@@ -259,6 +260,7 @@ impl Functions {
         }
         state.status.absent = absent;
         state.status.last_error = Some(EntryError::now(class, message).with_detail(detail));
+        changed
     }
 }
 
@@ -298,26 +300,36 @@ pub(crate) async fn run(shared: Arc<Shared>, client: kube::Client) {
     let mut stream = watcher::watcher(api, config).default_backoff().boxed();
     let mut listing: Vec<Listed> = Vec::new();
     while let Some(event) = stream.next().await {
-        match event {
-            Ok(Event::Init) => listing.clear(),
-            Ok(Event::InitApply(f)) => listing.push(Listed::from(&f)),
+        let changed = match event {
+            Ok(Event::Init) => {
+                listing.clear();
+                false
+            }
+            Ok(Event::InitApply(f)) => {
+                listing.push(Listed::from(&f));
+                false
+            }
             Ok(Event::InitDone) => {
                 let list = std::mem::take(&mut listing);
                 let objects = list.len();
-                let lists = shared.functions.listed(list);
+                let (lists, changed) = shared.functions.listed(list);
                 tracing::info!(resource = PLURAL, objects, lists, "listed");
+                changed
             }
             Ok(Event::Apply(f)) => {
                 let l = Listed::from(&f);
                 tracing::debug!(resource = PLURAL, name = %l.package.name, package = %l.package.package, "changed");
-                shared.functions.applied(l);
+                shared.functions.applied(l)
             }
             Ok(Event::Delete(f)) => {
                 let name = f.metadata.name.unwrap_or_default();
                 tracing::debug!(resource = PLURAL, name = %name, "deleted");
-                shared.functions.deleted(&name);
+                shared.functions.deleted(&name)
             }
             Err(e) => shared.functions.failed(&e),
+        };
+        if changed {
+            shared.functions_changed();
         }
     }
 }
@@ -364,22 +376,31 @@ mod tests {
             Some("the webhook has not listed Functions from the API server yet")
         );
         // Changes before the first list are not published alone.
-        functions.applied(listed("early", "x.io/a/function-kcl:v1", "1"));
+        assert!(!functions.applied(listed("early", "x.io/a/function-kcl:v1", "1")));
         assert!(functions.current().is_none());
-        functions.listed(vec![listed(
+        let pt = listed(
             "pt",
             "xpkg.crossplane.io/crossplane-contrib/function-patch-and-transform:v0.10.8",
             "2",
-        )]);
+        );
+        assert_eq!(functions.listed(vec![pt.clone()]), (1, true));
         assert_eq!(functions.waiting(), None);
         let first = functions.current().expect("published");
         assert!(first.get("pt").is_some() && first.get("early").is_none());
-        functions.deleted("pt");
-        functions.applied(listed(
+        // A relist or a new resourceVersion of the same packages changes nothing validated.
+        assert_eq!(functions.listed(vec![pt.clone()]), (2, false));
+        let touched = Listed {
+            resource_version: "4".into(),
+            ..pt
+        };
+        assert!(!functions.applied(touched));
+        assert!(functions.deleted("pt"));
+        assert!(!functions.deleted("never-listed"));
+        assert!(functions.applied(listed(
             "renamed",
             "x.io/a/function-patch-and-transform:v1",
             "3",
-        ));
+        )));
         let now = functions.current().expect("published");
         assert!(now.get("pt").is_none() && now.get("renamed").is_some());
         // A review that took the first set keeps it.

@@ -33,6 +33,11 @@ impl Index {
             .is_some_and(|((g, _), _)| g == group)
     }
 
+    /// The definition of `source` named `name`.
+    pub fn get(&self, source: Source, name: &str) -> Option<&Summary> {
+        self.by_name.get(&(source, name.to_string()))
+    }
+
     /// How many definitions of `source` it holds.
     pub fn count(&self, source: Source) -> usize {
         self.by_name.keys().filter(|(s, _)| *s == source).count()

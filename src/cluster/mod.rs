@@ -11,6 +11,10 @@
 //! - [`openapi`]: built-in kinds' schemas (no definition defines them) from the API server's
 //!   own OpenAPI v3 documents, fetched on first need and cached by their hash.
 //! - [`functions`]: a watch on Functions, to recognise pipeline steps by their packages.
+//! - [`compositions`]: a watch on Compositions, for the background audit of `serve --audit`.
+//!
+//! [`ClusterSchemas::changes`] tells the audit which kinds' schemas changed (and when the
+//! Functions did), so that it validates again only the Compositions that use them.
 //!
 //! [`ca_bundle`] keeps a self-signed CA in the webhook's own ValidatingWebhookConfiguration.
 //!
@@ -19,6 +23,7 @@
 
 pub mod ca_bundle;
 pub mod calls;
+pub mod compositions;
 pub mod connect;
 pub mod definitions;
 pub mod entries;
@@ -28,13 +33,13 @@ pub mod index;
 pub mod openapi;
 pub mod watch;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use tokio::sync::mpsc;
+use tokio::sync::{broadcast, mpsc};
 use tokio::task::JoinHandle;
 
 use crate::checks::schema_aware::lookup::{SchemaInfo, SchemaSource};
@@ -71,6 +76,21 @@ impl Default for ClusterOptions {
         }
     }
 }
+
+/// What changed under the cached schemas: what a validation made earlier may no longer hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SchemaChange {
+    /// The schemas of these kinds (group, kind) changed: a new definition received, deleted
+    /// or back, dropped on a data error, a definition for a kind that had none, a built-in
+    /// kind's OpenAPI v3 document with a new hash.
+    Kinds(BTreeSet<Key>),
+    /// The installed Functions changed.
+    Functions,
+}
+
+/// Changes kept for a slow receiver; one that falls further behind is told it lagged (and
+/// must assume everything changed).
+const CHANGES_CAPACITY: usize = 1024;
 
 /// The state of one watched collection.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -226,6 +246,7 @@ pub(crate) struct Shared {
     options: ClusterOptions,
     fetches: mpsc::UnboundedSender<(Key, Summary)>,
     functions: functions::Functions,
+    changes: broadcast::Sender<SchemaChange>,
 }
 
 impl Shared {
@@ -238,6 +259,7 @@ impl Shared {
             options,
             fetches,
             functions: functions::Functions::default(),
+            changes: broadcast::channel(CHANGES_CAPACITY).0,
         });
         (shared, rx)
     }
@@ -276,16 +298,44 @@ impl Shared {
         }
     }
 
-    /// Reconciles `keys` and starts the fetches they need; wakes waiting requests.
+    /// Reconciles `keys` and starts the fetches they need; wakes waiting requests. Tells
+    /// [`ClusterSchemas::changes`] the kinds whose entry a validation would now see
+    /// differently (a missing kind whose definition appeared at once: a validation then waits
+    /// for its fetch), and those without an entry (a kind not needed, or evicted while it had
+    /// no definition: one that gets one matters).
     fn reconcile(&self, inner: &mut Inner, keys: impl IntoIterator<Item = Key>) {
+        let mut changed = BTreeSet::new();
         for key in keys {
-            if let Some(definition) = inner.reconcile(&key, self.options.fail_on_data_errors) {
-                // The receiver lives as long as the fetch task; if it is gone the server is
-                // stopping.
-                let _ = self.fetches.send((key, definition));
+            let before = inner.entries.get(&key).map(Entry::observed);
+            self.start_fetch(inner, &key);
+            if before.is_none() || before != inner.entries.get(&key).map(Entry::observed) {
+                changed.insert(key);
             }
         }
         self.changed.notify_all();
+        self.kinds_changed(changed);
+    }
+
+    /// Reconciles the entry of `key` and starts the fetch it needs.
+    fn start_fetch(&self, inner: &mut Inner, key: &Key) {
+        if let Some(definition) = inner.reconcile(key, self.options.fail_on_data_errors) {
+            // The receiver lives as long as the fetch task; if it is gone the server is
+            // stopping.
+            let _ = self.fetches.send((key.clone(), definition));
+        }
+    }
+
+    /// Tells the receivers of [`ClusterSchemas::changes`] that `kinds` changed.
+    fn kinds_changed(&self, kinds: BTreeSet<Key>) {
+        if !kinds.is_empty() {
+            // No receiver (no audit) is not an error.
+            let _ = self.changes.send(SchemaChange::Kinds(kinds));
+        }
+    }
+
+    /// Tells the receivers of [`ClusterSchemas::changes`] that the Functions changed.
+    fn functions_changed(&self) {
+        let _ = self.changes.send(SchemaChange::Functions);
     }
 }
 
@@ -368,6 +418,18 @@ impl ClusterSchemas {
     /// The API server's URL.
     pub fn server(&self) -> &str {
         &self.server
+    }
+
+    /// Changes to the schemas from now on, as [`SchemaChange`]s. A receiver that falls more
+    /// than a thousand changes behind gets `Lagged`: it must assume everything changed.
+    pub fn changes(&self) -> broadcast::Receiver<SchemaChange> {
+        self.shared.changes.subscribe()
+    }
+
+    /// The served versions of the CRD `name`, if the cluster has it (as last listed).
+    pub fn crd_versions(&self, name: &str) -> Option<Vec<String>> {
+        let inner = self.shared.lock();
+        inner.index.get(Source::Crd, name).map(|d| d.served.clone())
     }
 
     /// Whether both collections have been listed (and Functions listed, or not served), and
@@ -555,7 +617,9 @@ impl ClusterSchemas {
             inner.evict(self.shared.options.max_entries);
             inner.entries.insert(key.clone(), Entry::requested());
             if inner.synced() {
-                self.shared.reconcile(&mut inner, [key.clone()]);
+                // Not a change: the validation asking sees the entry as it is now.
+                self.shared.start_fetch(&mut inner, &key);
+                self.shared.changed.notify_all();
             } else {
                 inner.fail_waiting(self.shared.options.fail_on_data_errors);
             }
@@ -874,6 +938,158 @@ mod tests {
         assert!(again.is_ok());
         assert!(jobs.try_recv().is_err());
         assert!(schemas.entries_by_state().contains(&("crd", "acked", 1)));
+    }
+
+    fn thing() -> Summary {
+        Summary {
+            name: "things.example.org".into(),
+            resource_version: "3".into(),
+            group: "example.org".into(),
+            kind: "Thing".into(),
+            served: vec!["v1".into()],
+            ..network()
+        }
+    }
+
+    fn key_of(d: &Summary) -> Key {
+        (d.group.clone(), d.kind.clone())
+    }
+
+    fn kinds(of: &[&Summary]) -> Option<SchemaChange> {
+        Some(SchemaChange::Kinds(of.iter().map(|d| key_of(d)).collect()))
+    }
+
+    /// A definition changed in the index, as the watches record it.
+    fn indexed(schemas: &ClusterSchemas, change: impl FnOnce(&mut Index) -> Vec<Key>) {
+        let mut inner = schemas.shared.lock();
+        let touched = change(&mut inner.index);
+        schemas.shared.reconcile(&mut inner, touched);
+    }
+
+    /// What the fetch task records once `definition` came back parsed.
+    fn fetched(schemas: &ClusterSchemas, definition: &Summary) {
+        let retry = fetch::record(
+            &schemas.shared,
+            &key_of(definition),
+            definition.clone(),
+            fetch::Outcome::Parsed(
+                Box::new(Catalog::new()),
+                definition.resource_version.clone(),
+            ),
+        );
+        assert_eq!(retry, None);
+    }
+
+    #[test]
+    fn changes_name_the_kinds_a_validation_would_now_see_differently() {
+        let (schemas, mut jobs) = ClusterSchemas::detached(ClusterOptions::default());
+        let mut changes = schemas.changes();
+        listed(&schemas, vec![network()]);
+        let mut next = || changes.try_recv().ok();
+        // A kind needed for the first time is no change: its validation sees it as it is;
+        // nor is its schema arriving while the validation waits for it.
+        let waiting = Summary {
+            name: "waits.example.org".into(),
+            kind: "Wait".into(),
+            ..thing()
+        };
+        indexed(&schemas, |index| index.apply(waiting.clone()));
+        assert_eq!(next(), kinds(&[&waiting]), "no entry: told at once");
+        {
+            let mut inner = schemas.shared.lock();
+            inner.entries.insert(key_of(&waiting), Entry::requested());
+            schemas.shared.start_fetch(&mut inner, &key_of(&waiting));
+        }
+        assert_eq!(jobs.try_recv().ok().map(|(_, d)| d), Some(waiting.clone()));
+        fetched(&schemas, &waiting);
+        assert_eq!(next(), None);
+        let until = Instant::now();
+        let _ = schemas.resolve_until("compute.gcp.upbound.io", "Network", "v1beta1", until);
+        assert!(matches!(
+            schemas.resolve_until("example.org", "Thing", "v1", until),
+            Err(LookupError::NotFound { .. })
+        ));
+        assert_eq!(next(), None);
+        // Its schema received.
+        assert_eq!(jobs.try_recv().ok().map(|(_, d)| d), Some(network()));
+        fetched(&schemas, &network());
+        assert_eq!(next(), kinds(&[&network()]));
+        // A new resourceVersion: a change once received, not while it is fetched.
+        let eight = Summary {
+            resource_version: "8".into(),
+            ..network()
+        };
+        indexed(&schemas, |index| index.apply(eight.clone()));
+        assert_eq!(next(), None);
+        assert_eq!(jobs.try_recv().ok().map(|(_, d)| d), Some(eight.clone()));
+        fetched(&schemas, &eight);
+        assert_eq!(next(), kinds(&[&network()]));
+        // Deleted (the schema kept, stale), and back.
+        indexed(&schemas, |index| {
+            index.delete(Source::Crd, &eight.name).into_iter().collect()
+        });
+        assert_eq!(next(), kinds(&[&network()]));
+        indexed(&schemas, |index| index.apply(eight.clone()));
+        assert_eq!(next(), kinds(&[&network()]));
+        // A kind that was missing gets a definition: a change at once (a validation waits
+        // for the fetch), not again when it arrives (nobody saw it REQUESTED but waited).
+        indexed(&schemas, |index| index.apply(thing()));
+        assert_eq!(next(), kinds(&[&thing()]));
+        assert_eq!(
+            jobs.try_recv().ok().map(|(_, d)| d.kind),
+            Some("Thing".into())
+        );
+        fetched(&schemas, &thing());
+        assert_eq!(next(), None);
+        // A kind no validation needed (or evicted) is told at once: one that uses it may
+        // have found it missing.
+        let other = Summary {
+            name: "others.example.org".into(),
+            kind: "Other".into(),
+            ..thing()
+        };
+        indexed(&schemas, |index| index.apply(other.clone()));
+        assert_eq!(next(), kinds(&[&other]));
+        assert_eq!(next(), None);
+    }
+
+    #[test]
+    fn a_schema_dropped_on_a_data_error_is_a_change_and_a_kept_one_too() {
+        for fail_on_data_errors in [false, true] {
+            let options = ClusterOptions {
+                fail_on_data_errors,
+                ..ClusterOptions::default()
+            };
+            let (schemas, mut jobs) = ClusterSchemas::detached(options);
+            let mut changes = schemas.changes();
+            listed(&schemas, vec![network()]);
+            let _ = schemas.resolve_until(
+                "compute.gcp.upbound.io",
+                "Network",
+                "v1beta1",
+                Instant::now(),
+            );
+            let _ = jobs.try_recv();
+            fetched(&schemas, &network());
+            let _ = changes.try_recv();
+            let nine = Summary {
+                resource_version: "9".into(),
+                ..network()
+            };
+            indexed(&schemas, |index| index.apply(nine.clone()));
+            let retry = fetch::record(
+                &schemas.shared,
+                &key_of(&nine),
+                nine,
+                fetch::Outcome::Unusable(
+                    "CRD networks.compute.gcp.upbound.io cannot be used".into(),
+                ),
+            );
+            assert_eq!(retry, Some(Duration::from_secs(1)));
+            assert_eq!(changes.try_recv().ok(), kinds(&[&network()]));
+            let cached = schemas.snapshot().entries[0].cached;
+            assert_eq!(cached, !fail_on_data_errors);
+        }
     }
 
     #[test]

@@ -20,8 +20,11 @@
 //!
 //! Group versions a CRD, MRD or XRD serves are not looked up here: the OpenAPI knows no more
 //! of them than their definitions.
+//!
+//! A document received with a new hash (or after a validation gave up waiting for it),
+//! dropped or back tells [`super::ClusterSchemas::changes`] the kinds it defines.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -31,6 +34,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
 use super::entries::{EntryError, ErrorClass, State, rfc3339};
+use super::index::Key;
 use super::{Inner, Shared, describe_api_error, error_class};
 use crate::checks::schema_aware::lookup::{BuiltInOrigin, SchemaInfo};
 
@@ -132,6 +136,21 @@ impl DocumentEntry {
             fetching: None,
             failure: None,
         }
+    }
+
+    /// What a validation sees of the entry: the document cached (by URL: its hash) and the
+    /// state (a kept document is stale outside ACKED).
+    fn observed(&self) -> (Option<String>, State) {
+        (self.cached.as_ref().map(|c| c.url.clone()), self.state)
+    }
+
+    /// The kinds the cached document defines.
+    fn kinds(&self) -> BTreeSet<Key> {
+        self.cached
+            .iter()
+            .flat_map(|c| c.document.kinds())
+            .map(|gvk| (gvk.group.clone(), gvk.kind.clone()))
+            .collect()
     }
 
     /// Records `failure`, as [`super::entries::Entry`] records errors: a data error drops
@@ -246,15 +265,18 @@ impl OpenApi {
     }
 
     /// After an index arrived: fetch every needed document whose URL (hash) changed; a
-    /// document the index no longer lists is a data error.
-    fn reconcile(&mut self, fail_on_data_errors: bool) {
+    /// document the index no longer lists is a data error. Returns the kinds of the documents
+    /// a validation now sees differently (dropped, or back).
+    fn reconcile(&mut self, fail_on_data_errors: bool) -> BTreeSet<Key> {
+        let mut changed = BTreeSet::new();
         let Some(paths) = self.index.paths.clone() else {
-            return;
+            return changed;
         };
         let mut fetch = Vec::new();
         // Asked for before the index came, and not served: nothing to keep.
         let mut gone = Vec::new();
         for (path, doc) in &mut self.documents {
+            let before = doc.observed();
             match paths.get(path) {
                 Some(url) => {
                     let current = doc.cached.as_ref().is_some_and(|c| c.url == *url);
@@ -276,8 +298,16 @@ impl OpenApi {
                     );
                     let cause = format!("its index does not list {path}");
                     let failure = Failure::after(None, error, cause);
+                    let kinds = doc.kinds();
                     doc.failed(State::DoesNotExist, failure, fail_on_data_errors);
+                    if doc.observed() != before {
+                        changed.extend(kinds);
+                    }
+                    continue;
                 }
+            }
+            if doc.observed() != before {
+                changed.extend(doc.kinds());
             }
         }
         for path in gone {
@@ -286,6 +316,7 @@ impl OpenApi {
         for (path, url) in fetch {
             self.fetch_document(&path, &url);
         }
+        changed
     }
 
     /// The entry of `path`, made (room made for it) if there is none; `None` when every
@@ -573,7 +604,8 @@ async fn fetch(shared: Arc<Shared>, client: kube::Client, job: Job) {
                     openapi.index.fetched_at = Some(rfc3339(SystemTime::now()));
                     openapi.index.fetches += 1;
                     openapi.index.failure = None;
-                    openapi.reconcile(fail);
+                    let changed = openapi.reconcile(fail);
+                    shared.kinds_changed(changed);
                 }
                 Err(Failed {
                     state,
@@ -592,33 +624,56 @@ async fn fetch(shared: Arc<Shared>, client: kube::Client, job: Job) {
             let outcome = get(&client, &url, MAX_DOCUMENT_BYTES, timeout, &what)
                 .await
                 .and_then(|(url, body)| parse_document(&path, url, &body));
-            let mut inner = shared.lock();
-            let Some(doc) = inner.openapi.documents.get_mut(&path) else {
-                return;
-            };
-            if doc.fetching.as_deref() != Some(url.as_str()) {
-                return; // A newer URL is being fetched, or the path is gone.
-            }
-            doc.fetching = None;
-            match outcome {
-                Ok(cached) => {
-                    tracing::debug!(path = %path, url = %cached.url, "OpenAPI v3 document received");
-                    doc.cached = Some(Arc::new(cached));
-                    doc.state = State::Acked;
-                    doc.failure = None;
-                }
-                Err(Failed {
-                    state,
-                    error,
-                    cause,
-                }) => {
-                    tracing::warn!(path = %path, error = %error.message, detail = error.detail.as_deref().unwrap_or_default(), "OpenAPI v3 document not received");
-                    let failure = Failure::after(doc.failure.as_ref(), error, cause);
-                    doc.failed(state, failure, fail);
-                }
-            }
-            shared.changed.notify_all();
+            document_fetched(&shared, &path, &url, outcome);
         }
+    }
+}
+
+/// Records what the fetch of `url` for `path` came back with, unless the entry no longer
+/// waits for it; tells [`super::ClusterSchemas::changes`] the kinds of the documents, old and
+/// new, when a validation now sees the entry differently.
+fn document_fetched(
+    shared: &Shared,
+    path: &str,
+    url: &str,
+    outcome: Result<CachedDocument, Failed>,
+) {
+    let fail = shared.options.fail_on_data_errors;
+    let mut inner = shared.lock();
+    let Some(doc) = inner.openapi.documents.get_mut(path) else {
+        return;
+    };
+    if doc.fetching.as_deref() != Some(url) {
+        return; // A newer URL is being fetched, or the path is gone.
+    }
+    doc.fetching = None;
+    let before = doc.observed();
+    let mut kinds = doc.kinds();
+    match outcome {
+        Ok(cached) => {
+            tracing::debug!(path = %path, url = %cached.url, "OpenAPI v3 document received");
+            doc.cached = Some(Arc::new(cached));
+            doc.state = State::Acked;
+            doc.failure = None;
+        }
+        Err(Failed {
+            state,
+            error,
+            cause,
+        }) => {
+            tracing::warn!(path = %path, error = %error.message, detail = error.detail.as_deref().unwrap_or_default(), "OpenAPI v3 document not received");
+            let failure = Failure::after(doc.failure.as_ref(), error, cause);
+            doc.failed(state, failure, fail);
+        }
+    }
+    // Nobody saw it REQUESTED: a validation asking waits for this answer (or gives up,
+    // leaving it TIMEOUT).
+    let changed = doc.observed() != before && before.1 != State::Requested;
+    kinds.extend(doc.kinds());
+    shared.changed.notify_all();
+    drop(inner);
+    if changed {
+        shared.kinds_changed(kinds);
     }
 }
 
@@ -957,7 +1012,7 @@ mod tests {
         )];
         inner.openapi.index.fetching = false;
         inner.openapi.index.paths = Some(paths.into_iter().collect());
-        inner.openapi.reconcile(false);
+        let _ = inner.openapi.reconcile(false);
     }
 
     fn resolve_by(schemas: &ClusterSchemas, until: Instant) -> Result<SchemaInfo, LookupError> {
@@ -1043,6 +1098,58 @@ mod tests {
         assert_eq!(view.documents[0].kinds_converted, 1);
         assert!(view.documents[0].fetching);
         assert_eq!(schemas.openapi_documents_by_state()[0], ("acked", 1));
+    }
+
+    #[test]
+    fn a_document_with_a_new_hash_tells_the_changes_of_its_kinds() {
+        use super::super::SchemaChange;
+        let (schemas, mut jobs) = source();
+        let mut changes = schemas.changes();
+        let widget = || {
+            Some(SchemaChange::Kinds(BTreeSet::from([(
+                "example.io".to_string(),
+                "Widget".to_string(),
+            )])))
+        };
+        let path = "apis/example.io/v1";
+        let url = |hash: &str| format!("/openapi/v3/apis/example.io/v1?hash={hash}");
+        index(&mut schemas.shared.lock(), "A");
+        // A review gave up waiting: the document arriving is a change.
+        assert!(resolve_by(&schemas, Instant::now()).is_err());
+        assert_eq!(
+            jobs.try_recv().ok(),
+            Some(Job::Document(path.into(), url("A")))
+        );
+        document_fetched(&schemas.shared, path, &url("A"), Ok(widgets("A")));
+        assert_eq!(changes.try_recv().ok(), widget());
+        // The same hash in the next index: nothing.
+        index(&mut schemas.shared.lock(), "A");
+        assert_eq!(changes.try_recv().ok(), None);
+        // A new hash: a change once received, not while it is fetched.
+        index(&mut schemas.shared.lock(), "B");
+        assert_eq!(changes.try_recv().ok(), None);
+        assert_eq!(
+            jobs.try_recv().ok(),
+            Some(Job::Document(path.into(), url("B")))
+        );
+        document_fetched(&schemas.shared, path, &url("B"), Ok(widgets("B")));
+        assert_eq!(changes.try_recv().ok(), widget());
+        // A refetch that fails keeps the document: no change.
+        index(&mut schemas.shared.lock(), "C");
+        let failed = Failed {
+            state: State::Timeout,
+            error: EntryError::now(ErrorClass::Transient, "no answer"),
+            cause: "no answer".into(),
+        };
+        document_fetched(&schemas.shared, path, &url("C"), Err(failed));
+        assert_eq!(changes.try_recv().ok(), None);
+        // No longer listed: the kept document is stale, a change.
+        {
+            let mut inner = schemas.shared.lock();
+            inner.openapi.index.paths = Some(BTreeMap::new());
+            let changed = inner.openapi.reconcile(false);
+            assert_eq!(changed.len(), 1);
+        }
     }
 
     #[test]

@@ -50,6 +50,9 @@ pub struct ReviewState {
     pub metrics: Arc<Metrics>,
     /// Change impact on UPDATEs of CRDs, MRDs and XRDs, if on.
     pub change_impact: Option<super::impact::ChangeImpact>,
+    /// The background audit (`--audit`): every Composition's last report, and what it
+    /// depended on.
+    pub audit: Option<Arc<super::audit::Audit>>,
 }
 
 /// Decrements the in-flight gauge when a review ends, however it ends.

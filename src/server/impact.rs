@@ -39,6 +39,16 @@ impl Dependents for Mutex<Inventory> {
     }
 }
 
+impl Dependents for super::audit::Audit {
+    fn dependents(&self, kinds: &BTreeSet<Kind>) -> Vec<(String, Arc<str>)> {
+        self.inventory()
+            .dependents(kinds)
+            .into_iter()
+            .map(|(name, item, _)| (name.to_string(), item.object.clone()))
+            .collect()
+    }
+}
+
 /// Change impact as configured.
 #[derive(Clone)]
 pub struct ChangeImpact {

@@ -74,6 +74,17 @@ struct FindingLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AuditFindingLabels {
+    composition: String,
+    severity: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AuditReasonLabels {
+    reason: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ReloadLabels {
     result: &'static str,
 }
@@ -133,6 +144,9 @@ pub struct Metrics {
     api_call_duration: HistogramFamily<ApiCallLabels>,
     api_call_errors: Family<ApiErrorLabels, Counter>,
     api_calls_dropped: Counter,
+    audit_findings: Family<AuditFindingLabels, Gauge>,
+    audit_queue: Gauge,
+    audit_validations: Family<AuditReasonLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -159,6 +173,9 @@ impl Metrics {
             api_call_duration: Family::new_with_constructor(webhook_histogram),
             api_call_errors: Family::default(),
             api_calls_dropped: Counter::default(),
+            audit_findings: Family::default(),
+            audit_queue: Gauge::<i64, AtomicI64>::default(),
+            audit_validations: Family::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -229,6 +246,21 @@ impl Metrics {
             "API server call records dropped because the metrics task was behind",
             m.api_calls_dropped.clone(),
         );
+        registry.register(
+            "audit_findings",
+            "Findings of each Composition's last audit (serve --audit), by severity (error, warning)",
+            m.audit_findings.clone(),
+        );
+        registry.register(
+            "audit_queue_length",
+            "Compositions waiting to be audited (again)",
+            m.audit_queue.clone(),
+        );
+        registry.register(
+            "audit_validations",
+            "Audit validations, by why they ran: new, changed, schemas, functions, retry",
+            m.audit_validations.clone(),
+        );
         Metrics { registry, ..m }
     }
 
@@ -283,6 +315,41 @@ impl Metrics {
                 }
             }
         }
+    }
+
+    /// Sets the findings of a Composition's last audit.
+    pub fn set_audit_findings(&self, composition: &str, errors: usize, warnings: usize) {
+        for (severity, n) in [("error", errors), ("warning", warnings)] {
+            self.audit_findings
+                .get_or_create(&AuditFindingLabels {
+                    composition: composition.to_string(),
+                    severity,
+                })
+                .set(i64::try_from(n).unwrap_or(i64::MAX));
+        }
+    }
+
+    /// Removes the series of a Composition that is gone.
+    pub fn remove_audit_findings(&self, composition: &str) {
+        for severity in ["error", "warning"] {
+            self.audit_findings.remove(&AuditFindingLabels {
+                composition: composition.to_string(),
+                severity,
+            });
+        }
+    }
+
+    /// Sets how many Compositions wait to be audited.
+    pub fn set_audit_queue(&self, n: usize) {
+        self.audit_queue.set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+
+    /// Counts an audit validation run for `reason` (`new`, `changed`, `schemas`,
+    /// `functions`, `retry`).
+    pub fn audit_validated(&self, reason: &'static str) {
+        self.audit_validations
+            .get_or_create(&AuditReasonLabels { reason })
+            .inc();
     }
 
     /// Records a certificate load: its expiry when loaded, a rejection otherwise.

@@ -11,13 +11,18 @@
 //!   closing idle connections, graceful drain);
 //! - [`https`]: the admission port (TLS);
 //! - [`tls`]: certificates from files (reloaded) or self-signed;
-//! - [`operations`]: `/livez`, `/readyz`, `/metrics`, `/debug/schemas` on a plain-HTTP port;
+//! - [`operations`]: `/livez`, `/readyz`, `/metrics`, `/debug/schemas`, `/debug/audit` on a
+//!   plain-HTTP port;
 //! - [`schemas`]: where schemas come from (files or the cluster), as the server uses them;
+//! - [`audit`]: `--audit`, every Composition validated again as the schemas under it change,
+//!   and [`audit_results`], the Events and the ClusterPolicyReport it writes;
 //! - [`metrics`]: the Prometheus metrics;
 //! - [`logging`]: structured logs.
 
 pub mod admission;
 pub mod answer;
+pub mod audit;
+pub mod audit_results;
 pub mod connections;
 pub mod deadline;
 pub mod handler;
@@ -118,6 +123,8 @@ pub struct ServeConfig {
     /// Change impact: UPDATEs of CRDs, MRDs and XRDs checked against the Compositions that
     /// use them.
     pub change_impact: Option<impact::ChangeImpact>,
+    /// The background audit (`--audit`), started; stopped with the server.
+    pub audit: Option<Arc<audit::Audit>>,
 }
 
 /// Publishes the self-signed CA where the API server reads it.
@@ -238,6 +245,7 @@ pub async fn run(
         release_memory: config.release_memory,
         metrics: metrics.clone(),
         change_impact: config.change_impact.clone(),
+        audit: config.audit.clone(),
     });
     let router = Router::new()
         .route(VALIDATE_PATH, post(handler::validate))
@@ -248,6 +256,7 @@ pub async fn run(
         std::iter::once(ready_rx).chain(published).collect(),
         metrics.clone(),
         schemas.clone(),
+        config.audit.clone(),
     );
     let (stop_tx, stop_rx) = watch::channel(false);
 
@@ -297,6 +306,11 @@ pub async fn run(
 
     shutdown.await;
     tracing::info!("shutting down: not ready, no new connections");
+    if let Some(audit) = &config.audit {
+        // Its thread stops at its validation's next check, without waiting for it.
+        let audit = audit.clone();
+        tokio::task::spawn_blocking(move || audit.stop());
+    }
     ready_tx.send_replace(Readiness::not_ready("shutting down"));
     let _ = stop_tx.send(true);
     let _ = admission.await;

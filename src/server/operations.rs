@@ -1,5 +1,5 @@
 //! The operations port (plain HTTP, for the kubelet and Prometheus): `/livez`, `/readyz`,
-//! `/metrics` and `/debug/schemas`.
+//! `/metrics`, `/debug/schemas` and `/debug/audit`.
 //!
 //! `/readyz` is ready only while schemas are available (the file catalog loaded, or the
 //! cluster's CRDs and XRDs listed once) and the server is not shutting down, so that no review
@@ -14,6 +14,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use tokio::sync::watch;
 
+use super::audit::Audit;
 use super::metrics::Metrics;
 use super::schemas::ServedSchemas;
 
@@ -49,25 +50,29 @@ struct Ops {
     gates: Vec<watch::Receiver<Readiness>>,
     metrics: Arc<Metrics>,
     schemas: Arc<dyn ServedSchemas>,
+    audit: Option<Arc<Audit>>,
 }
 
 /// The router of the operations port. `/readyz` answers the first of `gates` that is not
 /// ready (shutting down; with `--webhook-configuration`, the CA not trusted yet), else the
-/// schemas' readiness.
+/// schemas' readiness (never the audit's: admission does not need it).
 pub fn router(
     gates: Vec<watch::Receiver<Readiness>>,
     metrics: Arc<Metrics>,
     schemas: Arc<dyn ServedSchemas>,
+    audit: Option<Arc<Audit>>,
 ) -> Router {
     Router::new()
         .route("/livez", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics_text))
         .route("/debug/schemas", get(debug_schemas))
+        .route("/debug/audit", get(debug_audit))
         .with_state(Ops {
             gates,
             metrics,
             schemas,
+            audit,
         })
 }
 
@@ -91,7 +96,12 @@ async fn metrics_text(State(ops): State<Ops>) -> Response {
     ops.metrics.set_schema_kinds(ops.schemas.kinds());
     ops.metrics
         .set_schema_entries(&ops.schemas.entries_by_state());
-    ops.metrics.set_schema_sources(&ops.schemas.sources());
+    let mut sources = ops.schemas.sources();
+    if let Some(audit) = &ops.audit {
+        sources.push(audit.source());
+        audit.refresh_metrics();
+    }
+    ops.metrics.set_schema_sources(&sources);
     (
         [(
             header::CONTENT_TYPE,
@@ -115,6 +125,24 @@ async fn debug_schemas(State(ops): State<Ops>) -> Response {
         None => (
             StatusCode::NOT_FOUND,
             "no schema cache: schemas come from --crds files\n",
+        )
+            .into_response(),
+    }
+}
+
+async fn debug_audit(State(ops): State<Ops>) -> Response {
+    match &ops.audit {
+        Some(audit) => (
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            )],
+            serde_json::to_string_pretty(&audit.view()).unwrap_or_default(),
+        )
+            .into_response(),
+        None => (
+            StatusCode::NOT_FOUND,
+            "no audit: serve runs without --audit\n",
         )
             .into_response(),
     }

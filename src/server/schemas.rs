@@ -34,6 +34,10 @@ pub trait ServedSchemas: Send + Sync {
     fn debug(&self) -> Option<Value> {
         None
     }
+    /// The served versions of the CRD `name`, if the cluster has it (`None` for files).
+    fn crd_versions(&self, _name: &str) -> Option<Vec<String>> {
+        None
+    }
 }
 
 /// Schemas from `--crds` files, loaded once.
@@ -92,5 +96,9 @@ impl ServedSchemas for ClusterSchemas {
 
     fn debug(&self) -> Option<Value> {
         serde_json::to_value(self.snapshot()).ok()
+    }
+
+    fn crd_versions(&self, name: &str) -> Option<Vec<String>> {
+        ClusterSchemas::crd_versions(self, name)
     }
 }

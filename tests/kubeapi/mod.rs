@@ -7,6 +7,10 @@
 //! Tests change objects with [`FakeApiServer::apply`] / [`FakeApiServer::delete`] and inject
 //! faults: the server going down, Status errors by verb and resource, delays, and compaction.
 //!
+//! What the webhook writes (Events in `events.k8s.io`, ClusterPolicyReports in
+//! `wgpolicyk8s.io`) is kept in a store of its own: create (POST), JSON merge patch, server-side
+//! apply and get, read back with [`FakeApiServer::written`] and [`FakeApiServer::write_calls`].
+//!
 //! Include it with `mod kubeapi;` (tests) or `#[path = "../tests/kubeapi/mod.rs"] mod kubeapi;`
 //! (benches).
 #![allow(dead_code)]
@@ -509,6 +513,44 @@ impl FakeApiServer {
         lock(&self.shared.state).openapi.set_fault(code);
     }
 
+    /// The objects written in `group` (`events.k8s.io`, `wgpolicyk8s.io`), in the order of
+    /// their paths.
+    pub fn written(&self, group: &str) -> Vec<Value> {
+        let prefix = format!("/apis/{group}/");
+        lock(&self.shared.state)
+            .written
+            .iter()
+            .filter(|(path, _)| path.starts_with(&prefix))
+            .map(|(_, object)| object.clone())
+            .collect()
+    }
+
+    /// The object written at `path` (`/apis/{group}/{version}/[namespaces/{ns}/]{plural}/{name}`).
+    pub fn written_object(&self, path: &str) -> Option<Value> {
+        lock(&self.shared.state).written.get(path).cloned()
+    }
+
+    /// The Events written (`events.k8s.io`).
+    pub fn events(&self) -> Vec<Value> {
+        self.written(WRITABLE_GROUPS[0])
+    }
+
+    /// The calls to the written objects' groups answered: method, path (without the query),
+    /// Content-Type and status.
+    pub fn write_calls(&self) -> Vec<(Method, String, String, u16)> {
+        lock(&self.shared.state).write_calls.clone()
+    }
+
+    /// Answers every call to `group` (`events.k8s.io`, `wgpolicyk8s.io`) with a Status error
+    /// of HTTP `code`; `None` serves them again.
+    pub fn fail_writes(&self, group: &str, code: Option<u16>) {
+        let mut state = lock(&self.shared.state);
+        match code {
+            Some(code) => state.write_faults.insert(group.to_string(), code),
+            None => state.write_faults.remove(group),
+        };
+    }
+
     /// The `/openapi/v3` requests answered: path with query, and status.
     pub fn openapi_requests(&self) -> Vec<(String, u16)> {
         lock(&self.shared.state).openapi.requests()
@@ -653,6 +695,12 @@ struct State {
     delays: HashMap<Verb, Duration>,
     requests: Vec<Recorded>,
     openapi: openapi::OpenApi,
+    /// Objects written by the client, by path.
+    written: BTreeMap<String, Value>,
+    /// Calls to them: method, path, Content-Type, status.
+    write_calls: Vec<(Method, String, String, u16)>,
+    /// A Status code every call to a group gets instead.
+    write_faults: HashMap<String, u16>,
 }
 
 #[derive(Default)]
@@ -1576,6 +1624,9 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<
         let name = percent_decode(name);
         return Ok(webhook_configuration(&shared, req, name, authenticated).await);
     }
+    if let Some(target) = WriteTarget::parse(req.uri().path()) {
+        return Ok(write(&shared, req, target, authenticated).await);
+    }
     let path = req.uri().path();
     if path == openapi::INDEX || path.starts_with("/openapi/") {
         if !authenticated {
@@ -2052,4 +2103,273 @@ fn merge_patch(target: &mut Value, patch: &Value) {
             merge_patch(object.entry(key.clone()).or_insert(Value::Null), value);
         }
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// What the client writes: Events and policy reports, created, patched (merge or server-side
+// apply) and read back
+
+/// The groups whose objects the client may write.
+const WRITABLE_GROUPS: [&str; 2] = ["events.k8s.io", "wgpolicyk8s.io"];
+
+/// A path in a writable group: `/apis/{group}/{version}/[namespaces/{ns}/]{plural}[/{name}]`.
+struct WriteTarget {
+    group: String,
+    namespace: Option<String>,
+    plural: String,
+    /// The collection's path.
+    collection: String,
+    name: Option<String>,
+}
+
+impl WriteTarget {
+    fn parse(path: &str) -> Option<WriteTarget> {
+        let rest = path.strip_prefix("/apis/")?;
+        let parts: Vec<&str> = rest.trim_end_matches('/').split('/').collect();
+        let group = *parts.first()?;
+        if !WRITABLE_GROUPS.contains(&group) {
+            return None;
+        }
+        let (namespace, tail) = match parts.get(2..)? {
+            ["namespaces", ns, tail @ ..] => (Some(ns.to_string()), tail),
+            tail => (None, tail),
+        };
+        let (plural, name) = match tail {
+            [plural] => (*plural, None),
+            [plural, name] => (*plural, Some(percent_decode(name))),
+            _ => return None,
+        };
+        let base = parts[..2].join("/");
+        let collection = match &namespace {
+            Some(ns) => format!("/apis/{base}/namespaces/{ns}/{plural}"),
+            None => format!("/apis/{base}/{plural}"),
+        };
+        Some(WriteTarget {
+            group: group.to_string(),
+            namespace,
+            plural: plural.to_string(),
+            collection,
+            name,
+        })
+    }
+
+    fn object_path(&self, name: &str) -> String {
+        format!("{}/{name}", self.collection)
+    }
+
+    fn error(&self, code: u16, reason: &str, message: String) -> ApiError {
+        let details = json!({"name": self.name, "group": self.group, "kind": self.plural});
+        ApiError::new(code, reason, &message, Some(details))
+    }
+
+    fn qualified(&self) -> String {
+        format!("{}.{}", self.plural, self.group)
+    }
+}
+
+async fn write(
+    shared: &Arc<Shared>,
+    req: Request<Incoming>,
+    target: WriteTarget,
+    authenticated: bool,
+) -> Response<Body> {
+    use http_body_util::BodyExt as _;
+    let method = req.method().clone();
+    let content_type = req
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    let params = Params::parse(req.uri().query().unwrap_or(""));
+    let path = req.uri().path().to_owned();
+    let body = match req.into_body().collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(_) => Bytes::new(),
+    };
+    let mut state = lock(&shared.state);
+    let result = if !authenticated {
+        Err(ApiError::unauthorized())
+    } else if let Some(code) = state.write_faults.get(&target.group).copied() {
+        let what = target.qualified();
+        Err(match code {
+            403 => target.error(
+                403,
+                "Forbidden",
+                format!(
+                    "{what} is forbidden: User \"{FORBIDDEN_USER}\" cannot {} resource \"{}\" in API group \"{}\"{}",
+                    write_verb(&method, target.name.is_some()),
+                    target.plural,
+                    target.group,
+                    target
+                        .namespace
+                        .as_deref()
+                        .map_or(" at the cluster scope".to_string(), |ns| format!(" in the namespace \"{ns}\"")),
+                ),
+            ),
+            code => target.error(
+                code,
+                "InternalError",
+                "Internal error occurred: etcdserver: request timed out".to_string(),
+            ),
+        })
+    } else {
+        match (&method, &target.name) {
+            (&Method::GET, Some(name)) => state
+                .written
+                .get(&target.object_path(name))
+                .map(|o| json_response(200, Bytes::from(o.to_string())))
+                .ok_or_else(|| {
+                    target.error(
+                        404,
+                        "NotFound",
+                        format!("{} \"{name}\" not found", target.qualified()),
+                    )
+                }),
+            (&Method::POST, None) => create_written(&mut state, &target, &body),
+            (&Method::PATCH, Some(name)) => {
+                patch_written(&mut state, &target, name, &content_type, &params, &body)
+            }
+            _ => Err(ApiError::method_not_allowed()),
+        }
+    };
+    let response = result.unwrap_or_else(|e| e.response());
+    let status = response.status().as_u16();
+    state.write_calls.push((method, path, content_type, status));
+    response
+}
+
+fn write_verb(method: &Method, object: bool) -> &'static str {
+    match (method.as_str(), object) {
+        ("POST", _) => "create",
+        ("PATCH", _) => "patch",
+        ("GET", true) => "get",
+        ("GET", false) => "list",
+        _ => "update",
+    }
+}
+
+/// The server-set metadata of a new object (or of a replaced one, `old`).
+fn stamp(state: &mut State, target: &WriteTarget, object: &mut Value, old: Option<&Value>) {
+    state.rv += 1;
+    let name = object["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let uid = old
+        .and_then(|o| o["metadata"]["uid"].as_str())
+        .map_or_else(|| new_uid(&name, state.rv), str::to_owned);
+    let created = old
+        .and_then(|o| o["metadata"]["creationTimestamp"].as_str())
+        .map_or_else(|| rfc3339(SystemTime::now()), str::to_owned);
+    let metadata = &mut object["metadata"];
+    metadata["uid"] = json!(uid);
+    metadata["resourceVersion"] = json!(state.rv.to_string());
+    metadata["creationTimestamp"] = json!(created);
+    if let Some(ns) = &target.namespace {
+        metadata["namespace"] = json!(ns);
+    }
+}
+
+fn create_written(
+    state: &mut State,
+    target: &WriteTarget,
+    body: &[u8],
+) -> Result<Response<Body>, ApiError> {
+    let mut object: Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("error decoding the object: {e}")))?;
+    let Some(name) = object
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
+        .map(str::to_owned)
+    else {
+        return Err(target.error(
+            422,
+            "Invalid",
+            format!(
+                "{} is invalid: metadata.name: Required value: name or generateName is required",
+                target.qualified()
+            ),
+        ));
+    };
+    if let Some(ns) = object
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        && Some(ns) != target.namespace.as_deref()
+    {
+        return Err(ApiError::bad_request(
+            "the namespace of the provided object does not match the namespace sent on the request"
+                .into(),
+        ));
+    }
+    let path = target.object_path(&name);
+    if state.written.contains_key(&path) {
+        return Err(target.error(
+            409,
+            "AlreadyExists",
+            format!("{} \"{name}\" already exists", target.qualified()),
+        ));
+    }
+    stamp(state, target, &mut object, None);
+    state.written.insert(path, object.clone());
+    Ok(json_response(201, Bytes::from(object.to_string())))
+}
+
+/// A JSON merge patch of an existing object, or a server-side apply (which creates it when
+/// missing; the applier owns every field it sends, so the object becomes what it sent).
+fn patch_written(
+    state: &mut State,
+    target: &WriteTarget,
+    name: &str,
+    content_type: &str,
+    params: &Params,
+    body: &[u8],
+) -> Result<Response<Body>, ApiError> {
+    let path = target.object_path(name);
+    let current = state.written.get(&path).cloned();
+    let patch: Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
+    let (mut object, code) = match content_type {
+        "application/merge-patch+json" => {
+            let Some(mut object) = current.clone() else {
+                return Err(target.error(
+                    404,
+                    "NotFound",
+                    format!("{} \"{name}\" not found", target.qualified()),
+                ));
+            };
+            merge_patch(&mut object, &patch);
+            (object, 200)
+        }
+        "application/apply-patch+yaml" => {
+            if params.get("fieldManager").is_none_or(str::is_empty) {
+                return Err(ApiError::new(
+                    422,
+                    "Invalid",
+                    "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
+                    None,
+                ));
+            }
+            if patch.pointer("/metadata/name").and_then(Value::as_str) != Some(name) {
+                return Err(ApiError::bad_request(
+                    "the name of the object does not match the name on the URL".into(),
+                ));
+            }
+            (patch, if current.is_some() { 200 } else { 201 })
+        }
+        other => {
+            return Err(ApiError::new(
+                415,
+                "UnsupportedMediaType",
+                &format!(
+                    "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml; got {other}"
+                ),
+                None,
+            ));
+        }
+    };
+    stamp(state, target, &mut object, current.as_ref());
+    state.written.insert(path, object.clone());
+    Ok(json_response(code, Bytes::from(object.to_string())))
 }

@@ -606,6 +606,13 @@ pub async fn debug(server: &Server) -> Value {
     serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"))
 }
 
+/// `/debug/audit`, parsed.
+pub async fn debug_audit(server: &Server) -> Value {
+    let (status, body) = server.ops_get("/debug/audit").await;
+    assert_eq!(status, 200, "{body}");
+    serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"))
+}
+
 /// Polls `check` every 50 ms until it holds or `timeout` passes.
 pub async fn eventually<F, Fut>(what: &str, timeout: Duration, mut check: F)
 where

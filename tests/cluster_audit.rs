@@ -1,0 +1,502 @@
+//! The background audit (`serve --audit`) end to end: the real binary against the fake API
+//! server, which serves the Compositions and keeps the Events and the ClusterPolicyReport the
+//! webhook writes. Each scenario asserts what a platform team sees: the Events on the
+//! Composition, the `composition_webhook_audit_*` metrics, the report and `/debug/audit`.
+
+mod kubeapi;
+mod webhook;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use kubeapi::{FakeApiServer, Resource, Verb};
+use serde_json::{Value, json};
+use webhook::{
+    ScratchDir, Server, debug_audit, eventually, metric, project_dir, review_object, verdict,
+    wait_metric, yaml_documents,
+};
+
+const NAME: &str = "xnetworks.gcp.platformref.upbound.io";
+const REPORT: &str = "/apis/wgpolicyk8s.io/v1alpha2/clusterpolicyreports/composition-webhook-audit";
+/// The finding once the Network CRD no longer has `spec.forProvider.description`.
+const BROKEN: &str = "spec.resources[0].patches[2].toFieldPath: Invalid value: \"spec.forProvider.description\": field 'description' is not valid according to the schema";
+/// Within this, a change shows.
+const SOON: Duration = Duration::from_secs(15);
+
+fn one(path: &str) -> Value {
+    yaml_documents(&project_dir().join(path))
+        .into_iter()
+        .next()
+        .unwrap_or_else(|| panic!("a document in {path}"))
+}
+
+fn network_crd() -> Value {
+    one("testdata/crds/compute.gcp.upbound.io_networks.yaml")
+}
+
+/// The Network CRD without `spec.forProvider.description`, which the Composition patches.
+fn network_crd_without_description() -> Value {
+    let mut crd = network_crd();
+    for v in crd["spec"]["versions"].as_array_mut().expect("versions") {
+        let fields = v
+            .pointer_mut(
+                "/schema/openAPIV3Schema/properties/spec/properties/forProvider/properties",
+            )
+            .and_then(Value::as_object_mut)
+            .expect("forProvider's properties");
+        assert!(fields.remove("description").is_some());
+    }
+    crd
+}
+
+/// The example Composition, also patching the XR's `spec.id` into the Network's
+/// `spec.forProvider.description` (`patches[2]`).
+fn composition() -> Value {
+    let mut c = one("testdata/example/composition.yaml");
+    c["spec"]["resources"][0]["patches"]
+        .as_array_mut()
+        .expect("patches")
+        .push(json!({"fromFieldPath": "spec.id", "toFieldPath": "spec.forProvider.description"}));
+    c
+}
+
+/// A Composition of the example's XR that composes only a Subnetwork.
+fn subnetworks_only() -> Value {
+    let mut c = one("testdata/example/composition.yaml");
+    c["metadata"]["name"] = json!("xnetworks-subnetworks-only.gcp.platformref.upbound.io");
+    let subnetwork = c["spec"]["resources"][1].take();
+    c["spec"]["resources"] = json!([subnetwork]);
+    c
+}
+
+/// The CRD of Policy Reporter's ClusterPolicyReport, v1alpha2.
+fn policy_report_crd() -> Value {
+    kubeapi::crd(
+        "wgpolicyk8s.io",
+        "ClusterPolicyReport",
+        "clusterpolicyreports",
+        &[(
+            "v1alpha2",
+            true,
+            true,
+            json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
+        )],
+    )
+}
+
+/// The fake API server with the example's XRD and CRDs, the Composition and a kubeconfig.
+struct Cluster {
+    api: FakeApiServer,
+    dir: ScratchDir,
+}
+
+impl Cluster {
+    async fn start(network: Value, report_crd: bool) -> Cluster {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let api = FakeApiServer::start().await;
+        let dir = ScratchDir::new("cluster-audit");
+        api.write_kubeconfig(&dir.path("kubeconfig"));
+        api.apply(Resource::Xrds, one("testdata/example/definition.yaml"));
+        api.apply(Resource::Crds, network);
+        api.apply(
+            Resource::Crds,
+            one("testdata/crds/compute.gcp.upbound.io_subnetworks.yaml"),
+        );
+        if report_crd {
+            api.apply(Resource::Crds, policy_report_crd());
+        }
+        api.apply(Resource::Compositions, composition());
+        Cluster { api, dir }
+    }
+
+    fn kubeconfig(&self) -> PathBuf {
+        self.dir.path("kubeconfig")
+    }
+
+    /// `serve --kubeconfig ... --audit` with `extra` arguments, once ready.
+    async fn serving(&self, extra: &[&str]) -> Server {
+        let kubeconfig = self.kubeconfig();
+        let mut args = vec![
+            "--kubeconfig",
+            kubeconfig.to_str().expect("utf-8 path"),
+            "--audit",
+        ];
+        args.extend_from_slice(extra);
+        let server = tokio::task::block_in_place(|| Server::start(&[], &args));
+        eventually("/readyz is 200", SOON, || async {
+            server.ops_get("/readyz").await.0 == 200
+        })
+        .await;
+        server
+    }
+
+    /// The Events of `reason` on the Composition `name`.
+    fn events(&self, name: &str, reason: &str) -> Vec<Value> {
+        self.api
+            .events()
+            .into_iter()
+            .filter(|e| e["reason"] == reason && e["regarding"]["name"] == name)
+            .collect()
+    }
+
+    /// The ClusterPolicyReport, once written.
+    fn report(&self) -> Option<Value> {
+        self.api.written_object(REPORT)
+    }
+
+    fn report_calls(&self) -> usize {
+        self.api
+            .write_calls()
+            .iter()
+            .filter(|(_, path, _, _)| path.starts_with("/apis/wgpolicyk8s.io/"))
+            .count()
+    }
+}
+
+/// The Composition `name` in `/debug/audit`.
+async fn audited(server: &Server, name: &str) -> Value {
+    let view = debug_audit(server).await;
+    view["compositions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["name"] == name).cloned())
+        .unwrap_or(Value::Null)
+}
+
+fn findings_metric(name: &str, severity: &str) -> String {
+    format!("composition_webhook_audit_findings{{composition=\"{name}\",severity=\"{severity}\"}}")
+}
+
+async fn validations(server: &Server, reason: &str) -> f64 {
+    metric(
+        server,
+        &format!("composition_webhook_audit_validations_total{{reason=\"{reason}\"}}"),
+    )
+    .await
+    .unwrap_or(0.0)
+}
+
+/// The results of the report: (result, rule, message, Composition), and its summary.
+fn results(report: &Value) -> (Vec<(String, String, String, String)>, Value) {
+    let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
+    let rows = report["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .map(|r| {
+            (
+                text(&r["result"]),
+                text(&r["rule"]),
+                text(&r["message"]),
+                text(&r["resources"][0]["name"]),
+            )
+        })
+        .collect();
+    (rows, report["summary"].clone())
+}
+
+fn row(result: &str, rule: &str, message: &str) -> (String, String, String, String) {
+    (result.into(), rule.into(), message.into(), NAME.into())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_crd_update_that_breaks_a_composition_shows_and_restoring_it_clears_it() {
+    let cluster = Cluster::start(network_crd(), true).await;
+    let server = cluster.serving(&[]).await;
+    eventually("the Composition audited", SOON, || async {
+        audited(&server, NAME).await["allowed"] == true
+    })
+    .await;
+    wait_metric(&server, &findings_metric(NAME, "error"), 0.0, SOON).await;
+    eventually("the report written", SOON, || async {
+        cluster.report().is_some()
+    })
+    .await;
+    let report = cluster.report().expect("report");
+    assert_eq!(
+        report["metadata"]["labels"]["app.kubernetes.io/managed-by"],
+        "composition-webhook"
+    );
+    assert_eq!(
+        results(&report),
+        (
+            vec![row("pass", "valid", "no findings")],
+            json!({"pass": 1, "fail": 0, "warn": 0, "error": 0, "skip": 0})
+        )
+    );
+    // The first audit of an allowed Composition is no news.
+    assert_eq!(cluster.api.events(), Vec::<Value>::new());
+
+    // The Network CRD loses the field the Composition patches.
+    cluster
+        .api
+        .apply(Resource::Crds, network_crd_without_description());
+    eventually("the Warning event", SOON, || async {
+        !cluster.events(NAME, "CompositionInvalid").is_empty()
+    })
+    .await;
+    let event = cluster.events(NAME, "CompositionInvalid").remove(0);
+    assert_eq!(event["type"], "Warning");
+    assert_eq!(
+        event["note"],
+        format!("Would now be denied (422): 1 error, 0 warnings: {BROKEN}")
+    );
+    assert_eq!(event["action"], "Audit");
+    assert_eq!(event["reportingController"], "composition-webhook");
+    assert_eq!(event["metadata"]["namespace"], "default");
+    let uid = cluster
+        .api
+        .object(Resource::Compositions, NAME)
+        .expect("the Composition")["metadata"]["uid"]
+        .clone();
+    assert_eq!(
+        event["regarding"],
+        json!({"apiVersion": "apiextensions.crossplane.io/v1", "kind": "Composition", "name": NAME, "uid": uid})
+    );
+    wait_metric(&server, &findings_metric(NAME, "error"), 1.0, SOON).await;
+    eventually("the report's fail result", SOON, || async {
+        cluster.report().is_some_and(|r| r["summary"]["fail"] == 1)
+    })
+    .await;
+    let report = cluster.report().expect("report");
+    assert_eq!(
+        results(&report),
+        (
+            vec![row("fail", "Invalid", BROKEN)],
+            json!({"pass": 0, "fail": 1, "warn": 0, "error": 0, "skip": 0})
+        )
+    );
+    assert_eq!(report["results"][0]["severity"], "high");
+    assert_eq!(
+        report["results"][0]["properties"],
+        json!({"mode": "loose", "field": "spec.resources[0].patches[2].toFieldPath", "stage": "schema"})
+    );
+    let view = audited(&server, NAME).await;
+    assert_eq!(
+        (&view["allowed"], &view["code"]),
+        (&json!(false), &json!(422))
+    );
+    assert_eq!(view["findings"][0]["message"], BROKEN);
+    assert_eq!(
+        view["dependencies"],
+        json!({"kinds": [
+            "Network.compute.gcp.upbound.io",
+            "Subnetwork.compute.gcp.upbound.io",
+            "XNetwork.gcp.platformref.upbound.io",
+        ], "functions": true})
+    );
+    // Admission says the same of the same Composition now.
+    let (allowed, code, message, _) = verdict(&review_object(&server, &composition(), "10s").await);
+    assert_eq!((allowed, code), (false, 422));
+    assert!(message.contains(BROKEN), "{message}");
+
+    // Restored: the Normal event, the gauge back to 0, the report passing.
+    cluster.api.apply(Resource::Crds, network_crd());
+    eventually("the Normal event", SOON, || async {
+        !cluster.events(NAME, "CompositionValid").is_empty()
+    })
+    .await;
+    let event = cluster.events(NAME, "CompositionValid").remove(0);
+    assert_eq!(event["type"], "Normal");
+    assert_eq!(event["note"], "Would now be admitted: 0 errors, 0 warnings");
+    wait_metric(&server, &findings_metric(NAME, "error"), 0.0, SOON).await;
+    eventually("the report passing again", SOON, || async {
+        cluster.report().is_some_and(|r| r["summary"]["pass"] == 1)
+    })
+    .await;
+    assert_eq!(
+        results(&cluster.report().expect("report")).0,
+        vec![row("pass", "valid", "no findings")]
+    );
+    // One validation when it appeared, one per change of its CRD; one Event each.
+    assert_eq!(validations(&server, "new").await, 1.0);
+    assert_eq!(validations(&server, "schemas").await, 2.0);
+    assert_eq!(cluster.events(NAME, "CompositionInvalid").len(), 1);
+    let view = debug_audit(&server).await;
+    assert_eq!(view["events"]["recorded"], 2, "{view:#}");
+    // At the lowest priority there is.
+    let priority = view["priority"].as_str().unwrap_or_default();
+    assert!(["SCHED_IDLE", "nice 19"].contains(&priority), "{view:#}");
+    assert_eq!(view["policyReport"]["crd"], true, "{view:#}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn only_the_compositions_that_use_a_changed_kind_are_validated_again() {
+    let cluster = Cluster::start(network_crd(), false).await;
+    let other = subnetworks_only();
+    let other_name = other["metadata"]["name"]
+        .as_str()
+        .expect("name")
+        .to_string();
+    cluster.api.apply(Resource::Compositions, other);
+    let server = cluster.serving(&[]).await;
+    eventually("both audited", SOON, || async {
+        debug_audit(&server).await["audited"] == 2
+    })
+    .await;
+    assert_eq!(validations(&server, "new").await, 2.0);
+    // A CRD no Composition uses, then a new version of the Network CRD, which only the first
+    // Composition uses.
+    cluster.api.apply(
+        Resource::Crds,
+        kubeapi::crd(
+            "example.org",
+            "Widget",
+            "widgets",
+            &[("v1", true, true, json!({"type": "object"}))],
+        ),
+    );
+    let mut labelled = network_crd();
+    labelled["metadata"]["labels"] = json!({"audit-test": "touched"});
+    cluster.api.apply(Resource::Crds, labelled);
+    wait_metric(
+        &server,
+        "composition_webhook_audit_validations_total{reason=\"schemas\"}",
+        1.0,
+        SOON,
+    )
+    .await;
+    eventually("nothing queued", SOON, || async {
+        debug_audit(&server).await["queued"] == 0
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(validations(&server, "schemas").await, 1.0);
+    let first = audited(&server, NAME).await;
+    let second = audited(&server, &other_name).await;
+    assert_eq!(
+        second["dependencies"]["kinds"],
+        json!([
+            "Subnetwork.compute.gcp.upbound.io",
+            "XNetwork.gcp.platformref.upbound.io"
+        ])
+    );
+    assert_ne!(first["auditedAt"], Value::Null);
+    assert_eq!(
+        (&first["pending"], &second["pending"]),
+        (&Value::Null, &Value::Null)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_deleted_composition_leaves_the_metrics_and_the_report() {
+    // Denied from the start: its first audit is news.
+    let cluster = Cluster::start(network_crd_without_description(), true).await;
+    let server = cluster.serving(&[]).await;
+    eventually("the Warning event", SOON, || async {
+        !cluster.events(NAME, "CompositionInvalid").is_empty()
+    })
+    .await;
+    wait_metric(&server, &findings_metric(NAME, "error"), 1.0, SOON).await;
+    eventually("the report's fail result", SOON, || async {
+        cluster.report().is_some_and(|r| r["summary"]["fail"] == 1)
+    })
+    .await;
+
+    assert!(cluster.api.delete(Resource::Compositions, NAME));
+    eventually("its series gone", SOON, || async {
+        metric(&server, &findings_metric(NAME, "error"))
+            .await
+            .is_none()
+            && metric(&server, &findings_metric(NAME, "warning"))
+                .await
+                .is_none()
+    })
+    .await;
+    eventually("its results gone", SOON, || async {
+        cluster
+            .report()
+            .is_some_and(|r| r["results"] == json!([]) && r["summary"]["fail"] == 0)
+    })
+    .await;
+    let view = debug_audit(&server).await;
+    assert_eq!(view["compositions"], json!([]), "{view:#}");
+    assert_eq!(view["watch"]["objects"], 0, "{view:#}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn without_the_policy_report_crd_nothing_is_written_until_it_comes() {
+    let cluster = Cluster::start(network_crd_without_description(), false).await;
+    let server = cluster.serving(&[]).await;
+    eventually("the Warning event", SOON, || async {
+        !cluster.events(NAME, "CompositionInvalid").is_empty()
+    })
+    .await;
+    // Longer than the report's interval: not one call.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(cluster.report_calls(), 0, "{:?}", cluster.api.write_calls());
+    assert_eq!(debug_audit(&server).await["policyReport"]["crd"], false);
+
+    // Installed: the report follows.
+    cluster.api.apply(Resource::Crds, policy_report_crd());
+    eventually("the report written", SOON, || async {
+        cluster.report().is_some()
+    })
+    .await;
+    let (rows, _) = results(&cluster.report().expect("report"));
+    assert_eq!(rows, vec![row("fail", "Invalid", BROKEN)]);
+    let calls = cluster.api.write_calls();
+    let (method, _, content_type, status) = calls
+        .iter()
+        .find(|(_, path, _, _)| path == REPORT)
+        .expect("the report's call");
+    assert_eq!(
+        (method.as_str(), content_type.as_str(), *status),
+        ("PATCH", "application/apply-patch+yaml", 201)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_refused_list_of_compositions_leaves_admission_alone() {
+    let cluster = Cluster::start(network_crd(), false).await;
+    cluster
+        .api
+        .fail(Resource::Compositions, Verb::List, Some(403));
+    let server = cluster.serving(&[]).await;
+    let (allowed, _, _, warnings) = verdict(&review_object(&server, &composition(), "10s").await);
+    assert!(allowed);
+    assert_eq!(warnings, Vec::<String>::new());
+    eventually("/debug/audit says why", SOON, || async {
+        debug_audit(&server).await["watch"]["lastError"]["message"]
+            == "the API server refused to list Compositions: 403 Forbidden (RBAC must allow get, list, watch)"
+    })
+    .await;
+    let view = debug_audit(&server).await;
+    assert_eq!(
+        (&view["watch"]["synced"], &view["audited"]),
+        (&json!(false), &json!(0))
+    );
+    wait_metric(
+        &server,
+        "composition_webhook_schema_source_objects{source=\"composition\",state=\"failing\"}",
+        0.0,
+        SOON,
+    )
+    .await;
+
+    // Allowed again: the watch recovers on its own.
+    cluster.api.fail(Resource::Compositions, Verb::List, None);
+    eventually(
+        "the Composition audited",
+        Duration::from_secs(60),
+        || async { audited(&server, NAME).await["allowed"] == true },
+    )
+    .await;
+    let view = debug_audit(&server).await;
+    assert_eq!(view["watch"]["lastError"], Value::Null, "{view:#}");
+}
+
+#[test]
+fn audit_needs_the_cluster() {
+    let dir = ScratchDir::new("audit-crds");
+    let crds = project_dir().join("testdata/crds");
+    let out = webhook::serve_command(&[crds.as_path()])
+        .args(["--audit", "--self-signed", "--ca-bundle-out"])
+        .arg(dir.path("ca.pem"))
+        .output()
+        .expect("run serve");
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "error: --audit needs schemas from the cluster (it audits the cluster's Compositions): leave out --crds\n"
+    );
+}
