@@ -586,8 +586,11 @@ fn line_number(location: &serde_saphyr::Location) -> u32 {
     u32::try_from(location.line()).unwrap_or(u32::MAX)
 }
 
-/// The 1-based line and column (in characters) of a location.
-fn position(location: &serde_saphyr::Location) -> (u32, u32) {
+/// A 1-based line and column (in characters); `(0, 0)` when unknown.
+type LineColumn = (u32, u32);
+
+/// The line and column of a location.
+fn position(location: &serde_saphyr::Location) -> LineColumn {
     (
         line_number(location),
         u32::try_from(location.column()).unwrap_or(u32::MAX),
@@ -873,7 +876,7 @@ impl BuiltSeed<'_> {
     fn next_item<'de, A: SeqAccess<'de>>(
         self,
         seq: &mut A,
-    ) -> Result<Option<(Built, (u32, u32))>, A::Error> {
+    ) -> Result<Option<(Built, LineColumn)>, A::Error> {
         if self.plain_nodes.is_none() {
             Ok(seq
                 .next_element::<Spanned<Built>>()?
@@ -886,7 +889,7 @@ impl BuiltSeed<'_> {
     fn next_key<'de, A: MapAccess<'de>>(
         self,
         map: &mut A,
-    ) -> Result<Option<(String, (u32, u32))>, A::Error> {
+    ) -> Result<Option<(String, LineColumn)>, A::Error> {
         if self.plain_nodes.is_none() {
             Ok(map
                 .next_key::<Spanned<Key>>()?

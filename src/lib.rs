@@ -19,7 +19,7 @@
 //! - [`validate`]: the engine that runs every check and produces a report.
 //!
 //! Shells:
-//! - [`cli`]: the `composition-webhook` command line (`validate`, `serve`);
+//! - [`cli`]: the `composition-webhook` command line (`validate`, `audit`, `render`, `serve`);
 //! - [`server`]: the admission webhook server (HTTPS, AdmissionReview, metrics, probes);
 //! - [`cluster`]: schemas from the API server (watched, fetched when needed, cached).
 //!
