@@ -2,9 +2,9 @@
 //!
 //! Every input (a file, stdin, a byte buffer) is parsed with `serde-saphyr` into one
 //! [`Document`] per YAML document: a [`serde_json::Value`] (what the Kubernetes API server
-//! would see after its YAML-to-JSON conversion) plus a compact tree of source lines, so
-//! that findings can point at `file:line` for a Kubernetes-style field path such as
-//! `spec.resources[0].patches[1].toFieldPath`.
+//! would see after its YAML-to-JSON conversion) plus a compact tree of source positions
+//! (line and column), so that findings can point at `file:line` (and a column, for SARIF)
+//! for a Kubernetes-style field path such as `spec.resources[0].patches[1].toFieldPath`.
 //!
 //! Scalars are typed as Kubernetes' YAML 1.1 reader types them: `yes`/`on`/`y` are
 //! booleans (as keys too), `0x10`, `0755` (octal), `1_000` are integers, dates and times
@@ -115,6 +115,19 @@ pub enum DocumentError {
         /// Multi-line rendering with the offending source lines, for terminals.
         snippet: String,
     },
+    /// A document of the input is not what it should be (not an object, an unusable CRD),
+    /// at a known place.
+    #[error("{file}:{line}: {message}")]
+    InvalidAt {
+        /// Name of the input.
+        file: String,
+        /// 1-based line of the offending field.
+        line: u32,
+        /// 1-based column of the offending field.
+        column: u32,
+        /// One-line description in plain words.
+        message: String,
+    },
     /// The input is invalid, but the parser gave no position.
     #[error("{file}: {message}")]
     Invalid {
@@ -156,6 +169,7 @@ impl DocumentError {
     pub fn file(&self) -> &str {
         match self {
             Self::Syntax { file, .. }
+            | Self::InvalidAt { file, .. }
             | Self::Invalid { file, .. }
             | Self::TooLarge { file, .. }
             | Self::NotUtf8 { file, .. }
@@ -166,14 +180,25 @@ impl DocumentError {
     /// The 1-based line of the error, when known.
     #[must_use]
     pub const fn line(&self) -> Option<u32> {
+        match self.position() {
+            Some((line, _)) => Some(line),
+            None => None,
+        }
+    }
+
+    /// The 1-based line and column of the error, when known.
+    #[must_use]
+    pub const fn position(&self) -> Option<(u32, u32)> {
         match self {
-            Self::Syntax { line, .. } => Some(*line),
+            Self::Syntax { line, column, .. } | Self::InvalidAt { line, column, .. } => {
+                Some((*line, *column))
+            }
             _ => None,
         }
     }
 }
 
-/// One YAML (or JSON) document of an input, with the source line of every node.
+/// One YAML (or JSON) document of an input, with the source position of every node.
 #[derive(Debug, Clone)]
 pub struct Document {
     /// The document as JSON, keys in source order.
@@ -184,7 +209,7 @@ pub struct Document {
     pub index: usize,
     /// 1-based line where the document's top-level node starts (0 when unknown).
     pub first_line: u32,
-    /// Lines of every node, mirroring `value` as parsed (later edits to `value` are not
+    /// Positions of every node, mirroring `value` as parsed (later edits to `value` are not
     /// reflected).
     locations: Loc,
 }
@@ -199,7 +224,7 @@ impl Document {
             source: source.into(),
             index,
             first_line: 0,
-            locations: Loc::leaf(0),
+            locations: Loc::leaf(0, 0),
         }
     }
 
@@ -212,26 +237,36 @@ impl Document {
     /// when the document has no positions at all.
     #[must_use]
     pub fn line_of(&self, field: &str) -> Option<u32> {
-        let (line, _) = self.locations.resolve(field);
-        (line != 0).then_some(line)
+        self.position_of(field).map(|(line, _)| line)
+    }
+
+    /// The 1-based line and column of a field path, found as [`Document::line_of`] finds the
+    /// line: the column of the key for a map entry, of the item's first character for a list
+    /// item. Columns count characters (Unicode scalar values), not bytes.
+    #[must_use]
+    pub fn position_of(&self, field: &str) -> Option<(u32, u32)> {
+        let (at, _) = self.locations.resolve(field);
+        (at.0 != 0).then_some(at)
     }
 
     /// Like [`Document::line_of`], but `None` unless the whole path exists in the source.
     #[must_use]
     pub fn line_of_exact(&self, field: &str) -> Option<u32> {
         match self.locations.resolve(field) {
-            (line, true) if line != 0 => Some(line),
+            ((line, _), true) if line != 0 => Some(line),
             _ => None,
         }
     }
 }
 
-/// Source lines of a node and its children.
+/// Source positions of a node and its children.
 #[derive(Debug, Clone)]
 struct Loc {
     /// For a map entry the line of its key; for a list item or a document root, where the
     /// node starts. 0 when unknown.
     line: u32,
+    /// The 1-based column (in characters) on `line`; 0 when unknown.
+    column: u32,
     children: Children,
 }
 
@@ -244,9 +279,10 @@ enum Children {
 }
 
 impl Loc {
-    const fn leaf(line: u32) -> Self {
+    const fn leaf(line: u32, column: u32) -> Self {
         Self {
             line,
+            column,
             children: Children::Leaf,
         }
     }
@@ -265,21 +301,21 @@ impl Loc {
         }
     }
 
-    /// The line of the deepest node on `field`'s path, and whether the whole path matched.
-    /// Nodes without a known line (0) take their parent's.
-    fn resolve(&self, field: &str) -> (u32, bool) {
+    /// The line and column of the deepest node on `field`'s path, and whether the whole
+    /// path matched. Nodes without a known line (0) take their parent's position.
+    fn resolve(&self, field: &str) -> ((u32, u32), bool) {
         let mut node = self;
-        let mut line = self.line;
+        let mut at = (self.line, self.column);
         for segment in (Segments { rest: field }) {
             match segment.ok().and_then(|segment| node.child(&segment)) {
                 Some(child) => node = child,
-                None => return (line, false),
+                None => return (at, false),
             }
             if node.line != 0 {
-                line = node.line;
+                at = (node.line, node.column);
             }
         }
-        (line, true)
+        (at, true)
     }
 }
 
@@ -452,6 +488,7 @@ fn parse_on_this_thread(source: &str, text: &str) -> Result<Vec<Document>, Docum
             first_line: 1,
             locations: Loc {
                 line: 1,
+                column: 1,
                 children: root.children,
             },
         }]),
@@ -482,7 +519,7 @@ fn into_documents(source: &str, roots: Vec<Spanned<Built>>) -> Vec<Document> {
         .into_iter()
         .enumerate()
         .map(|(index, root)| {
-            let first_line = line_number(&root.referenced);
+            let (first_line, column) = position(&root.referenced);
             Document {
                 value: root.value.value,
                 source: source.to_owned(),
@@ -490,6 +527,7 @@ fn into_documents(source: &str, roots: Vec<Spanned<Built>>) -> Vec<Document> {
                 first_line,
                 locations: Loc {
                     line: first_line,
+                    column,
                     children: root.value.children,
                 },
             }
@@ -546,6 +584,17 @@ fn parse_yaml(text: &str) -> Result<Vec<Spanned<Built>>, serde_saphyr::Error> {
 
 fn line_number(location: &serde_saphyr::Location) -> u32 {
     u32::try_from(location.line()).unwrap_or(u32::MAX)
+}
+
+/// A 1-based line and column (in characters); `(0, 0)` when unknown.
+type LineColumn = (u32, u32);
+
+/// The line and column of a location.
+fn position(location: &serde_saphyr::Location) -> LineColumn {
+    (
+        line_number(location),
+        u32::try_from(location.column()).unwrap_or(u32::MAX),
+    )
 }
 
 fn syntax_error(source: &str, err: &serde_saphyr::Error) -> DocumentError {
@@ -780,7 +829,7 @@ fn has_input_extension(path: &Path) -> bool {
         })
 }
 
-/// A node being built: its JSON value and the lines of its children.
+/// A node being built: its JSON value and the positions of its children.
 struct Built {
     value: Value,
     children: Children,
@@ -827,26 +876,26 @@ impl BuiltSeed<'_> {
     fn next_item<'de, A: SeqAccess<'de>>(
         self,
         seq: &mut A,
-    ) -> Result<Option<(Built, u32)>, A::Error> {
+    ) -> Result<Option<(Built, LineColumn)>, A::Error> {
         if self.plain_nodes.is_none() {
             Ok(seq
                 .next_element::<Spanned<Built>>()?
-                .map(|item| (item.value, line_number(&item.referenced))))
+                .map(|item| (item.value, position(&item.referenced))))
         } else {
-            Ok(seq.next_element_seed(self)?.map(|item| (item, 0)))
+            Ok(seq.next_element_seed(self)?.map(|item| (item, (0, 0))))
         }
     }
 
     fn next_key<'de, A: MapAccess<'de>>(
         self,
         map: &mut A,
-    ) -> Result<Option<(String, u32)>, A::Error> {
+    ) -> Result<Option<(String, LineColumn)>, A::Error> {
         if self.plain_nodes.is_none() {
             Ok(map
                 .next_key::<Spanned<Key>>()?
-                .map(|key| (key.value.0, line_number(&key.referenced))))
+                .map(|key| (key.value.0, position(&key.referenced))))
         } else {
-            Ok(map.next_key::<Key>()?.map(|key| (key.0, 0)))
+            Ok(map.next_key::<Key>()?.map(|key| (key.0, (0, 0))))
         }
     }
 
@@ -937,10 +986,11 @@ impl<'de> Visitor<'de> for BuiltSeed<'_> {
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Built, A::Error> {
         let mut values = Vec::new();
         let mut lines = Vec::new();
-        while let Some((item, line)) = self.next_item(&mut seq)? {
+        while let Some((item, (line, column))) = self.next_item(&mut seq)? {
             values.push(item.value);
             lines.push(Loc {
                 line,
+                column,
                 children: item.children,
             });
         }
@@ -953,7 +1003,7 @@ impl<'de> Visitor<'de> for BuiltSeed<'_> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Built, A::Error> {
         let mut object = Map::new();
         let mut lines: Vec<(Box<str>, Loc)> = Vec::new();
-        while let Some((key, line)) = self.next_key(&mut map)? {
+        while let Some((key, (line, column))) = self.next_key(&mut map)? {
             if object.contains_key(&key) {
                 // The YAML parser rejects duplicates itself; this catches spellings it keeps
                 // apart but that become the same JSON key (`1` and `"1"`), and duplicates in
@@ -968,6 +1018,7 @@ impl<'de> Visitor<'de> for BuiltSeed<'_> {
                 key.as_str().into(),
                 Loc {
                     line,
+                    column,
                     children: value.children,
                 },
             ));
@@ -1246,6 +1297,85 @@ mod tests {
             assert_eq!(doc.line_of(path), Some(line), "{path}");
             assert_eq!(doc.line_of_exact(path), Some(line), "{path}");
         }
+    }
+
+    #[test]
+    fn columns_point_where_lines_do() {
+        let docs = composition_fixture();
+        let resources = &docs[1];
+        let cases = [
+            // A map entry at its key.
+            (
+                resources,
+                "spec.resources[0].patches[1].toFieldPath",
+                (59, 11),
+            ),
+            (
+                resources,
+                "spec.resources[0].base.metadata.labels[app.kubernetes.io/name]",
+                (45, 13),
+            ),
+            // A quoted key at its opening quote.
+            (
+                resources,
+                "spec.resources[0].base.metadata.labels[1]",
+                (46, 13),
+            ),
+            // A list item at its first character, past the `-` (alone on line 56).
+            (resources, "spec.resources[0].patches[0]", (53, 11)),
+            (resources, "spec.resources[0].patches[1]", (57, 11)),
+            (resources, "spec.resources[1]", (63, 7)),
+            // Flow style.
+            (
+                resources,
+                "spec.resources[0].base.spec.forProvider.tags.team",
+                (51, 20),
+            ),
+            (
+                resources,
+                "spec.resources[0].patches[1].transforms[0].string.fmt",
+                (62, 38),
+            ),
+            // The document root.
+            (resources, "", (26, 1)),
+        ];
+        for (doc, path, at) in cases {
+            assert_eq!(doc.position_of(path), Some(at), "{path}");
+            assert_eq!(doc.line_of(path), Some(at.0), "{path}");
+        }
+        // A missing field: its deepest existing ancestor, line and column.
+        assert_eq!(
+            resources.position_of("spec.resources[0].patches[1].policy"),
+            Some((57, 11))
+        );
+        let bare = Document::without_locations("request", 0, json!({"a": 1}));
+        assert_eq!(bare.position_of("a"), None);
+    }
+
+    #[test]
+    fn columns_count_characters_and_json_has_them_too() {
+        let docs = parse(
+            "é: {ü: 1, x: 2}
+",
+        );
+        assert_eq!(docs[0].position_of("é"), Some((1, 1)));
+        // `x` is the 11th character and the 13th byte.
+        assert_eq!(docs[0].position_of("é.x"), Some((1, 11)));
+        let docs = parse("{\n  \"a\": {\"b\": [1, {\"c\": true}]},\n  \"d\": 2\n}\n");
+        assert_eq!(docs[0].position_of("a"), Some((2, 3)));
+        assert_eq!(docs[0].position_of("a.b"), Some((2, 9)));
+        assert_eq!(docs[0].position_of("a.b[1]"), Some((2, 18)));
+        assert_eq!(docs[0].position_of("a.b[1].c"), Some((2, 19)));
+        assert_eq!(docs[0].position_of("d"), Some((3, 3)));
+        // Tab-indented JSON (which YAML refuses) keeps its columns: a tab is one character.
+        let tabs = match load_path(&fixture("tabs.json")) {
+            Ok(docs) => docs,
+            Err(err) => panic!("{err}"),
+        };
+        assert_eq!(
+            tabs[0].position_of("spec.resources[0].patches[0].toFieldPath"),
+            Some((17, 7))
+        );
     }
 
     #[test]

@@ -20,7 +20,7 @@
 //! - [`audit`]: Compositions validated again as the schemas under them change.
 //!
 //! Shells:
-//! - [`cli`]: the `composition-webhook` command line (`validate`, `serve`);
+//! - [`cli`]: the `composition-webhook` command line (`validate`, `audit`, `render`, `serve`);
 //! - [`server`]: the admission webhook server (HTTPS, AdmissionReview, metrics, probes);
 //! - [`cluster`]: schemas from the API server (watched, fetched when needed, cached).
 //!

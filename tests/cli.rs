@@ -123,9 +123,10 @@ fn invalid_example_json_output() {
     ]);
     assert_eq!(o.status.code(), Some(1));
     let v: Value = serde_json::from_slice(&o.stdout).expect("one JSON object");
-    let finding = |ty: &str, field: &str, message: &str, line: u32| {
+    // The line and column of the field's key (or of the item, for a list item).
+    let finding = |ty: &str, field: &str, message: &str, (line, column): (u32, u32)| {
         json!({"severity": "error", "stage": "logical", "type": ty, "field": field,
-               "message": format!("{field}: {message}"), "line": line})
+               "message": format!("{field}: {message}"), "line": line, "column": column})
     };
     assert_eq!(
         v,
@@ -136,32 +137,32 @@ fn invalid_example_json_output() {
             "allowed": false,
             "findings": [
                 finding("Invalid", "spec.resources[0].patches[0].patchSetName",
-                    r#"Invalid value: "comon": patchSetName must be the name of a declared patchSet"#, 25),
+                    r#"Invalid value: "comon": patchSetName must be the name of a declared patchSet"#, (25, 11)),
                 finding("Invalid", "spec.resources[0].patches[1].combine.string.fmt",
-                    r#"Invalid value: "%s-%s": the format uses 2 values but combine.variables lists 1 variable: the value would contain %!s(MISSING)"#, 32),
-                finding("Duplicate", "spec.resources[1].name", r#"Duplicate value: "network""#, 38),
+                    r#"Invalid value: "%s-%s": the format uses 2 values but combine.variables lists 1 variable: the value would contain %!s(MISSING)"#, (32, 15)),
+                finding("Duplicate", "spec.resources[1].name", r#"Duplicate value: "network""#, (38, 7)),
                 finding("Required", "spec.resources[1].patches[0].fromFieldPath",
-                    "Required value: fromFieldPath must be set for patch type FromCompositeFieldPath", 47),
+                    "Required value: fromFieldPath must be set for patch type FromCompositeFieldPath", (47, 11)),
                 finding("Invalid", "spec.resources[1].patches[1].transforms[0].string.regexp.match",
-                    r#"Invalid value: "net-(.*": invalid regexp: missing closing )"#, 55),
+                    r#"Invalid value: "net-(.*": invalid regexp: missing closing )"#, (55, 19)),
                 finding("Required", "spec.resources[1].readinessChecks[0].matchString",
-                    "Required value: cannot be empty for type MatchString", 57),
+                    "Required value: cannot be empty for type MatchString", (57, 11)),
                 finding("Required", "spec.resources[1].connectionDetails[0].value",
-                    "Required value: connection detail of type FromValue needs value", 60),
+                    "Required value: connection detail of type FromValue needs value", (60, 11)),
                 // The XRD is not among the schemas given: a warning in loose mode; the checks
                 // that need only the composed resources' schemas still run.
                 json!({"severity": "warning", "stage": "crds", "type": "NotFound",
                     "field": "spec.compositeTypeRef",
                     "message": r#"spec.compositeTypeRef: Not found: "gcp.platformref.upbound.io/v1alpha1, Kind=XNetwork": no CRD, MRD or XRD defines XNetwork.gcp.platformref.upbound.io; checks that need the schema of the composite resource were skipped"#,
-                    "line": 7}),
+                    "line": 7, "column": 3}),
                 json!({"severity": "error", "stage": "schema", "type": "Invalid",
                     "field": "spec.resources[0].patches[2].toFieldPath",
                     "message": r#"spec.resources[0].patches[2].toFieldPath: Invalid value: "spec.forProvider.autoCreateSubnetwork": field 'autoCreateSubnetwork' is not valid according to the schema; did you mean "autoCreateSubnetworks"?"#,
-                    "line": 35}),
+                    "line": 35, "column": 11}),
                 json!({"severity": "error", "stage": "schema", "type": "Invalid",
                     "field": "spec.resources[1].readinessChecks[0].fieldPath",
                     "message": r#"spec.resources[1].readinessChecks[0].fieldPath: Invalid value: "status.atProvider.state": field 'state' is not valid according to the schema"#,
-                    "line": 58}),
+                    "line": 58, "column": 11}),
             ]
         }]})
     );
@@ -267,7 +268,7 @@ fn conflicting_crds_deny_in_every_mode() {
         json!({"severity": "error", "stage": "crds", "type": "Internal",
             "field": "spec.resources[0].base",
             "message": "spec.resources[0].base: Internal error: more than one CRD found for Thing.thing.example.org: things.thing.example.org from testdata/cli/conflicting-crds/a.yaml, things.thing.example.org from testdata/cli/conflicting-crds/b.yaml; checks that need the schema of this resource were skipped",
-            "line": 12})
+            "line": 12, "column": 7})
     );
 }
 

@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 /// The most the README may weigh: a page a new user reads.
 const README_MAX_BYTES: usize = 12 * 1024;
 
-const SUBCOMMANDS: [&str; 4] = ["validate", "render", "crds", "serve"];
+const SUBCOMMANDS: [&str; 5] = ["validate", "audit", "render", "crds", "serve"];
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -636,14 +636,14 @@ fn kubectl_output_shown_is_the_webhooks_answer() {
 // ---------------------------------------------------------------------------------------
 // Flags and environment variables
 
-/// `docs/cli.md`'s synopsis names every flag of `validate`, `render` and `crds`, and only
-/// those; each subcommand's section names each of its flags and environment variables.
+/// `docs/cli.md`'s synopsis names every flag of `validate`, `audit`, `render` and `crds`, and
+/// only those; each subcommand's section names each of its flags and environment variables.
 #[test]
 fn cli_page_documents_every_flag() {
     let help = all_help();
     let cli = read("docs/cli.md");
     let synopsis = code_blocks(&cli).into_iter().next().expect("a synopsis").1;
-    for sub in ["validate", "render", "crds"] {
+    for sub in ["validate", "audit", "render", "crds"] {
         let usage = synopsis
             .iter()
             .find(|l| l.starts_with(&format!("composition-webhook {sub} ")))
@@ -682,9 +682,21 @@ fn cells(row: &str) -> Vec<String> {
 /// with its environment variable and its default.
 #[test]
 fn serve_flags_table_is_serves_help() {
-    let help = help("serve");
-    let ops = read("docs/operations.md");
-    let table = section(&ops, "## Flags");
+    flags_table_is_help("serve", "docs/operations.md", "## Flags", 20);
+}
+
+/// `docs/cli.md`'s `audit` flags table likewise.
+#[test]
+fn audit_flags_table_is_audits_help() {
+    flags_table_is_help("audit", "docs/cli.md", "## audit", 9);
+}
+
+/// The flags table under `heading` of `page` has a row for every flag of `sub` and only
+/// those (at least `min_rows`), with its environment variable and its default.
+fn flags_table_is_help(sub: &str, page: &str, heading: &str, min_rows: usize) {
+    let help = help(sub);
+    let text = read(page);
+    let table = section(&text, heading);
     let mut documented = BTreeSet::new();
     let mut rows = 0;
     for row in table.lines().filter(|l| l.starts_with("| `--")) {
@@ -698,32 +710,22 @@ fn serve_flags_table_is_serves_help() {
         let default = default.as_str();
         let mut expected_envs = BTreeSet::new();
         for flag in &flags {
-            let h = help.get(flag).unwrap_or_else(|| {
-                panic!("docs/operations.md documents --{flag}, which serve does not have")
-            });
+            let h = help
+                .get(flag)
+                .unwrap_or_else(|| panic!("{page} documents --{flag}, which {sub} does not have"));
             expected_envs.extend(h.env.clone());
             if let Some(d) = &h.default {
-                assert_eq!(
-                    default.replace('`', ""),
-                    *d,
-                    "docs/operations.md's default of --{flag}"
-                );
+                assert_eq!(default.replace('`', ""), *d, "{page}'s default of --{flag}");
             }
         }
-        assert_eq!(
-            envs, expected_envs,
-            "docs/operations.md's variables of {first}"
-        );
+        assert_eq!(envs, expected_envs, "{page}'s variables of {first}");
         documented.extend(flags);
     }
-    assert!(
-        rows > 20,
-        "only {rows} rows in docs/operations.md's flags table"
-    );
+    assert!(rows > min_rows, "only {rows} rows in {page}'s flags table");
     let actual: BTreeSet<String> = help.keys().cloned().collect();
     assert_eq!(
         documented, actual,
-        "docs/operations.md's flags table against serve --help"
+        "{page}'s flags table against {sub} --help"
     );
 }
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::{is_list, load_all, location};
+use super::{invalid_at, is_list, load_all};
 use crate::document::DocumentError;
 use crate::model::function::{FunctionPackage, FunctionSet};
 
@@ -53,10 +53,11 @@ impl FunctionFiles {
                 found = true;
                 match FunctionPackage::from_manifest(value) {
                     Ok(f) => set.insert(f),
-                    Err(e) => errors.push(DocumentError::Invalid {
-                        file: location(doc, doc.line_of(&format!("{prefix}{}", e.field))),
-                        message: format!("Function: {e}"),
-                    }),
+                    Err(e) => errors.push(invalid_at(
+                        doc,
+                        doc.position_of(&format!("{prefix}{}", e.field)),
+                        format!("Function: {e}"),
+                    )),
                 }
             }
         }

@@ -2,7 +2,7 @@
 //!
 //! `composition-webhook validate [--crds PATH]... [--functions PATH]...
 //! [--crossplane-version v2|v1] [--mode warn|loose|strict] [--no-render]
-//! [--output text|json] FILE_OR_DIR...` validates every Composition found in the inputs
+//! [--output text|json|sarif] FILE_OR_DIR...` validates every Composition found in the inputs
 //! against the CRDs and XRDs given with `--crds` and those found in the inputs themselves,
 //! and against the Composition API of the Crossplane chosen (a Composition CRD among the
 //! schemas decides over the flag); pipeline steps are recognised by the packages of the
@@ -10,13 +10,19 @@
 //! Exit status: 0 when every Composition is allowed, 1 when any is denied, 2 for usage or
 //! input errors (unreadable file, YAML syntax error, no Composition found).
 //!
+//! `composition-webhook audit [FILE_OR_DIR]...` does the same per Composition with a summary
+//! for a whole estate: the files', or without files every Composition of a cluster against
+//! the cluster's schemas (`src/cli/audit.rs`).
+//!
 //! `composition-webhook crds [--out DIR]` prints (or writes) the Composition and
 //! CompositeResourceDefinition CRDs generated from the model.
 
+mod audit;
 mod crds;
 mod functions;
 mod output;
 mod render;
+mod sarif;
 mod serve;
 
 use std::io::{self, Write};
@@ -56,6 +62,8 @@ struct Cli {
 enum Command {
     /// Validate Compositions in files against CRD, MRD and XRD files.
     Validate(ValidateArgs),
+    /// Validate every Composition of a cluster against the cluster's schemas (or of files, as validate does) and report per Composition.
+    Audit(audit::AuditArgs),
     /// Print the resources a Composition composes (YAML), rendered from a mock or given composite resource.
     Render(render::RenderArgs),
     /// Serve the validating admission webhook (HTTPS) with schemas from CRD, MRD and XRD files.
@@ -66,6 +74,18 @@ enum Command {
 
 #[derive(Debug, clap::Args)]
 struct ValidateArgs {
+    #[command(flatten)]
+    check: CheckArgs,
+
+    /// Files or directories holding Compositions (CRDs, MRDs and XRDs among them are used as schemas); `-` reads standard input.
+    #[arg(value_name = "FILE_OR_DIR", required = true)]
+    inputs: Vec<PathBuf>,
+}
+
+/// The flags `validate` and `audit` share: where schemas, Functions and the Composition API
+/// of files come from, how Compositions are judged, and how results are printed.
+#[derive(Debug, clap::Args)]
+struct CheckArgs {
     #[command(flatten)]
     schemas: CrdFiles,
 
@@ -92,10 +112,16 @@ struct ValidateArgs {
     /// in loose and warn).
     #[arg(long, value_name = "BYTES", default_value_t = budget::CLI_MEMORY_BYTES, value_parser = review_memory, env = "COMPOSITION_WEBHOOK_REVIEW_MEMORY_BYTES")]
     review_memory_bytes: usize,
+}
 
-    /// Files or directories holding Compositions (CRDs, MRDs and XRDs among them are used as schemas); `-` reads standard input.
-    #[arg(value_name = "FILE_OR_DIR", required = true)]
-    inputs: Vec<PathBuf>,
+impl CheckArgs {
+    /// The budget of one Composition.
+    fn budget(&self) -> Budget {
+        Budget::new(Limits {
+            memory_bytes: self.review_memory_bytes,
+            ..Limits::DEFAULT
+        })
+    }
 }
 
 /// A flag's whole number, from `min` to `max`.
@@ -120,7 +146,7 @@ pub(super) fn review_memory(s: &str) -> Result<usize, String> {
 /// `--crds PATH...`: where schemas come from, for `validate`, `render` and `serve`.
 #[derive(Debug, clap::Args)]
 struct CrdFiles {
-    /// A CRD, ManagedResourceDefinition (MRD) or XRD file or directory (recursive; YAML, JSON, multi-document, List); repeat the flag for more. `serve` without it takes schemas from the cluster.
+    /// A CRD, ManagedResourceDefinition (MRD) or XRD file or directory (recursive; YAML, JSON, multi-document, List); repeat the flag for more. `serve` without it, and `audit` without files, take schemas from the cluster.
     #[arg(
         long = "crds",
         value_name = "PATH",
@@ -176,17 +202,62 @@ pub enum OutputFormat {
     Text,
     /// One JSON object.
     Json,
+    /// SARIF 2.1.0 (one run, a result per finding, file, line and column), for code scanning in CI.
+    Sarif,
+}
+
+/// Where a validated Composition came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// Read from this file (as named on the command line, or `<stdin>`).
+    File(String),
+    /// Listed from the cluster, at this resourceVersion.
+    Cluster {
+        /// `metadata.resourceVersion`.
+        resource_version: Option<String>,
+    },
 }
 
 /// A validated Composition with where it came from.
 #[derive(Debug)]
 pub struct Validated {
-    /// The file it was read from.
-    pub file: String,
+    /// Its file, or the cluster.
+    pub origin: Origin,
     /// The result.
     pub report: Report,
-    /// The line of each finding in the file, in the order of `report.findings`.
-    pub lines: Vec<Option<u32>>,
+    /// The line and column of each finding in the file, in the order of `report.findings`
+    /// (`None` from the cluster).
+    pub positions: Vec<Option<(u32, u32)>>,
+}
+
+impl Validated {
+    /// The file it was read from; `None` from the cluster.
+    pub fn file(&self) -> Option<&str> {
+        match &self.origin {
+            Origin::File(file) => Some(file),
+            Origin::Cluster { .. } => None,
+        }
+    }
+
+    /// What a finding's line starts with: `file:line` (or `file`), or
+    /// `composition/<name>` for a Composition of the cluster.
+    pub fn place(&self, position: Option<(u32, u32)>) -> String {
+        match (&self.origin, position) {
+            (Origin::File(file), Some((line, _))) => format!("{file}:{line}"),
+            (Origin::File(file), None) => file.clone(),
+            (Origin::Cluster { .. }, _) => format!("composition/{}", self.report.name),
+        }
+    }
+}
+
+/// What validating files gave: the Compositions' results, the input errors, and what they
+/// were validated against.
+#[derive(Debug)]
+struct FilesRun {
+    results: Vec<Validated>,
+    errors: Vec<DocumentError>,
+    schema_count: usize,
+    api: CompositionApi,
 }
 
 /// The command line's definition: its subcommands, flags and environment variables (the
@@ -207,6 +278,7 @@ pub fn main() -> ExitCode {
     };
     match cli.command {
         Command::Validate(args) => ExitCode::from(run_validate(&args)),
+        Command::Audit(args) => ExitCode::from(audit::run(&args)),
         Command::Render(args) => ExitCode::from(render::run(&args)),
         Command::Serve(args) => ExitCode::from(serve::run(&args)),
         Command::Crds(args) => ExitCode::from(crds::run(&args)),
@@ -215,13 +287,92 @@ pub fn main() -> ExitCode {
 
 fn run_validate(args: &ValidateArgs) -> u8 {
     let mut stderr = io::stderr().lock();
+    let run = validate_files(&args.check, &args.inputs, &mut stderr);
+    for e in &run.errors {
+        let _ = writeln!(stderr, "error: {e}");
+    }
+    if run.results.is_empty() && run.errors.is_empty() {
+        let message = no_composition_found(&args.inputs);
+        let _ = writeln!(stderr, "error: {message}");
+        // CI uploads the SARIF file whatever happened: it says why there are no results.
+        if args.check.output == OutputFormat::Sarif {
+            let notices = [sarif::Notice::message(message)];
+            print(&mut stderr, |out| sarif::write(out, &[], &notices));
+        }
+        return EXIT_INPUT_ERROR;
+    }
+    let FilesRun {
+        results,
+        errors,
+        schema_count,
+        api,
+    } = &run;
+    let printed = print(&mut stderr, |out| match args.check.output {
+        OutputFormat::Text => output::write_text(out, results, *schema_count, api),
+        OutputFormat::Json => output::write_json(out, results, api),
+        OutputFormat::Sarif => {
+            let notices: Vec<_> = errors.iter().map(sarif::Notice::from).collect();
+            sarif::write(out, results, &notices)
+        }
+    });
+    if !printed {
+        EXIT_INPUT_ERROR
+    } else {
+        exit_status(results, errors.is_empty())
+    }
+}
+
+/// 2 on input errors, else 1 when a Composition is denied, else 0.
+fn exit_status(results: &[Validated], inputs_ok: bool) -> u8 {
+    if !inputs_ok {
+        EXIT_INPUT_ERROR
+    } else if results.iter().any(|r| !r.report.verdict.allowed) {
+        EXIT_DENIED
+    } else {
+        EXIT_ALLOWED
+    }
+}
+
+/// The input error of files without a single Composition.
+fn no_composition_found(inputs: &[PathBuf]) -> String {
+    format!(
+        "no Composition ({COMPOSITION_API_VERSION}) found in {}",
+        inputs
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+}
+
+/// Writes to standard output with `write`; `false` (after saying why on `stderr`) when that
+/// failed for another reason than a reader gone away (`| head`: nothing left to tell it).
+fn print(
+    stderr: &mut impl Write,
+    write: impl FnOnce(&mut io::StdoutLock) -> io::Result<()>,
+) -> bool {
+    let mut stdout = io::stdout().lock();
+    match write(&mut stdout).and_then(|()| stdout.flush()) {
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => true,
+        Err(e) => {
+            let _ = writeln!(stderr, "error: writing output: {e}");
+            false
+        }
+        Ok(()) => true,
+    }
+}
+
+/// Reads the `inputs` and the schema files of `check`, and validates every Composition
+/// found, as for files: what the API server would refuse included. Notes (Compositions of
+/// other API versions skipped) go to `notes`.
+fn validate_files(check: &CheckArgs, inputs: &[PathBuf], notes: &mut impl Write) -> FilesRun {
     let mut errors: Vec<DocumentError> = Vec::new();
-    let schema_docs = load_all(&args.schemas.crds, &mut errors);
-    let functions = args.functions.load(&mut errors);
-    let input_docs = load_all(&args.inputs, &mut errors);
+    let schema_docs = load_all(&check.schemas.crds, &mut errors);
+    let functions = check.functions.load(&mut errors);
+    let input_docs = load_all(inputs, &mut errors);
 
     let catalog = build_catalog(schema_docs.iter().chain(&input_docs), &mut errors);
-    let api = args.api.choose(&catalog);
+    let api = check.api.choose(&catalog);
 
     let source = WithFunctions {
         schemas: &catalog,
@@ -230,74 +381,43 @@ fn run_validate(args: &ValidateArgs) -> u8 {
     let validator = Validator::new(
         &source,
         Options {
-            default_mode: args.mode.into(),
+            default_mode: check.mode.into(),
             as_api_server: true,
-            rendered: !args.no_render,
+            rendered: !check.no_render,
             composition_api: api.clone(),
         },
     )
-    .with_budget(Budget::new(Limits {
-        memory_bytes: args.review_memory_bytes,
-        ..Limits::DEFAULT
-    }));
+    .with_budget(check.budget());
     let mut results = Vec::new();
     for document in &input_docs {
-        for (prefix, value) in compositions_in(document, &mut stderr) {
+        for (prefix, value) in compositions_in(document, notes) {
             let mut report = validator.validate_value(value);
-            let line = |field: &str| document.line_of(&crate::findings::join_path(&prefix, field));
+            let position =
+                |field: &str| document.position_of(&crate::findings::join_path(&prefix, field));
             // People read findings top to bottom in their editor: by stage, then by line.
-            report
-                .findings
-                .sort_by_key(|f| (f.stage, line(&f.error.field).unwrap_or(u32::MAX)));
-            let lines = report
+            report.findings.sort_by_key(|f| {
+                (
+                    f.stage,
+                    position(&f.error.field).map_or(u32::MAX, |(line, _)| line),
+                )
+            });
+            let positions = report
                 .findings
                 .iter()
-                .map(|f| line(&f.error.field))
+                .map(|f| position(&f.error.field))
                 .collect();
             results.push(Validated {
-                file: document.source.clone(),
+                origin: Origin::File(document.source.clone()),
                 report,
-                lines,
+                positions,
             });
         }
     }
-
-    for e in &errors {
-        let _ = writeln!(stderr, "error: {e}");
-    }
-    if results.is_empty() && errors.is_empty() {
-        let _ = writeln!(
-            stderr,
-            "error: no Composition ({COMPOSITION_API_VERSION}) found in {}",
-            args.inputs
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-        return EXIT_INPUT_ERROR;
-    }
-
-    let mut stdout = io::stdout().lock();
-    let printed = match args.output {
-        OutputFormat::Text => output::write_text(&mut stdout, &results, catalog.len(), &api),
-        OutputFormat::Json => output::write_json(&mut stdout, &results, &api),
-    };
-    match printed {
-        // The reader went away (`| head`): nothing left to tell it.
-        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {}
-        Err(e) => {
-            let _ = writeln!(stderr, "error: writing output: {e}");
-            return EXIT_INPUT_ERROR;
-        }
-        Ok(()) => {}
-    }
-    if !errors.is_empty() {
-        EXIT_INPUT_ERROR
-    } else if results.iter().any(|r| !r.report.verdict.allowed) {
-        EXIT_DENIED
-    } else {
-        EXIT_ALLOWED
+    FilesRun {
+        results,
+        errors,
+        schema_count: catalog.len(),
+        api,
     }
 }
 
@@ -320,17 +440,15 @@ fn build_catalog<'a>(
                 }
                 other => other.to_string(),
             };
-            errors.push(DocumentError::Invalid {
-                file: location(doc, doc.line_of(e.path())),
-                message,
-            });
+            errors.push(invalid_at(doc, doc.position_of(e.path()), message));
         }
     }
     for doc in docs {
         if !doc.value.is_object() {
-            errors.push(DocumentError::Invalid {
-                file: location(doc, Some(doc.first_line)),
-                message: format!(
+            errors.push(invalid_at(
+                doc,
+                doc.position_of(""),
+                format!(
                     "document {} is {}, not a Kubernetes object",
                     doc.index + 1,
                     match crate::schema::validation::json_type_name(&doc.value) {
@@ -338,10 +456,27 @@ fn build_catalog<'a>(
                         t => format!("a {t}"),
                     }
                 ),
-            });
+            ));
         }
     }
     catalog
+}
+
+/// An input error at `position` of a document, or naming only its file when the position is
+/// not known.
+fn invalid_at(doc: &Document, position: Option<(u32, u32)>, message: String) -> DocumentError {
+    match position {
+        Some((line, column)) if line > 0 => DocumentError::InvalidAt {
+            file: doc.source.clone(),
+            line,
+            column,
+            message,
+        },
+        _ => DocumentError::Invalid {
+            file: doc.source.clone(),
+            message,
+        },
+    }
 }
 
 /// `file:line` (or `file` when there is no line).

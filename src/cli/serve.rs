@@ -28,7 +28,7 @@ const MAX_DURATION: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// A duration flag: more than zero (a zero timeout would fail every connection), at most
 /// [`MAX_DURATION`].
-fn duration(s: &str) -> Result<Duration, String> {
+pub(super) fn duration(s: &str) -> Result<Duration, String> {
     let d = deadline::parse_go_duration(s).map_err(|e| e.to_string())?;
     if d.is_zero() || d > MAX_DURATION {
         return Err("must be more than 0s and at most 24h".to_string());
