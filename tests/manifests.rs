@@ -441,7 +441,7 @@ fn key(o: &Value) -> String {
 }
 
 /// The installs: deploy/ and each overlay, with the mode and certificates each promises.
-const INSTALLS: [(&str, &str, Certificates); 4] = [
+const INSTALLS: [(&str, &str, Certificates); 5] = [
     ("deploy", "loose", Certificates::SelfSigned),
     ("deploy/overlays/strict", "strict", Certificates::SelfSigned),
     ("deploy/overlays/warn", "warn", Certificates::SelfSigned),
@@ -449,6 +449,11 @@ const INSTALLS: [(&str, &str, Certificates); 4] = [
         "deploy/overlays/cert-manager",
         "loose",
         Certificates::CertManager,
+    ),
+    (
+        "deploy/overlays/change-impact",
+        "loose",
+        Certificates::SelfSigned,
     ),
 ];
 
@@ -655,8 +660,15 @@ impl<'a> Install<'a> {
 
         // The webhook: Compositions, create and update, through the Service to /validate.
         let webhooks = config.webhooks.as_ref().expect("webhooks");
-        assert_eq!(webhooks.len(), 1, "{dir}");
-        let webhook = &webhooks[0];
+        let impact = dir.ends_with("change-impact");
+        assert_eq!(webhooks.len(), 1 + usize::from(impact), "{dir}");
+        let named = |name: &str| {
+            webhooks
+                .iter()
+                .find(|w| w.name == name)
+                .unwrap_or_else(|| panic!("{dir}: webhook {name}"))
+        };
+        let webhook = named("compositions.composition-webhook.crossplane.io");
         assert_eq!(
             webhook.admission_review_versions,
             ["v1", "v1beta1"],
@@ -697,6 +709,57 @@ impl<'a> Install<'a> {
             "{dir}"
         );
         let dns_name = format!("{}.{ns}.svc", target.name);
+
+        // Change impact: a second webhook for UPDATEs of definitions, never blocking them.
+        if impact {
+            let definitions = named("definitions.composition-webhook.crossplane.io");
+            assert_eq!(
+                definitions.failure_policy.as_deref(),
+                Some("Ignore"),
+                "{dir}"
+            );
+            assert_eq!(definitions.side_effects, "None", "{dir}");
+            assert_eq!(definitions.timeout_seconds, Some(5), "{dir}");
+            assert_eq!(
+                definitions.client_config.service.as_ref(),
+                Some(target),
+                "{dir}"
+            );
+            let rules: Vec<(String, String, String, Vec<String>)> = definitions
+                .rules
+                .iter()
+                .flatten()
+                .map(|r| {
+                    let one = |v: &Option<Vec<String>>| v.clone().unwrap_or_default().join(",");
+                    (
+                        one(&r.api_groups),
+                        one(&r.api_versions),
+                        one(&r.resources),
+                        r.operations.clone().unwrap_or_default(),
+                    )
+                })
+                .collect();
+            let update = || vec!["UPDATE".to_string()];
+            let rule =
+                |g: &str, v: &str, r: &str| (g.to_string(), v.to_string(), r.to_string(), update());
+            assert_eq!(
+                rules,
+                [
+                    rule("apiextensions.k8s.io", "v1", "customresourcedefinitions"),
+                    rule(
+                        "apiextensions.crossplane.io",
+                        "v1",
+                        "compositeresourcedefinitions"
+                    ),
+                    rule(
+                        "apiextensions.crossplane.io",
+                        "v1alpha1",
+                        "managedresourcedefinitions"
+                    ),
+                ],
+                "{dir}"
+            );
+        }
 
         // RBAC: read CRDs, MRDs, XRDs and Functions; self-signed, get and patch this
         // configuration only.
@@ -758,6 +821,11 @@ impl<'a> Install<'a> {
 
         // The audit: read Compositions, record Events, keep the ClusterPolicyReport.
         assert!(serve.flag("audit"), "{dir}: the audit is on");
+        assert_eq!(serve.flag("change_impact"), impact, "{dir}: change impact");
+        assert!(
+            !serve.flag("deny_breaking_changes"),
+            "{dir}: warnings, not denials"
+        );
         wanted.extend([
             rule(
                 "apiextensions.crossplane.io",
