@@ -15,6 +15,11 @@
 //! - the API server's calls: lists of Compositions, and GETs of definitions (each needed
 //!   kind fetched once per run).
 //!
+//! Then the same cluster under `serve --audit` (the background audit), once per
+//! `--audit-cpu` share (`AUDIT_BENCH_SERVE_CPU`, default `1 0.25`): the time from start until
+//! `/debug/audit` has every Composition audited and nothing queued, resident memory then and
+//! its peak, and the Compositions each verdict went to.
+//!
 //! Medians across runs are printed with their min and max. Settings: `AUDIT_BENCH_RUNS`
 //! (default 5), `AUDIT_BENCH_COMPOSITIONS` (default 1000), `AUDIT_BENCH_CRDS` (default 1000),
 //! `AUDIT_BENCH_ARGS` (more arguments for `audit`, e.g. `--no-render`).
@@ -23,6 +28,8 @@
 
 #[path = "../tests/kubeapi/mod.rs"]
 mod kubeapi;
+#[path = "../tests/webhook/mod.rs"]
+mod webhook;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -215,6 +222,44 @@ fn one_run(api: &FakeApiServer, kubeconfig: &Path, extra: &[&str]) -> Run {
     }
 }
 
+/// One background audit of the whole cluster by `serve --audit --audit-cpu share`: the time
+/// until every Composition is audited, RSS then, peak RSS, and `/debug/audit`'s counts.
+async fn serve_run(kubeconfig: &Path, total: usize, share: &str) -> (Duration, u64, u64, Value) {
+    let started = Instant::now();
+    let server = tokio::task::block_in_place(|| {
+        webhook::Server::start(
+            &[],
+            &[
+                "--kubeconfig",
+                kubeconfig.to_str().expect("path"),
+                "--audit",
+                "--audit-cpu",
+                share,
+            ],
+        )
+    });
+    loop {
+        let (status, body) = server.ops_get("/debug/audit").await;
+        if status == 200
+            && let Ok(v) = serde_json::from_str::<Value>(&body)
+            && v["audited"].as_u64() == Some(total as u64)
+            && v["queued"] == 0
+        {
+            let took = started.elapsed();
+            let counts = json!({
+                "allowed": v["allowed"], "denied": v["denied"], "retrying": v["retrying"],
+                "validations": v["validations"],
+            });
+            return (took, server.rss_kib(), server.peak_rss_kib(), counts);
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(600),
+            "the background audit did not finish in 600 s"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 fn median<T: PartialOrd + Copy>(mut v: Vec<T>) -> (T, T, T) {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
     (v[v.len() / 2], v[0], v[v.len() - 1])
@@ -331,6 +376,36 @@ fn main() {
         mib(lo),
         mib(hi)
     );
+
+    let shares = std::env::var("AUDIT_BENCH_SERVE_CPU").unwrap_or_else(|_| "1 0.25".to_string());
+    for share in shares.split_whitespace() {
+        let mut took = Vec::new();
+        let mut rss = Vec::new();
+        let mut peaks = Vec::new();
+        for r in 0..runs {
+            let (t, now, peak, counts) = runtime.block_on(serve_run(&kubeconfig, total, share));
+            println!(
+                "serve --audit --audit-cpu {share}, run {}: every Composition audited after {:.2} s ({:.0}/s), RSS then {}, peak {}; {counts}",
+                r + 1,
+                t.as_secs_f64(),
+                total as f64 / t.as_secs_f64(),
+                mib(now),
+                mib(peak),
+            );
+            took.push(t);
+            rss.push(now);
+            peaks.push(peak);
+        }
+        let (a, lo, hi) = median(took);
+        println!(
+            "serve --audit --audit-cpu {share}: all audited after median {} (min {}, max {}); RSS then median {}; peak median {}",
+            s(a),
+            s(lo),
+            s(hi),
+            mib(median(rss).0),
+            mib(median(peaks).0),
+        );
+    }
     let _ = std::fs::remove_dir_all(&dir);
     drop(api);
     runtime.shutdown_background();
