@@ -743,7 +743,7 @@ pub struct Snapshot {
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ListView {
-    /// `customresourcedefinitions` or `compositeresourcedefinitions`.
+    /// The collection: `customresourcedefinitions`, `compositions`, ...
     pub resource: &'static str,
     /// Objects in the index.
     pub objects: usize,

@@ -30,7 +30,7 @@ use super::schemas::ServedSchemas;
 use crate::audit::{self, Dependencies, Inventory, Job, Reason};
 use crate::budget::{Budget, Cancel, Limits};
 use crate::checks::schema_aware::lookup::{SchemaInfo, SchemaSource};
-use crate::cluster::ListStatus;
+use crate::cluster::ListView;
 use crate::cluster::SchemaChange;
 use crate::cluster::compositions::{self, CompositionSink, CompositionWatch};
 use crate::cluster::entries::rfc3339;
@@ -558,7 +558,7 @@ impl Audit {
             })
             .collect();
         AuditView {
-            watch: WatchView {
+            watch: ListView {
                 resource: compositions::PLURAL,
                 objects: inventory.len(),
                 status: self.watch.status(),
@@ -731,7 +731,7 @@ fn lower_priority() -> &'static str {
 #[serde(rename_all = "camelCase")]
 pub struct AuditView {
     /// The watch on Compositions.
-    pub watch: WatchView,
+    pub watch: ListView,
     /// The validation thread's priority (`SCHED_IDLE`, `nice 19`).
     pub priority: &'static str,
     /// `--audit-cpu`.
@@ -753,19 +753,6 @@ pub struct AuditView {
     pub results: ResultsStatus,
     /// Each Composition.
     pub compositions: Vec<CompositionView>,
-}
-
-/// The watch on Compositions.
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct WatchView {
-    /// `compositions`.
-    pub resource: &'static str,
-    /// Compositions known.
-    pub objects: usize,
-    /// The watch.
-    #[serde(flatten)]
-    pub status: ListStatus,
 }
 
 /// One Composition.
