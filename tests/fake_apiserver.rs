@@ -18,7 +18,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::core::WatchEvent;
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
-use kubeapi::{FakeApiServer, Resource, Verb, crd};
+use kubeapi::{FakeApiServer, ListSource, PageCost, Resource, Verb, crd};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, ServerName};
 use serde_json::{Value, json};
@@ -197,6 +197,11 @@ async fn lists_in_pages_and_gets_by_name() {
         );
     }
     println!("a continued list query: {}", lists[1].query);
+    assert_eq!(
+        server.list_sources(Resource::Crds),
+        vec![ListSource::Etcd; 3],
+        "no resourceVersion: quorum reads"
+    );
 
     let object = api.get(&name(3)).await.expect("get");
     assert_eq!(object.spec.names.kind, "Thing3");
@@ -226,6 +231,99 @@ async fn lists_in_pages_and_gets_by_name() {
         ]
     );
     assert_token_on_every_request(&server);
+}
+
+/// Lists a collection to its end from `params`; the number of pages and the time taken.
+async fn list_to_the_end(
+    api: &Api<CustomResourceDefinition>,
+    mut params: ListParams,
+) -> (Vec<usize>, Duration) {
+    let started = Instant::now();
+    let mut pages = Vec::new();
+    loop {
+        let page = api.list(&params).await.expect("a page");
+        pages.push(page.items.len());
+        match page.metadata.continue_ {
+            Some(token) if !token.is_empty() => params = params.continue_token(&token),
+            _ => break,
+        }
+    }
+    (pages, started.elapsed())
+}
+
+#[tokio::test]
+async fn pages_from_etcd_cost_time_and_the_watch_cache_answers_whole_at_once() {
+    init();
+    let server = server_with(5).await;
+    server.set_etcd_page_cost(PageCost {
+        per_page: Duration::from_millis(100),
+        per_object: Duration::from_millis(20),
+    });
+    let api = crds(server.client().await);
+
+    // A quorum read: three pages of at most 2, each 100 ms plus 20 ms per object.
+    let (pages, took) = list_to_the_end(&api, ListParams::default().limit(2)).await;
+    assert_eq!(pages, [2, 2, 1]);
+    assert!(took >= Duration::from_millis(400), "{took:?}");
+    assert_eq!(
+        server.list_sources(Resource::Crds),
+        vec![ListSource::Etcd; 3]
+    );
+
+    // resourceVersion=0: the watch cache, no cost. (kube's client drops resourceVersion=0
+    // when a limit is set, so that pages are honoured: no limit here.)
+    server.clear_requests();
+    let (pages, took) = list_to_the_end(&api, ListParams::default().match_any()).await;
+    assert_eq!(pages, [5]);
+    assert!(took < Duration::from_millis(100), "{took:?}");
+    let lists = server.requests();
+    assert_eq!(lists.len(), 1);
+    assert_eq!(
+        lists[0].query,
+        "&resourceVersion=0&resourceVersionMatch=NotOlderThan"
+    );
+    assert_eq!(lists[0].list_source, Some(ListSource::WatchCache));
+    assert_eq!(
+        list_to_the_end(&api, ListParams::default().limit(2).match_any())
+            .await
+            .0,
+        [2, 2, 1],
+        "kube's client sends only the limit"
+    );
+    // Sent as is, `limit` is ignored with resourceVersion=0: the whole list, no continue.
+    server.clear_requests();
+    let client = server.client().await;
+    let path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    let (status, _, body) = raw_get(&client, &format!("{path}?limit=2&resourceVersion=0")).await;
+    assert_eq!(status, 200);
+    let list: Value = serde_json::from_slice(&body).expect("a list");
+    assert_eq!(list["items"].as_array().map(Vec::len), Some(5));
+    assert_eq!(list["metadata"], json!({"resourceVersion": "5"}));
+    assert_eq!(
+        server.list_sources(Resource::Crds),
+        [ListSource::WatchCache]
+    );
+
+    // Any other resourceVersion with a limit, or an exact match: etcd again.
+    server.clear_requests();
+    let exact = ListParams::default()
+        .at("3")
+        .matching(kube::api::VersionMatch::Exact);
+    assert_eq!(list_to_the_end(&api, exact).await.0, [5]);
+    let limited = ListParams::default().limit(4).at("3");
+    assert_eq!(list_to_the_end(&api, limited).await.0, [4, 1]);
+    assert_eq!(
+        server.list_sources(Resource::Crds),
+        vec![ListSource::Etcd; 3]
+    );
+
+    // Without a watch cache, resourceVersion=0 is read from etcd too, at its cost.
+    server.clear_requests();
+    server.set_watch_cache(false);
+    let (pages, took) = list_to_the_end(&api, ListParams::default().match_any()).await;
+    assert_eq!(pages, [5]);
+    assert!(took >= Duration::from_millis(200), "{took:?}");
+    assert_eq!(server.list_sources(Resource::Crds), [ListSource::Etcd]);
 }
 
 #[tokio::test]

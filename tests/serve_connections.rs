@@ -13,9 +13,10 @@ use http_body_util::Full;
 use hyper::client::conn::http2::SendRequest;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use rustls_pki_types::ServerName;
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
-use webhook::raw::{review_answer, review_request, until_closed};
+use webhook::raw::{post_head, read_response, review_answer, review_request, until_closed};
 use webhook::{Server, assert_healthy, review, start};
 
 /// An HTTP/2 connection (ALPN h2) on which nothing is sent; hyper answers the server's
@@ -120,6 +121,39 @@ async fn silent_tcp_connections_make_room_for_a_review() {
         "{closed_after:?}"
     );
     drop(silent);
+    assert_healthy(&mut server).await;
+}
+
+/// The header-read timeout runs from a head's first byte, not between requests: a kept-alive
+/// connection paused for longer than it still serves, while half a head then nothing is cut
+/// at the header-read timeout, long before the idle timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pause_between_requests_is_idle_time_a_stalled_head_is_not() {
+    let mut server = start(&["--header-read-timeout", "1s", "--idle-timeout", "20s"]);
+    let tls = server.client().connect().await.expect("connect");
+    let (mut rd, mut wr) = tokio::io::split(tls);
+    for (i, pause) in [0, 2500].into_iter().enumerate() {
+        tokio::time::sleep(Duration::from_millis(pause)).await;
+        let uid = format!("uid-pause-{i}");
+        let body = serde_json::to_vec(&review(&uid)).expect("json");
+        let mut request = post_head("/validate?timeout=10s", Some(body.len()));
+        request.extend_from_slice(&body);
+        wr.write_all(&request).await.expect("request sent");
+        let answer = read_response(&mut rd).await.response();
+        assert_eq!(answer["uid"], uid.as_str(), "after a pause of {pause} ms");
+        assert_eq!(answer["allowed"], true);
+    }
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let head = post_head("/validate?timeout=10s", Some(100));
+    wr.write_all(&head[..head.len() / 2])
+        .await
+        .expect("half a head sent");
+    let (stalled, how) = until_closed(&mut rd, Duration::from_secs(15)).await;
+    eprintln!("half a head after a pause: closed after {stalled:?} ({how})");
+    assert!(
+        stalled >= Duration::from_millis(800) && stalled < Duration::from_secs(4),
+        "{stalled:?}"
+    );
     assert_healthy(&mut server).await;
 }
 

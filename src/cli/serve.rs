@@ -88,7 +88,9 @@ pub(super) struct ServeArgs {
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = duration, env = "COMPOSITION_WEBHOOK_OPENAPI_REFRESH")]
     openapi_refresh: Duration,
 
-    /// CRDs and XRDs per list page (a page of large provider CRDs is held in memory at once).
+    /// Objects per list page when CRDs, MRDs, XRDs, Functions or Compositions are listed again
+    /// after a watch expired (a page of large provider CRDs is held in memory at once); the
+    /// first list comes whole from the API server's watch cache.
     #[arg(
         long,
         value_name = "N",

