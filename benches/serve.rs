@@ -17,6 +17,14 @@
 //! `testdata/example` (platform-ref-gcp network, 2 resources) is used instead.
 //! `SERVE_BENCH_COMPOSITION=<file as in manifest.json>` picks another corpus Composition.
 //!
+//! The server keeps a verdict cache (a Composition reviewed before, with the same schemas,
+//! gets the same answer without validation), so each level is measured twice: **cold**, every
+//! request a distinct Composition (its `metadata.name` ends in a number counted across the
+//! run, which validation reads and which changes no verdict, so the cache never hits), and
+//! **warm**, the same Composition every time (what a GitOps re-apply sends: after the first,
+//! every review is a hit). The cache's hit share per level, from the server's metrics, shows
+//! which was measured. The issue's targets are for cold.
+//!
 //! For each concurrency level (1, 8, 64), that many workers each open one TLS connection
 //! and one hyper HTTP/1.1 client connection and send reviews back to back on it; after a
 //! warm-up, several rounds are measured. Per level it prints throughput and p50/p99 latency
@@ -45,7 +53,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -81,6 +89,13 @@ const CORPUS_FILE: &str =
 
 /// The uid in the review template, overwritten in place per request (same length).
 const UID_PLACEHOLDER: &str = "00000000-0000-4000-8000-000000000000";
+
+/// The end of the Composition's name in the review template, overwritten in place per
+/// request (same length): a number for cold requests, zeros for warm ones.
+const NAME_PLACEHOLDER: &str = "zzzzzzzzzzzz";
+
+/// The next cold request's name number: never the same twice in a run.
+static COLD_NAMES: AtomicU64 = AtomicU64::new(1);
 
 /// How long one request may take before it counts as an error.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
@@ -345,11 +360,30 @@ fn review_of(object: &Value) -> Vec<u8> {
     serde_json::to_vec(&review).expect("JSON")
 }
 
-/// The review with its uid placeholder's offset.
+/// The review with its uid placeholder's offset and the name placeholder's offsets.
 struct Template {
     body: Vec<u8>,
     uid_at: usize,
+    name_at: Vec<usize>,
     expected_allowed: bool,
+}
+
+/// Which bodies a level sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Bodies {
+    /// Each request a Composition of its own: the verdict cache never hits.
+    Cold,
+    /// The same Composition every time: all hits after the first.
+    Warm,
+}
+
+impl Bodies {
+    fn name(self) -> &'static str {
+        match self {
+            Bodies::Cold => "cold",
+            Bodies::Warm => "warm",
+        }
+    }
 }
 
 impl Template {
@@ -362,18 +396,36 @@ impl Template {
             .map(|(i, _)| i)
             .collect();
         assert_eq!(hits.len(), 1, "the uid placeholder occurs once");
+        let needle = NAME_PLACEHOLDER.as_bytes();
+        let name_at: Vec<usize> = body
+            .windows(needle.len())
+            .enumerate()
+            .filter(|(_, w)| *w == needle)
+            .map(|(i, _)| i)
+            .collect();
+        assert!(!name_at.is_empty(), "the name placeholder occurs");
         Template {
             body,
             uid_at: hits[0],
+            name_at,
             expected_allowed,
         }
     }
 
-    /// The body with `uid` (36 bytes) in place of the placeholder.
-    fn with_uid(&self, uid: &str) -> Bytes {
+    /// The body with `uid` (36 bytes) in place of the uid placeholder, and the name's
+    /// number: the next cold one, or zeros.
+    fn body(&self, uid: &str, bodies: Bodies) -> Bytes {
         debug_assert_eq!(uid.len(), UID_PLACEHOLDER.len());
         let mut body = self.body.clone();
         body[self.uid_at..self.uid_at + uid.len()].copy_from_slice(uid.as_bytes());
+        let number = match bodies {
+            Bodies::Cold => COLD_NAMES.fetch_add(1, Ordering::Relaxed),
+            Bodies::Warm => 0,
+        };
+        let suffix = format!("{number:012}");
+        for &at in &self.name_at {
+            body[at..at + suffix.len()].copy_from_slice(suffix.as_bytes());
+        }
         Bytes::from(body)
     }
 }
@@ -603,6 +655,7 @@ async fn connect(client: &webhook::Client) -> Result<SendRequest<Full<Bytes>>, S
 async fn review_once(
     sender: &mut SendRequest<Full<Bytes>>,
     template: &Template,
+    bodies: Bodies,
     uid: &str,
 ) -> Result<(), String> {
     sender
@@ -616,7 +669,7 @@ async fn review_once(
         .header("content-type", "application/json")
         .header("accept", "application/json, */*")
         .header("user-agent", "kube-apiserver-admission")
-        .body(Full::new(template.with_uid(uid)))
+        .body(Full::new(template.body(uid, bodies)))
         .expect("request");
     let response = sender
         .send_request(request)
@@ -674,6 +727,7 @@ async fn worker(
     client: webhook::Client,
     mut sender: SendRequest<Full<Bytes>>,
     template: Arc<Template>,
+    bodies: Bodies,
     epoch: Instant,
     stop: Arc<AtomicBool>,
 ) -> WorkerResult {
@@ -687,13 +741,15 @@ async fn worker(
         seq += 1;
         let uid = uid(id, seq);
         let started = Instant::now();
-        let result =
-            match tokio::time::timeout(REQUEST_TIMEOUT, review_once(&mut sender, &template, &uid))
-                .await
-            {
-                Ok(r) => r,
-                Err(_) => Err(format!("no answer within {REQUEST_TIMEOUT:?}")),
-            };
+        let result = match tokio::time::timeout(
+            REQUEST_TIMEOUT,
+            review_once(&mut sender, &template, bodies, &uid),
+        )
+        .await
+        {
+            Ok(r) => r,
+            Err(_) => Err(format!("no answer within {REQUEST_TIMEOUT:?}")),
+        };
         let done = Instant::now();
         match result {
             Ok(()) => out.samples.push(Sample {
@@ -735,6 +791,9 @@ struct Round {
 /// Figures of one level.
 struct Level {
     concurrency: usize,
+    bodies: Bodies,
+    /// The verdict cache's hits and lookups during the level.
+    cache: (f64, f64),
     rounds: Vec<Round>,
     reviews: usize,
     errors: usize,
@@ -758,10 +817,12 @@ async fn run_level(
     server: &webhook::Server,
     template: Arc<Template>,
     concurrency: usize,
+    bodies: Bodies,
     settings: &Settings,
     ticks: f64,
 ) -> Level {
     let client = server.client();
+    let cache_before = cache_lookups(server).await;
     let mut senders = Vec::with_capacity(concurrency);
     for _ in 0..concurrency {
         senders.push(
@@ -781,6 +842,7 @@ async fn run_level(
                 client.clone(),
                 sender,
                 template.clone(),
+                bodies,
                 epoch,
                 stop.clone(),
             ))
@@ -828,8 +890,14 @@ async fn run_level(
     }
     let per_review = |d: Duration| d.checked_div(reviews.max(1) as u32).unwrap_or_default();
     let (rss_kib, hwm_kib) = (server.rss_kib(), server.peak_rss_kib());
+    let cache_after = cache_lookups(server).await;
     Level {
         concurrency,
+        bodies,
+        cache: (
+            cache_after.0 - cache_before.0,
+            cache_after.1 - cache_before.1,
+        ),
         rounds,
         reviews,
         errors,
@@ -839,6 +907,22 @@ async fn run_level(
         rss_kib,
         hwm_kib,
     }
+}
+
+/// The verdict cache's hits and lookups so far, from the server's metrics.
+async fn cache_lookups(server: &webhook::Server) -> (f64, f64) {
+    let mut hits = 0.0;
+    let mut all = 0.0;
+    for result in ["hit", "miss", "stale"] {
+        let sample =
+            format!("composition_webhook_verdict_cache_lookups_total{{result=\"{result}\"}}");
+        let n = webhook::metric(server, &sample).await.unwrap_or(0.0);
+        all += n;
+        if result == "hit" {
+            hits = n;
+        }
+    }
+    (hits, all)
 }
 
 /// Median, min and max.
@@ -891,8 +975,17 @@ fn measure(
     );
     let mut levels = Vec::new();
     for &c in &settings.levels {
-        let level = runtime.block_on(run_level(&server, template.clone(), c, settings, ticks));
-        levels.push(level);
+        for bodies in [Bodies::Cold, Bodies::Warm] {
+            let level = runtime.block_on(run_level(
+                &server,
+                template.clone(),
+                c,
+                bodies,
+                settings,
+                ticks,
+            ));
+            levels.push(level);
+        }
     }
     let load_after = loadavg();
     print_server_problems(&server);
@@ -900,8 +993,10 @@ fn measure(
     drop(runtime);
 
     println!(
-        "   {:>4} | {:>26} | {:>22} | {:>22} | {:>7} | {:>6} | {:>11} | {:>11} | {:>14}",
+        "   {:>4} | {:>4} | {:>5} | {:>26} | {:>22} | {:>22} | {:>7} | {:>6} | {:>11} | {:>11} | {:>14}",
         "conc",
+        "body",
+        "hits",
         "reviews/s med [min-max]",
         "p50 ms med [min-max]",
         "p99 ms med [min-max]",
@@ -917,8 +1012,10 @@ fn measure(
         let (p50, p50a, p50b) = summary(l.rounds.iter().map(|r| r.p50_ms));
         let (p99, p99a, p99b) = summary(l.rounds.iter().map(|r| r.p99_ms));
         println!(
-            "   {:>4} | {:>7.0} [{:>7.0}-{:>7.0}] | {:>6.2} [{:>5.2}-{:>5.2}] | {:>6.2} [{:>5.2}-{:>5.2}] | {:>7} | {:>6} | {:>8.0} µs | {:>8.0} µs | {:>6.1} ({:>5.1})",
+            "   {:>4} | {:>4} | {:>4.0}% | {:>7.0} [{:>7.0}-{:>7.0}] | {:>6.2} [{:>5.2}-{:>5.2}] | {:>6.2} [{:>5.2}-{:>5.2}] | {:>7} | {:>6} | {:>8.0} µs | {:>8.0} µs | {:>6.1} ({:>5.1})",
             l.concurrency,
+            l.bodies.name(),
+            100.0 * l.cache.0 / l.cache.1.max(1.0),
             t,
             t0,
             t1,
@@ -941,29 +1038,42 @@ fn measure(
         }
     }
     println!("   load average after: {load_after}");
-    let at8 = levels.iter().find(|l| l.concurrency == 8);
-    if let Some(l) = at8 {
+    // The targets (issue 20) are for cold bodies: every review validated.
+    let met = |ok: bool| if ok { "met" } else { "MISSED" };
+    let cold = |c: usize| {
+        levels
+            .iter()
+            .find(|l| l.concurrency == c && l.bodies == Bodies::Cold)
+    };
+    if let Some(l) = cold(8) {
+        let (t, _, _) = summary(l.rounds.iter().map(|r| r.throughput));
         let (p99, _, _) = summary(l.rounds.iter().map(|r| r.p99_ms));
         println!(
-            "   target p99 < 5 ms at concurrency 8: {p99:.2} ms, {}",
-            if p99 < 5.0 { "met" } else { "MISSED" }
+            "   target cold, concurrency 8: >= 3000 reviews/s: {t:.0}/s, {}; p99 < 4 ms: {p99:.2} ms, {}",
+            met(t >= 3000.0),
+            met(p99 < 4.0)
         );
     }
-    let best = levels
-        .iter()
-        .map(|l| summary(l.rounds.iter().map(|r| r.throughput)).0)
-        .fold(0.0, f64::max);
-    println!(
-        "   target >= 2000 reviews/s: best median {best:.0}/s, {}",
-        if best >= 2000.0 { "met" } else { "MISSED" }
-    );
+    if let Some(l) = cold(1) {
+        let (p99, _, _) = summary(l.rounds.iter().map(|r| r.p99_ms));
+        println!(
+            "   target cold, concurrency 1: p99 < 1 ms: {p99:.2} ms, {}",
+            met(p99 < 1.0)
+        );
+    }
     errors
 }
 
 fn main() {
     let settings = Settings::load();
     let case = case();
-    let manifest = case.composition.clone();
+    let mut manifest = case.composition.clone();
+    // The name's end is where cold requests differ.
+    let name = manifest["metadata"]["name"]
+        .as_str()
+        .unwrap_or("c")
+        .to_string();
+    manifest["metadata"]["name"] = json!(format!("{name}-{NAME_PLACEHOLDER}"));
     let body = review_of(&as_created(&manifest));
     let measured = in_process(&case, &body);
     let (allowed, warnings) = (measured.allowed, measured.warnings);

@@ -818,6 +818,8 @@ fn registered_metrics() -> BTreeMap<String, (String, BTreeSet<String>)> {
     metrics.set_audit_findings("c", 1, 0);
     metrics.set_audit_queue(0);
     metrics.audit_validated("new");
+    metrics.verdict_cache_lookup("hit");
+    metrics.set_verdict_cache(1, 1);
     let (recorder, task) = ApiCallRecorder::new(metrics.clone());
     recorder.record(ApiCall {
         labels: ApiCallLabels {

@@ -48,6 +48,8 @@ fn cpu_share(s: &str) -> Result<f64, String> {
 const MIN_BODY_BYTES: usize = 4096;
 /// The largest `--max-body-bytes` (the API server sends at most 3 MiB per object).
 const MAX_BODY_BYTES: usize = 1 << 30;
+/// The largest `--verdict-cache-bytes`.
+const MAX_VERDICT_CACHE_BYTES: usize = 64 << 30;
 /// The largest `--body-memory-bytes`.
 const MAX_BODY_MEMORY_BYTES: usize = 64 << 30;
 
@@ -228,6 +230,11 @@ pub(super) struct ServeArgs {
     #[arg(long, value_name = "BYTES", default_value_t = Limits::DEFAULT.memory_bytes, value_parser = review_memory, env = "COMPOSITION_WEBHOOK_REVIEW_MEMORY_BYTES")]
     review_memory_bytes: usize,
 
+    /// Memory the verdict cache may hold, in bytes (0 turns it off): the answers of
+    /// Compositions reviewed before, given again while the schemas they used are unchanged.
+    #[arg(long, value_name = "BYTES", default_value_t = server::verdicts::DEFAULT_BYTES, value_parser = count(0, MAX_VERDICT_CACHE_BYTES), env = "COMPOSITION_WEBHOOK_VERDICT_CACHE_BYTES")]
+    verdict_cache_bytes: usize,
+
     /// Connections served at once on the admission port (1 to 1000000); when all are taken,
     /// the longest idle one is closed to make room.
     #[arg(
@@ -363,6 +370,7 @@ pub(super) fn run(args: &ServeArgs) -> u8 {
             memory_bytes: args.review_memory_bytes,
             ..Limits::DEFAULT
         },
+        verdict_cache_bytes: args.verdict_cache_bytes,
         limits: https::ConnectionLimits {
             handshake_timeout: args.handshake_timeout,
             header_read_timeout: args.header_read_timeout,

@@ -14,7 +14,8 @@
 //! - [`compositions`]: a watch on Compositions, for the background audit of `serve --audit`.
 //!
 //! [`ClusterSchemas::changes`] tells the audit which kinds' schemas changed (and when the
-//! Functions did), so that it validates again only the Compositions that use them.
+//! Functions did), so that it validates again only the Compositions that use them; the same
+//! changes bump the [`generations`] the server's verdict cache checks.
 //!
 //! [`ca_bundle`] keeps a self-signed CA in the webhook's own ValidatingWebhookConfiguration.
 //!
@@ -29,6 +30,7 @@ pub mod definitions;
 pub mod entries;
 pub mod fetch;
 pub mod functions;
+pub mod generations;
 pub mod index;
 pub mod openapi;
 pub mod watch;
@@ -247,6 +249,7 @@ pub(crate) struct Shared {
     fetches: mpsc::UnboundedSender<(Key, Summary)>,
     functions: functions::Functions,
     changes: broadcast::Sender<SchemaChange>,
+    generations: generations::Generations,
 }
 
 impl Shared {
@@ -260,6 +263,7 @@ impl Shared {
             fetches,
             functions: functions::Functions::default(),
             changes: broadcast::channel(CHANGES_CAPACITY).0,
+            generations: generations::Generations::default(),
         });
         (shared, rx)
     }
@@ -328,6 +332,7 @@ impl Shared {
     /// Tells the receivers of [`ClusterSchemas::changes`] that `kinds` changed.
     fn kinds_changed(&self, kinds: BTreeSet<Key>) {
         if !kinds.is_empty() {
+            self.generations.kinds_changed(&kinds);
             // No receiver (no audit) is not an error.
             let _ = self.changes.send(SchemaChange::Kinds(kinds));
         }
@@ -335,6 +340,7 @@ impl Shared {
 
     /// Tells the receivers of [`ClusterSchemas::changes`] that the Functions changed.
     fn functions_changed(&self) {
+        self.generations.functions_changed();
         let _ = self.changes.send(SchemaChange::Functions);
     }
 }
@@ -424,6 +430,18 @@ impl ClusterSchemas {
     /// than a thousand changes behind gets `Lagged`: it must assume everything changed.
     pub fn changes(&self) -> broadcast::Receiver<SchemaChange> {
         self.shared.changes.subscribe()
+    }
+
+    /// The generation counters of the schemas, bumped with every [`SchemaChange`].
+    pub fn generations(&self) -> &generations::Generations {
+        &self.shared.generations
+    }
+
+    /// Whether a lookup of a built-in kind of `group`, `version` may answer from a failure to
+    /// read the API server's OpenAPI v3 (the embedded schema, or not found), which is retried
+    /// only when a lookup asks again.
+    pub fn openapi_failing(&self, group: &str, version: &str) -> bool {
+        self.shared.lock().openapi.failing(group, version)
     }
 
     /// The served versions of the CRD `name`, if the cluster has it (as last listed).

@@ -337,6 +337,16 @@ impl OpenApi {
         self.documents.get_mut(path)
     }
 
+    /// Whether a lookup of a kind of `group`, `version` may answer from a failed fetch (of
+    /// the index, or of the group version's document).
+    pub(crate) fn failing(&self, group: &str, version: &str) -> bool {
+        self.index.failure.is_some()
+            || self
+                .documents
+                .get(&document_path(group, version))
+                .is_some_and(|d| d.failure.is_some())
+    }
+
     /// The failed index's failure, also for the documents waiting for it (in `state`).
     fn index_failed(&mut self, state: State, failure: Failure, fail_on_data_errors: bool) {
         if self.index.paths.is_none() {

@@ -25,6 +25,7 @@ use super::metrics::{Metrics, Outcome, ReviewLabels};
 use super::review::{self, Answer, Echo, ReviewError};
 use super::schemas::ServedSchemas;
 use crate::budget::{Budget, Cancel, Limits};
+use crate::checks::schema_aware::lookup::SchemaSource;
 use crate::mode::Mode;
 
 /// What the review handler needs.
@@ -43,6 +44,8 @@ pub struct ReviewState {
     pub workers: Arc<Semaphore>,
     /// The memory and work one review may take.
     pub limits: Limits,
+    /// Answers of Compositions reviewed before.
+    pub verdicts: super::verdicts::Verdicts,
     /// Returns the memory a worker's thread has freed to the system (the allocator's), called
     /// after a review that held much of its budget: a thread that then idles would keep it.
     pub release_memory: Option<fn()>,
@@ -268,9 +271,9 @@ async fn handle(
                     );
                     return Ok((operation, decision));
                 }
-                let decision = admission::decide(
+                let decide = |request: review::Request, schemas: &dyn SchemaSource| admission::decide(
                     request,
-                    schemas.as_ref(),
+                    schemas,
                     state.default_mode,
                     state.rendered,
                     budget,
@@ -282,6 +285,13 @@ async fn handle(
                             .then(|| admission::deadline_answer(mode, name, budget))
                     },
                 );
+                // Past the deadline the answer goes by the mode, even for a Composition
+                // answered before.
+                let decision = if Instant::now() >= deadline {
+                    decide(request, schemas.as_ref())
+                } else {
+                    state.verdicts.decide(request, state.schemas.as_ref(), schemas.as_ref(), decide)
+                };
                 Ok::<_, ReviewError>((operation, decision))
                 }));
                 if peak > limits.memory_bytes / 4

@@ -85,6 +85,11 @@ struct AuditReasonLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CacheResultLabels {
+    result: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ReloadLabels {
     result: &'static str,
 }
@@ -147,6 +152,9 @@ pub struct Metrics {
     audit_findings: Family<AuditFindingLabels, Gauge>,
     audit_queue: Gauge,
     audit_validations: Family<AuditReasonLabels, Counter>,
+    verdict_cache: Family<CacheResultLabels, Counter>,
+    verdict_cache_entries: Gauge,
+    verdict_cache_bytes: Gauge,
 }
 
 impl Default for Metrics {
@@ -176,6 +184,9 @@ impl Metrics {
             audit_findings: Family::default(),
             audit_queue: Gauge::<i64, AtomicI64>::default(),
             audit_validations: Family::default(),
+            verdict_cache: Family::default(),
+            verdict_cache_entries: Gauge::<i64, AtomicI64>::default(),
+            verdict_cache_bytes: Gauge::<i64, AtomicI64>::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -261,6 +272,22 @@ impl Metrics {
             "Audit validations, by why they ran: new, changed, schemas, functions, retry",
             m.audit_validations.clone(),
         );
+        registry.register(
+            "verdict_cache_lookups",
+            "Reviews of Compositions looked up in the verdict cache, by result: hit (answered from it), miss (no entry), stale (an entry whose schemas changed since)",
+            m.verdict_cache.clone(),
+        );
+        registry.register(
+            "verdict_cache_entries",
+            "Answers held in the verdict cache",
+            m.verdict_cache_entries.clone(),
+        );
+        registry.register_with_unit(
+            "verdict_cache",
+            "Memory the verdict cache's entries take, as estimated against --verdict-cache-bytes",
+            prometheus_client::registry::Unit::Bytes,
+            m.verdict_cache_bytes.clone(),
+        );
         Metrics { registry, ..m }
     }
 
@@ -337,6 +364,21 @@ impl Metrics {
                 severity,
             });
         }
+    }
+
+    /// Counts a verdict cache lookup: `hit`, `miss` or `stale`.
+    pub fn verdict_cache_lookup(&self, result: &'static str) {
+        self.verdict_cache
+            .get_or_create(&CacheResultLabels { result })
+            .inc();
+    }
+
+    /// Sets the verdict cache's entries and bytes.
+    pub fn set_verdict_cache(&self, entries: usize, bytes: usize) {
+        self.verdict_cache_entries
+            .set(i64::try_from(entries).unwrap_or(i64::MAX));
+        self.verdict_cache_bytes
+            .set(i64::try_from(bytes).unwrap_or(i64::MAX));
     }
 
     /// Sets how many Compositions wait to be audited.

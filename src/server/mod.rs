@@ -7,6 +7,8 @@
 //! - [`warnings`]: warnings shaped as the API server and kubectl need them;
 //! - [`deadline`]: the time a review may take (`?timeout=`);
 //! - [`handler`]: `POST /validate` (body limits, blocking pool, deadline);
+//! - [`verdicts`]: the verdict cache (answers again for a Composition reviewed before, while
+//!   the schemas it used are unchanged);
 //! - [`connections`]: the accept loop of both ports (connection cap, timeouts, room made by
 //!   closing idle connections, graceful drain);
 //! - [`https`]: the admission port (TLS);
@@ -34,6 +36,7 @@ pub mod operations;
 pub mod review;
 pub mod schemas;
 pub mod tls;
+pub mod verdicts;
 pub mod warnings;
 
 use std::future::Future;
@@ -108,6 +111,8 @@ pub struct ServeConfig {
     pub workers: usize,
     /// The memory and work one review may take.
     pub review_limits: crate::budget::Limits,
+    /// Bytes the verdict cache may hold (0: no cache).
+    pub verdict_cache_bytes: usize,
     /// Returns freed memory to the system after a large review (the allocator's collect).
     pub release_memory: Option<fn()>,
     /// Connection limits of the admission port.
@@ -242,6 +247,7 @@ pub async fn run(
         )),
         workers: Arc::new(Semaphore::new(config.workers.max(1))),
         limits: config.review_limits,
+        verdicts: verdicts::Verdicts::new(config.verdict_cache_bytes, metrics.clone()),
         release_memory: config.release_memory,
         metrics: metrics.clone(),
         change_impact: config.change_impact.clone(),

@@ -38,6 +38,27 @@ pub trait ServedSchemas: Send + Sync {
     fn crd_versions(&self, _name: &str) -> Option<Vec<String>> {
         None
     }
+    /// How many times `of` has changed so far, for the verdict cache (always 0 for files,
+    /// which never change).
+    fn generation(&self, _of: Generation<'_>) -> u64 {
+        0
+    }
+    /// Whether lookups of the built-in kinds of `group`, `version` may answer from a failure
+    /// that only a later lookup retries (never for files): such answers are not cached.
+    fn retried_on_lookup(&self, _group: &str, _version: &str) -> bool {
+        false
+    }
+}
+
+/// What a schema generation is counted for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Generation<'a> {
+    /// Any schema or the Functions: bumped with each of the others.
+    Any,
+    /// The schema of a kind (group, kind).
+    Kind(&'a str, &'a str),
+    /// The installed Functions.
+    Functions,
 }
 
 /// Schemas from `--crds` files, loaded once.
@@ -100,5 +121,18 @@ impl ServedSchemas for ClusterSchemas {
 
     fn crd_versions(&self, name: &str) -> Option<Vec<String>> {
         ClusterSchemas::crd_versions(self, name)
+    }
+
+    fn generation(&self, of: Generation<'_>) -> u64 {
+        let g = self.generations();
+        match of {
+            Generation::Any => g.any(),
+            Generation::Kind(group, kind) => g.kind(group, kind),
+            Generation::Functions => g.functions(),
+        }
+    }
+
+    fn retried_on_lookup(&self, group: &str, version: &str) -> bool {
+        self.openapi_failing(group, version)
     }
 }
