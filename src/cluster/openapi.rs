@@ -1165,6 +1165,7 @@ mod tests {
     #[test]
     fn a_refused_index_falls_back_to_the_embedded_schemas_until_the_backoff_ends() {
         let (schemas, mut jobs) = source();
+        assert!(!schemas.openapi_failing("apps", "v1"));
         {
             let mut inner = schemas.shared.lock();
             let error = EntryError::now(ErrorClass::Data, "refused");
@@ -1184,6 +1185,8 @@ mod tests {
             })
         );
         assert_eq!(info.crd_name, "Deployment.apps");
+        // Such answers are not for the verdict cache: only a lookup retries the index.
+        assert!(schemas.openapi_failing("apps", "v1"));
         // A kind the embedded documents lack is not found.
         assert!(matches!(
             resolve_by(&schemas, Instant::now()),
