@@ -27,9 +27,8 @@
 //! `CLUSTER_BENCH_SERVE_ARGS` (more
 //! arguments for `serve`, e.g. `--no-render`), `CLUSTER_BENCH_PAGE_MS` and
 //! `CLUSTER_BENCH_OBJECT_MS` (the cost of an etcd page: default 25 and 1),
-//! `CLUSTER_BENCH_WATCH_CACHE=0` (an API server without a watch cache: every list from etcd,
-//! in pages of `--list-page-size`, as the webhook's lists were before they asked for
-//! `resourceVersion=0`).
+//! `CLUSTER_BENCH_WATCH_CACHE=0` (an API server without a watch cache: every list read from
+//! etcd at the page cost, `resourceVersion=0` included).
 //!
 //! Run with `cargo bench --bench cluster`.
 
