@@ -46,7 +46,10 @@
 //! - `SERVE_BENCH_CONCURRENCY` (`--concurrency`, default `1,8,64`);
 //! - `SERVE_BENCH_PIN` (`--pin`, `0`, `1` or `both`, default `0`);
 //! - `SERVE_BENCH_WORKERS` (`--workers`): the server's `--workers` (default: its own);
-//! - `SERVE_BENCH_BIN`: another `composition-webhook` binary to measure (to compare builds).
+//! - `SERVE_BENCH_BIN`: another `composition-webhook` binary to measure (to compare builds);
+//! - `SERVE_BENCH_IN_PROCESS` (`--in-process N`): only decode and decide the review N times
+//!   in-process after one warm-up review, print the mean per review and exit, without the
+//!   server (for profiles: `valgrind --tool=callgrind --toggle-collect='*serve::repeat*'`).
 //!
 //! Run with `cargo bench --bench serve`.
 
@@ -73,6 +76,11 @@ use hyper_util::rt::TokioIo;
 use kube_core::DynamicObject;
 use kube_core::admission::AdmissionReview;
 use serde_json::{Value, json};
+
+/// The server's allocator, so that the in-process figures are the server's (and budgets count).
+#[global_allocator]
+static GLOBAL: composition_webhook::budget::CountingAllocator<mimalloc::MiMalloc> =
+    composition_webhook::budget::CountingAllocator(mimalloc::MiMalloc);
 
 /// The corpus and the example are Crossplane v1 Compositions (Resources mode): v1.17.0's
 /// Composition API, as the webhook's defaults are.
@@ -122,6 +130,8 @@ struct Settings {
     levels: Vec<usize>,
     pin: Pin,
     workers: Option<usize>,
+    /// Only decode and decide the review this many times in-process.
+    in_process: Option<usize>,
 }
 
 impl Settings {
@@ -134,6 +144,7 @@ impl Settings {
             "concurrency",
             "pin",
             "workers",
+            "in_process",
         ]
         .iter()
         .filter_map(|k| {
@@ -147,12 +158,18 @@ impl Settings {
             let arg = &args[i];
             if let Some(flag) = arg.strip_prefix("--") {
                 let (key, value) = match flag.split_once('=') {
-                    Some((k, v)) => (k.to_string(), Some(v.to_string())),
-                    None => (flag.to_string(), args.get(i + 1).cloned()),
+                    Some((k, v)) => (k.replace('-', "_"), Some(v.to_string())),
+                    None => (flag.replace('-', "_"), args.get(i + 1).cloned()),
                 };
                 let known = matches!(
                     key.as_str(),
-                    "seconds" | "rounds" | "warmup" | "concurrency" | "pin" | "workers"
+                    "seconds"
+                        | "rounds"
+                        | "warmup"
+                        | "concurrency"
+                        | "pin"
+                        | "workers"
+                        | "in_process"
                 );
                 if known && let Some(value) = value {
                     if !flag.contains('=') {
@@ -170,6 +187,7 @@ impl Settings {
             levels: vec![1, 8, 64],
             pin: Pin::Off,
             workers: None,
+            in_process: None,
         };
         let bad = |k: &str, v: &str| -> ! { panic!("invalid {k} {v:?}") };
         for (k, v) in values {
@@ -192,6 +210,7 @@ impl Settings {
                     }
                 }
                 "workers" => s.workers = Some(v.parse().unwrap_or_else(|_| bad(&k, &v))),
+                "in_process" => s.in_process = Some(v.parse().unwrap_or_else(|_| bad(&k, &v))),
                 _ => {}
             }
         }
@@ -451,10 +470,8 @@ struct InProcess {
     kube_core: Duration,
 }
 
-/// What the server should answer, decided by the library in-process, and how long that
-/// takes on one thread (salvage, decode, decide, encode: the server's work minus HTTP and
-/// TLS), with a breakdown by stage.
-fn in_process(case: &Case, body: &[u8]) -> InProcess {
+/// The warm schemas of the case, as the server holds them.
+fn catalog_of(case: &Case) -> Catalog {
     let mut catalog = Catalog::new();
     for file in &case.schema_files {
         let source = file.display().to_string();
@@ -464,25 +481,59 @@ fn in_process(case: &Case, body: &[u8]) -> InProcess {
                 .unwrap_or_else(|e| panic!("{source}: {e}"));
         }
     }
-    let once = || {
-        let echo = review::salvage(body);
-        let request =
-            review::decode(Some("application/json"), body, usize::MAX).expect("the review decodes");
-        let uid = request.uid.clone();
-        let decision = admission::decide(
-            request,
-            &catalog,
-            Mode::Loose,
-            true,
-            Duration::from_secs(9),
-            |_, _| None,
-        );
-        let allowed = decision.answer.allowed;
-        let warnings = decision.answer.warnings.len();
-        let out = review::encode(echo.answer_version(), &uid, decision.answer);
-        std::hint::black_box(out);
-        (allowed, warnings)
-    };
+    catalog
+}
+
+/// The server's work on one review, as the handler does it: salvage, decode, decide,
+/// encode. Returns whether it was allowed and how many warnings it had.
+fn review_in_process(catalog: &Catalog, body: &[u8]) -> (bool, usize) {
+    let echo = review::salvage(body);
+    let request =
+        review::decode(Some("application/json"), body, usize::MAX).expect("the review decodes");
+    let uid = request.uid.clone();
+    let decision = admission::decide(
+        request,
+        catalog,
+        Mode::Loose,
+        true,
+        Duration::from_secs(9),
+        |_, _| None,
+    );
+    let allowed = decision.answer.allowed;
+    let warnings = decision.answer.warnings.len();
+    let out = review::encode(echo.answer_version(), &uid, decision.answer);
+    std::hint::black_box(out);
+    (allowed, warnings)
+}
+
+/// `review_in_process` `n` times (not inlined, so that a profiler can collect it alone).
+#[inline(never)]
+fn repeat(catalog: &Catalog, body: &[u8], n: usize) {
+    for _ in 0..n {
+        std::hint::black_box(review_in_process(catalog, body));
+    }
+}
+
+/// `--in-process N`: the review decoded and decided N times after a warm-up, no server.
+fn in_process_only(case: &Case, body: &[u8], n: usize) {
+    let catalog = catalog_of(case);
+    let (allowed, warnings) = review_in_process(&catalog, body);
+    let started = Instant::now();
+    repeat(&catalog, body, n);
+    let elapsed = started.elapsed();
+    println!(
+        "{}: allowed={allowed} with {warnings} warnings; {n} reviews in-process (salvage+decode+decide+encode): {:.1} µs each",
+        case.label,
+        elapsed.as_secs_f64() * 1e6 / n.max(1) as f64
+    );
+}
+
+/// What the server should answer, decided by the library in-process, and how long that
+/// takes on one thread (salvage, decode, decide, encode: the server's work minus HTTP and
+/// TLS), with a breakdown by stage.
+fn in_process(case: &Case, body: &[u8]) -> InProcess {
+    let catalog = catalog_of(case);
+    let once = || review_in_process(&catalog, body);
     let (allowed, warnings) = once();
     let median = |f: &mut dyn FnMut()| {
         let mut times = Vec::new();
@@ -1075,6 +1126,10 @@ fn main() {
         .to_string();
     manifest["metadata"]["name"] = json!(format!("{name}-{NAME_PLACEHOLDER}"));
     let body = review_of(&as_created(&manifest));
+    if let Some(n) = settings.in_process {
+        in_process_only(&case, &body, n);
+        return;
+    }
     let measured = in_process(&case, &body);
     let (allowed, warnings) = (measured.allowed, measured.warnings);
     let template = Arc::new(Template::new(body, allowed));

@@ -285,11 +285,41 @@ pub fn join_path(prefix: &str, rest: &str) -> String {
         rest.to_string()
     } else if rest.is_empty() {
         prefix.to_string()
-    } else if rest.starts_with('[') {
-        format!("{prefix}{rest}")
     } else {
-        format!("{prefix}.{rest}")
+        // Pushed, not `format!`ed: paths are built for every field a review walks.
+        let mut joined = String::with_capacity(prefix.len() + 1 + rest.len());
+        joined.push_str(prefix);
+        if !rest.starts_with('[') {
+            joined.push('.');
+        }
+        joined.push_str(rest);
+        joined
     }
+}
+
+/// `path` followed by `[<inner>]`.
+fn bracketed(path: &str, inner: &str) -> String {
+    let mut out = String::with_capacity(path.len() + inner.len() + 2);
+    out.push_str(path);
+    out.push('[');
+    out.push_str(inner);
+    out.push(']');
+    out
+}
+
+/// The decimal digits of `i`, without the formatting machinery.
+fn decimal(mut i: usize, buf: &mut [u8; 20]) -> &str {
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (i % 10) as u8;
+        i /= 10;
+        if i == 0 {
+            break;
+        }
+    }
+    // Only ASCII digits were written.
+    std::str::from_utf8(&buf[at..]).unwrap_or_default()
 }
 
 /// Builds Kubernetes-style field paths (`field.Path`): `spec.resources[0].patches[1]`,
@@ -310,12 +340,12 @@ impl Path {
 
     /// `<self>[<i>]`.
     pub fn index(&self, i: usize) -> Self {
-        Path(format!("{}[{i}]", self.0))
+        Path(bracketed(&self.0, decimal(i, &mut [0; 20])))
     }
 
     /// `<self>[<key>]`.
     pub fn key(&self, key: &str) -> Self {
-        Path(format!("{}[{key}]", self.0))
+        Path(bracketed(&self.0, key))
     }
 
     /// The path as a string.
@@ -502,5 +532,12 @@ mod tests {
         let p = Path::new("spec").child("resources").index(0).key("a.b/c");
         assert_eq!(p.as_str(), "spec.resources[0][a.b/c]");
         assert_eq!(join_path("a", "[1].b"), "a[1].b");
+        assert_eq!(join_path("", "b"), "b");
+        assert_eq!(join_path("a", ""), "a");
+        assert_eq!(Path::new("s").index(10).index(907).as_str(), "s[10][907]");
+        assert_eq!(
+            Path::default().index(usize::MAX).as_str(),
+            format!("[{}]", usize::MAX)
+        );
     }
 }

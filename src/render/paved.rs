@@ -203,8 +203,14 @@ pub fn merge_value(
     value: Value,
     merge: Option<Merge>,
 ) -> Result<(), SetError> {
-    let merged = match (merge, get(object, path)) {
-        (Some(m), Ok(existing)) if !existing.is_null() && !value.is_null() => {
+    // Looked up only to merge, with `find`: a missing field (the common case) builds no
+    // error message.
+    let existing = match merge {
+        Some(_) => find(object, path).ok().flatten(),
+        None => None,
+    };
+    let merged = match (merge, existing) {
+        (Some(m), Some(existing)) if !existing.is_null() && !value.is_null() => {
             crate::budget::reserve_copy(existing)
                 .map_err(|e| SetError::Budget(format!("merging into {path}"), e))?;
             let mut dst = existing.clone();
