@@ -5,7 +5,7 @@
 //! entries of the kinds it touches: a new resourceVersion of a cached kind is fetched, a
 //! deleted definition is a data error.
 //!
-//! The first list of every watch ([`watch`]) is read from the API server's watch cache
+//! The first list of every watch (`watch`) is read from the API server's watch cache
 //! (`resourceVersion=0`, whole: 0.45 s instead of 1.4 s of quorum-read pages for 1,000 CRDs);
 //! once listed, a relist (after 410 Gone) is a quorum read in pages, so that what the index
 //! holds never goes back in time (another API server's cache may be behind).
