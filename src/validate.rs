@@ -29,6 +29,23 @@ pub struct Options {
     pub composition_api: schema::CompositionApi,
 }
 
+impl Options {
+    /// The options for a Composition the API server has already accepted (an admission
+    /// request, the cluster's Compositions for the audit and change impact): no API-server
+    /// checks, since it validated the object against its Composition CRD; and of the
+    /// Composition CRD's defaults, which it applied too, only the one an API server without a
+    /// default mode lacks: a Crossplane before Pipeline mode (v1.10 and older), whose
+    /// Compositions are in Resources mode.
+    pub fn admitted(default_mode: Mode, rendered: bool) -> Self {
+        Options {
+            default_mode,
+            as_api_server: false,
+            rendered,
+            composition_api: schema::CompositionApi::embedded(schema::CrossplaneVersion::V1),
+        }
+    }
+}
+
 impl Default for Options {
     /// Loose by default, checking as the API server would (for files), with rendered
     /// validation.

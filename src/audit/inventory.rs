@@ -340,6 +340,15 @@ impl Inventory {
         self.items.is_empty()
     }
 
+    /// The name and object of every Composition whose last validation looked up any of
+    /// `kinds`.
+    pub fn dependent_objects(&self, kinds: &BTreeSet<Kind>) -> Vec<(String, Arc<str>)> {
+        self.dependents(kinds)
+            .into_iter()
+            .map(|(name, item, _)| (name.to_string(), item.object.clone()))
+            .collect()
+    }
+
     /// The Compositions whose last validation looked up any of `kinds`, with that report.
     pub fn dependents(&self, kinds: &BTreeSet<Kind>) -> Vec<(&str, &Item, &Audited)> {
         self.items

@@ -28,7 +28,6 @@ use super::{
     no_composition_found, print, sarif, validate_files,
 };
 use crate::cluster::{ClusterOptions, ClusterSchemas, UntilDeadline, describe_api_error};
-use crate::schema::{CompositionApi, CrossplaneVersion};
 use crate::validate::{Options, Validator};
 
 /// Arguments of `audit`.
@@ -196,15 +195,8 @@ fn audit_listed(
     let server = schemas.server();
     let mut page = runtime.block_on(list_page(client, server, None))?;
     wait_for_schemas(schemas, args.wait)?;
-    let options = Options {
-        default_mode: args.check.mode.into(),
-        // The API server has validated every Composition against its Composition CRD.
-        as_api_server: false,
-        rendered: !args.check.no_render,
-        // Its defaults are applied too, but for a Crossplane before Pipeline mode (see
-        // `server::admission`).
-        composition_api: CompositionApi::embedded(CrossplaneVersion::V1),
-    };
+    // The API server has accepted every one of them.
+    let options = Options::admitted(args.check.mode.into(), !args.check.no_render);
     let mut results = Vec::new();
     loop {
         for item in page.items.drain(..) {

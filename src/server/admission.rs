@@ -107,22 +107,8 @@ pub fn decide(
             report: None,
         };
     }
-    let report = Validator::new(
-        schemas,
-        Options {
-            default_mode,
-            // The API server has validated the object against the Composition CRD.
-            as_api_server: false,
-            rendered,
-            // The API server has applied its own Composition CRD's defaults. The only one
-            // left to apply is for an API server whose CRD has no default mode: a Crossplane
-            // before Pipeline mode (v1.10 and older), whose Compositions are in Resources mode.
-            composition_api: crate::schema::CompositionApi::embedded(
-                crate::schema::CrossplaneVersion::V1,
-            ),
-        },
-    )
-    .validate_owned(Value::Object(object));
+    let report = Validator::new(schemas, Options::admitted(default_mode, rendered))
+        .validate_owned(Value::Object(object));
     // Stopped by the deadline or a cancellation: the answer goes by the mode, as for a
     // review that never started.
     if report.stopped.as_ref().is_some_and(|e| !e.is_input()) {

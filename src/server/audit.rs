@@ -37,7 +37,7 @@ use crate::cluster::entries::rfc3339;
 use crate::findings::Severity;
 use crate::mode::Mode;
 use crate::model::function::FunctionSet;
-use crate::schema::{CompositionApi, CrossplaneVersion, LookupError};
+use crate::schema::LookupError;
 use crate::validate::{Options, Report};
 
 /// How long one validation may take, waiting for schemas included (admission's default
@@ -300,12 +300,7 @@ impl Audit {
     /// The options of a validation: admission's ([`super::admission::decide`]), so that the
     /// audit's verdict is the one admission would answer now.
     fn validation_options(&self) -> Options {
-        Options {
-            default_mode: self.options.default_mode,
-            as_api_server: false,
-            rendered: self.options.rendered,
-            composition_api: CompositionApi::embedded(CrossplaneVersion::V1),
-        }
+        Options::admitted(self.options.default_mode, self.options.rendered)
     }
 
     // -----------------------------------------------------------------------------------

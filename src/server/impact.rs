@@ -32,20 +32,13 @@ impl Dependents for Mutex<Inventory> {
     fn dependents(&self, kinds: &BTreeSet<Kind>) -> Vec<(String, Arc<str>)> {
         self.lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .dependents(kinds)
-            .into_iter()
-            .map(|(name, item, _)| (name.to_string(), item.object.clone()))
-            .collect()
+            .dependent_objects(kinds)
     }
 }
 
 impl Dependents for super::audit::Audit {
     fn dependents(&self, kinds: &BTreeSet<Kind>) -> Vec<(String, Arc<str>)> {
-        self.inventory()
-            .dependents(kinds)
-            .into_iter()
-            .map(|(name, item, _)| (name.to_string(), item.object.clone()))
-            .collect()
+        self.inventory().dependent_objects(kinds)
     }
 }
 
@@ -106,15 +99,7 @@ pub fn decide(
     if dependents.is_empty() {
         return allowed(Vec::new());
     }
-    let options = Options {
-        default_mode,
-        as_api_server: false,
-        rendered,
-        // As admission validates them.
-        composition_api: crate::schema::CompositionApi::embedded(
-            crate::schema::CrossplaneVersion::V1,
-        ),
-    };
+    let options = Options::admitted(default_mode, rendered);
     let compositions = dependents.into_iter().filter_map(|(n, json)| {
         // Stored from a parsed object, so it parses.
         serde_json::from_str(&json).ok().map(|v| (n, v))
