@@ -26,103 +26,24 @@
 //!
 //! Run with `cargo bench --bench audit`.
 
+#[path = "common/cluster_data.rs"]
+mod cluster_data;
 #[path = "../tests/kubeapi/mod.rs"]
 mod kubeapi;
 #[path = "../tests/webhook/mod.rs"]
 mod webhook;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use cluster_data::{corpus_compositions, definitions, median, mib, renamed, setting};
 use kubeapi::{FakeApiServer, Resource, Verb};
 use serde_json::{Value, json};
 
-fn setting(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 fn project_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// Every YAML document under `dir` (recursively) whose kind is `kind`, by `metadata.name`
-/// (of several provider versions of one CRD, the largest).
-fn definitions(dir: &Path, kind: &str) -> BTreeMap<String, Value> {
-    let mut files = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let Ok(read) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for e in read.flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.extension().is_some_and(|x| x == "yaml" || x == "yml") {
-                files.push(p);
-            }
-        }
-    }
-    files.sort();
-    let mut out = BTreeMap::new();
-    for f in files {
-        let Ok(docs) = composition_webhook::document::load_path(&f) else {
-            continue;
-        };
-        for d in docs {
-            if d.value["kind"] == kind
-                && let Some(name) = d.value["metadata"]["name"].as_str()
-            {
-                let size = |v: &Value| serde_json::to_vec(v).map_or(0, |b| b.len());
-                if out.get(name).is_none_or(|old| size(old) < size(&d.value)) {
-                    out.insert(name.to_string(), d.value);
-                }
-            }
-        }
-    }
-    out
-}
-
-/// `crd` under the API group `b<n>.<group>`.
-fn renamed(crd: &Value, n: usize) -> Value {
-    let mut c = crd.clone();
-    let group = format!("b{n}.{}", crd["spec"]["group"].as_str().unwrap_or_default());
-    let plural = crd["spec"]["names"]["plural"].as_str().unwrap_or_default();
-    c["metadata"] = json!({"name": format!("{plural}.{group}")});
-    c["spec"]["group"] = json!(group);
-    c
-}
-
-/// The corpus' Compositions, each file once.
-fn corpus_compositions(corpus: &Path) -> Vec<Value> {
-    let manifest: Value = serde_json::from_slice(
-        &std::fs::read(corpus.join("manifest.json")).expect("corpus manifest.json"),
-    )
-    .expect("manifest JSON");
-    let mut out = Vec::new();
-    let mut seen = BTreeSet::new();
-    for entry in manifest["compositions"].as_array().into_iter().flatten() {
-        let Some(file) = entry["file"].as_str() else {
-            continue;
-        };
-        if !seen.insert(file.to_string()) {
-            continue;
-        }
-        let Ok(docs) = composition_webhook::document::load_path(&corpus.join(file)) else {
-            continue;
-        };
-        out.extend(
-            docs.into_iter()
-                .map(|d| d.value)
-                .filter(|v| v["kind"] == "Composition"),
-        );
-    }
-    out
 }
 
 /// A Function for each `functionRef.name` of the Compositions' pipelines.
@@ -145,10 +66,6 @@ fn functions(compositions: &[Value]) -> Vec<Value> {
                    "metadata": {"name": name}, "spec": {"package": package}})
         })
         .collect()
-}
-
-fn mib(kib: u64) -> String {
-    format!("{:.1} MiB", kib as f64 / 1024.0)
 }
 
 /// VmHWM of a process, in KiB; `None` once it is gone.
@@ -260,11 +177,6 @@ async fn serve_run(kubeconfig: &Path, total: usize, share: &str) -> (Duration, u
     }
 }
 
-fn median<T: PartialOrd + Copy>(mut v: Vec<T>) -> (T, T, T) {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
-    (v[v.len() / 2], v[0], v[v.len() - 1])
-}
-
 fn main() {
     // `cargo bench` passes `--bench`; nothing else is read from the arguments.
     let runs = setting("AUDIT_BENCH_RUNS", 5).max(1);
@@ -286,12 +198,16 @@ fn main() {
     while crds.len() < crd_total {
         crds.push(renamed(
             &originals[n % originals.len()],
+            "b",
             n / originals.len(),
         ));
         n += 1;
     }
     let xrds = definitions(&corpus.join("xrds"), "CompositeResourceDefinition");
-    let sources = corpus_compositions(&corpus);
+    let sources: Vec<Value> = corpus_compositions(&corpus)
+        .into_iter()
+        .map(|(_, c)| c)
+        .collect();
     let fns = functions(&sources);
     let compositions: Vec<Value> = (0..total)
         .map(|i| {

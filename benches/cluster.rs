@@ -32,108 +32,22 @@
 //!
 //! Run with `cargo bench --bench cluster`.
 
+#[path = "common/cluster_data.rs"]
+mod cluster_data;
 #[path = "../tests/kubeapi/mod.rs"]
 mod kubeapi;
 #[path = "../tests/webhook/mod.rs"]
 mod webhook;
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use cluster_data::{corpus_compositions, definitions, median, mib, renamed, setting};
 use http_body_util::{BodyExt, Full};
 use kubeapi::{FakeApiServer, PageCost, Resource, Verb};
 use serde_json::{Value, json};
 use webhook::{ScratchDir, Server, composition_review, project_dir};
-
-fn setting(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-/// Every YAML document under `dir` (recursively) whose kind is `kind`, by `metadata.name`
-/// (of several provider versions of one CRD, the largest).
-fn definitions(dir: &Path, kind: &str) -> BTreeMap<String, Value> {
-    let mut files = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let Ok(read) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for e in read.flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.extension().is_some_and(|x| x == "yaml" || x == "yml") {
-                files.push(p);
-            }
-        }
-    }
-    files.sort();
-    let mut out = BTreeMap::new();
-    for f in files {
-        let Ok(docs) = composition_webhook::document::load_path(&f) else {
-            continue;
-        };
-        for d in docs {
-            if d.value["kind"] == kind
-                && let Some(name) = d.value["metadata"]["name"].as_str()
-            {
-                let size = |v: &Value| serde_json::to_vec(v).map_or(0, |b| b.len());
-                if out.get(name).is_none_or(|old| size(old) < size(&d.value)) {
-                    out.insert(name.to_string(), d.value);
-                }
-            }
-        }
-    }
-    out
-}
-
-/// `crd` under the API group `<prefix><n>.<group>`.
-fn renamed(crd: &Value, prefix: &str, n: usize) -> Value {
-    let mut c = crd.clone();
-    let group = format!(
-        "{prefix}{n}.{}",
-        crd["spec"]["group"].as_str().unwrap_or_default()
-    );
-    let plural = crd["spec"]["names"]["plural"].as_str().unwrap_or_default();
-    c["metadata"] = json!({"name": format!("{plural}.{group}")});
-    c["spec"]["group"] = json!(group);
-    c
-}
-
-fn compositions(corpus: &Path) -> Vec<(String, Value)> {
-    let manifest: Value = serde_json::from_slice(
-        &std::fs::read(corpus.join("manifest.json")).expect("corpus manifest.json"),
-    )
-    .expect("manifest JSON");
-    let mut out = Vec::new();
-    let mut seen = std::collections::BTreeSet::new();
-    for entry in manifest["compositions"].as_array().into_iter().flatten() {
-        let Some(file) = entry["file"].as_str() else {
-            continue;
-        };
-        if !seen.insert(file.to_string()) {
-            continue;
-        }
-        let Ok(docs) = composition_webhook::document::load_path(&corpus.join(file)) else {
-            continue;
-        };
-        for d in docs {
-            if d.value["kind"] == "Composition" {
-                out.push((file.to_string(), d.value));
-            }
-        }
-    }
-    out
-}
-
-fn kib(n: u64) -> String {
-    format!("{:.1} MiB", n as f64 / 1024.0)
-}
 
 struct Run {
     ready: Duration,
@@ -250,11 +164,6 @@ async fn one_run(api: &FakeApiServer, kubeconfig: &Path, comps: &[(String, Value
     }
 }
 
-fn median<T: Ord + Copy>(mut v: Vec<T>) -> (T, T, T) {
-    v.sort();
-    (v[v.len() / 2], v[0], v[v.len() - 1])
-}
-
 fn main() {
     // `cargo bench` passes `--bench`; nothing else is read from the arguments.
     let runs = setting("CLUSTER_BENCH_RUNS", 5).max(1);
@@ -283,7 +192,7 @@ fn main() {
         .iter()
         .map(|c| serde_json::to_vec(c).map_or(0, |v| v.len()))
         .sum();
-    let mut comps = compositions(&corpus);
+    let mut comps = corpus_compositions(&corpus);
     // What Crossplane v2 makes of a provider's CRDs: Inactive MRDs with the CRDs' specs.
     let mrds: Vec<Value> = (0..setting("CLUSTER_BENCH_MRDS", 1000))
         .map(|i| {
@@ -362,10 +271,10 @@ fn main() {
                 "run {}: ready {:.0} ms, RSS {} ready (peak {}), {} after validating, peak {}; warm review p50 {:.2} ms p99 {:.2} ms; GETs during the warm pass: {}; entries: {}",
                 r + 1,
                 run.ready.as_secs_f64() * 1000.0,
-                kib(run.rss_ready),
-                kib(run.peak_ready),
-                kib(run.rss_validated),
-                kib(run.peak),
+                mib(run.rss_ready),
+                mib(run.peak_ready),
+                mib(run.rss_validated),
+                mib(run.peak),
                 run.p50.as_secs_f64() * 1000.0,
                 run.p99.as_secs_f64() * 1000.0,
                 run.warm_gets,
@@ -378,13 +287,13 @@ fn main() {
         let (a, lo, hi) = median(results.iter().map(|r| r.ready).collect());
         println!("time to ready:                 median {} (min {}, max {})", ms(a), ms(lo), ms(hi));
         let (a, lo, hi) = median(results.iter().map(|r| r.rss_ready).collect());
-        println!("RSS after sync:                median {} (min {}, max {})", kib(a), kib(lo), kib(hi));
+        println!("RSS after sync:                median {} (min {}, max {})", mib(a), mib(lo), mib(hi));
         let (a, lo, hi) = median(results.iter().map(|r| r.peak_ready).collect());
-        println!("peak RSS until ready:          median {} (min {}, max {})", kib(a), kib(lo), kib(hi));
+        println!("peak RSS until ready:          median {} (min {}, max {})", mib(a), mib(lo), mib(hi));
         let (a, lo, hi) = median(results.iter().map(|r| r.rss_validated).collect());
-        println!("RSS after every Composition:   median {} (min {}, max {})", kib(a), kib(lo), kib(hi));
+        println!("RSS after every Composition:   median {} (min {}, max {})", mib(a), mib(lo), mib(hi));
         let (a, lo, hi) = median(results.iter().map(|r| r.peak).collect());
-        println!("peak RSS:                      median {} (min {}, max {})", kib(a), kib(lo), kib(hi));
+        println!("peak RSS:                      median {} (min {}, max {})", mib(a), mib(lo), mib(hi));
         let (a, lo, hi) = median(results.iter().map(|r| r.p50).collect());
         println!("warm review p50:               median {} (min {}, max {})", ms2(a), ms2(lo), ms2(hi));
         let (a, lo, hi) = median(results.iter().map(|r| r.p99).collect());
