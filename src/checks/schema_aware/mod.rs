@@ -91,10 +91,10 @@ pub fn check(
 /// A readiness check's field path against the composed resource's schema, and its type
 /// against what the check compares (MatchInteger accepts a `number` field: Kubernetes
 /// stores whole numbers as integers).
-fn check_readiness(
-    rc: &ReadinessCheck,
-    schema: Option<&Schema>,
-    resolved: &Resolved,
+fn check_readiness<'a>(
+    rc: &'a ReadinessCheck,
+    schema: Option<&'a Schema>,
+    resolved: &Resolved<'a>,
     at: &dyn Fn() -> Path,
 ) -> Option<FieldError> {
     if rc.field_path.is_empty() {

@@ -3,6 +3,8 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::marker::PhantomData;
 
 use serde_json::Value;
 
@@ -62,47 +64,86 @@ pub struct PatchContext<'a> {
     /// `spec.patchSets` (or a function input's `patchSets`).
     pub patch_sets: &'a [PatchSet],
     /// Field paths already resolved during this check.
-    pub resolved: &'a Resolved,
+    pub resolved: &'a Resolved<'a>,
 }
 
 /// Field paths resolved on schemas, kept for one check of a resource set: a patch set's
-/// patches are resolved again for every template that uses it, mostly on the same schemas,
-/// and templates of one kind share their paths.
+/// patches are resolved again for every template that uses it.
+///
+/// Keyed by the addresses of the schema and of the path string, which both outlive the cache
+/// (`'p`) unchanged, so an address stands for one content; and addresses, unlike paths, are
+/// not the user's to choose, so a plain multiplicative hash is safe.
 #[derive(Debug, Default)]
-pub struct Resolved {
-    /// By the schema's address (0: no schema; the schemas outlive the check), then the path.
-    paths: RefCell<HashMap<usize, PathsOfSchema>>,
+pub struct Resolved<'p> {
+    paths: RefCell<ResolvedPaths>,
+    held: PhantomData<&'p str>,
 }
 
-/// The resolutions of paths on one schema.
-type PathsOfSchema = HashMap<String, Result<FieldType, PathError>>;
+/// Resolutions by the addresses of the schema (0: none) and of the path, and the path's
+/// length.
+type ResolvedPaths = HashMap<(usize, usize, usize), Result<FieldType, PathError>, AddressHash>;
 
-impl Resolved {
-    /// [`resolve`]: the same result, worked out once per schema and path.
-    pub fn resolve(&self, schema: Option<&Schema>, path: &str) -> Result<FieldType, PathError> {
-        let key = schema.map_or(0, |s| std::ptr::from_ref(s) as usize);
-        if let Some(found) = self.paths.borrow().get(&key).and_then(|m| m.get(path)) {
+impl<'p> Resolved<'p> {
+    /// [`resolve`]: the same result, worked out once per schema and path string.
+    pub fn resolve(
+        &self,
+        schema: Option<&'p Schema>,
+        path: &'p str,
+    ) -> Result<FieldType, PathError> {
+        let key = (
+            schema.map_or(0, |s| std::ptr::from_ref(s) as usize),
+            path.as_ptr() as usize,
+            path.len(),
+        );
+        if let Some(found) = self.paths.borrow().get(&key) {
             return found.clone();
         }
         let result = resolve(schema, path);
-        self.paths
-            .borrow_mut()
-            .entry(key)
-            .or_default()
-            .insert(path.to_string(), result.clone());
+        self.paths.borrow_mut().insert(key, result.clone());
         result
+    }
+}
+
+/// Hashes addresses (`FxHash`'s mixing step).
+type AddressHash = BuildHasherDefault<AddressHasher>;
+
+/// See [`AddressHash`].
+#[derive(Debug, Default)]
+struct AddressHasher(u64);
+
+impl Hasher for AddressHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.write_u64(n as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
     }
 }
 
 /// The problems of patch `p` at `at` (`spec.resources[i].patches[j]`): at most one per patch,
 /// and for a PatchSet patch one per failing patch of the set, at
 /// `<at>.patchSets[k].patches[l]` (k, l index `spec.patchSets`).
-pub fn check_patch(p: &Patch, ctx: &PatchContext<'_>, at: &Path) -> Vec<FieldError> {
+pub fn check_patch<'a>(p: &'a Patch, ctx: &PatchContext<'a>, at: &Path) -> Vec<FieldError> {
     check_patch_at(p, ctx, &|| at.clone())
 }
 
 /// [`check_patch`] with the patch's path built by `at`, only for an error.
-pub fn check_patch_at(p: &Patch, ctx: &PatchContext<'_>, at: &dyn Fn() -> Path) -> Vec<FieldError> {
+pub fn check_patch_at<'a>(
+    p: &'a Patch,
+    ctx: &PatchContext<'a>,
+    at: &dyn Fn() -> Path,
+) -> Vec<FieldError> {
     let (from, to) = match p.effective_type() {
         FROM_COMPOSITE_FIELD_PATH | COMBINE_FROM_COMPOSITE => (ctx.composite, ctx.composed),
         TO_COMPOSITE_FIELD_PATH | COMBINE_TO_COMPOSITE => (ctx.composed, ctx.composite),
@@ -128,7 +169,11 @@ pub fn check_patch_at(p: &Patch, ctx: &PatchContext<'_>, at: &dyn Fn() -> Path) 
     err.map(|e| e.prefixed(at().as_str())).into_iter().collect()
 }
 
-fn check_patch_set(p: &Patch, ctx: &PatchContext<'_>, at: &dyn Fn() -> Path) -> Vec<FieldError> {
+fn check_patch_set<'a>(
+    p: &'a Patch,
+    ctx: &PatchContext<'a>,
+    at: &dyn Fn() -> Path,
+) -> Vec<FieldError> {
     let Some(name) = p.patch_set_name.as_deref() else {
         return Vec::new();
     };
@@ -154,18 +199,22 @@ fn check_patch_set(p: &Patch, ctx: &PatchContext<'_>, at: &dyn Fn() -> Path) -> 
 }
 
 /// Resolves `path` on `side`; an error is Invalid at `field` with the path as value.
-fn resolve_on(
-    side: Side<'_>,
-    path: &str,
+fn resolve_on<'a>(
+    side: Side<'a>,
+    path: &'a str,
     field: &str,
-    resolved: &Resolved,
+    resolved: &Resolved<'a>,
 ) -> Result<FieldType, Box<FieldError>> {
     resolve_side(side, path, resolved).map_err(|e| Box::new(FieldError::invalid(field, path, e)))
 }
 
 /// Resolves `path` on `side`; the error's message, with where a v1 machinery field went
 /// when `side` is a v2 composite resource.
-fn resolve_side(side: Side<'_>, path: &str, resolved: &Resolved) -> Result<FieldType, String> {
+fn resolve_side<'a>(
+    side: Side<'a>,
+    path: &'a str,
+    resolved: &Resolved<'a>,
+) -> Result<FieldType, String> {
     resolved
         .resolve(side.schema, path)
         .map_err(|e| match v2_hint(side, path) {
@@ -211,11 +260,11 @@ fn v2_hint(side: Side<'_>, path: &str) -> Option<String> {
 
 /// The destination of a patch: its `toFieldPath`, or, when that is omitted, the
 /// `fromFieldPath` (where the runtime writes).
-fn destination(
-    p: &Patch,
-    to: Side<'_>,
-    from_path: &str,
-    resolved: &Resolved,
+fn destination<'a>(
+    p: &'a Patch,
+    to: Side<'a>,
+    from_path: &'a str,
+    resolved: &Resolved<'a>,
 ) -> Result<FieldType, Box<FieldError>> {
     match p.to_field_path.as_deref() {
         Some(path) => resolve_on(to, path, "toFieldPath", resolved),
@@ -232,11 +281,11 @@ fn destination(
     }
 }
 
-fn check_field_paths(
-    p: &Patch,
-    from: Side<'_>,
-    to: Side<'_>,
-    resolved: &Resolved,
+fn check_field_paths<'a>(
+    p: &'a Patch,
+    from: Side<'a>,
+    to: Side<'a>,
+    resolved: &Resolved<'a>,
 ) -> Option<FieldError> {
     let from_path = p.from_field_path.as_deref()?; // Missing: a logical error.
     let source = match resolve_on(from, from_path, "fromFieldPath", resolved) {
@@ -250,11 +299,11 @@ fn check_field_paths(
     check_type_flow(source, &p.transforms, dest, "the fromFieldPath")
 }
 
-fn check_combine(
-    p: &Patch,
-    from: Side<'_>,
-    to: Side<'_>,
-    resolved: &Resolved,
+fn check_combine<'a>(
+    p: &'a Patch,
+    from: Side<'a>,
+    to: Side<'a>,
+    resolved: &Resolved<'a>,
 ) -> Option<FieldError> {
     let combine = p.combine.as_ref()?; // Missing: a logical error.
     let dest = match p.to_field_path.as_deref() {
