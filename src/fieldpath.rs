@@ -70,24 +70,84 @@ fn err(kind: ParseErrorKind, position: usize) -> ParseError {
     ParseError { kind, position }
 }
 
+/// A segment borrowed from the path it was parsed from: what checks that only read a path
+/// use, without a `String` per field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SegmentRef<'a> {
+    /// An object field (or map key), quotes trimmed. `*` is the wildcard.
+    Field(&'a str),
+    /// An array index.
+    Index(u32),
+}
+
+impl SegmentRef<'_> {
+    /// The owned segment.
+    pub fn to_owned_segment(self) -> Segment {
+        match self {
+            SegmentRef::Field(f) => Segment::Field(f.to_string()),
+            SegmentRef::Index(i) => Segment::Index(i),
+        }
+    }
+}
+
+impl Segment {
+    /// The segment borrowed.
+    pub fn as_ref(&self) -> SegmentRef<'_> {
+        match self {
+            Segment::Field(f) => SegmentRef::Field(f),
+            Segment::Index(i) => SegmentRef::Index(*i),
+        }
+    }
+}
+
 /// Parses a field path. The empty string is the empty path.
 ///
 /// Iterative, linear in the length of the path: a path of any length parses without recursion.
 pub fn parse(path: &str) -> Result<Segments, ParseError> {
+    // Most paths have at most four segments (`spec.forProvider.tags[Name]`).
+    let mut segments = Vec::with_capacity(4);
+    parse_each(path, |s| segments.push(s.to_owned_segment()))?;
+    Ok(Segments(segments))
+}
+
+/// [`parse`] into segments borrowed from `path`.
+pub fn parse_borrowed(path: &str) -> Result<Vec<SegmentRef<'_>>, ParseError> {
+    let mut segments = Vec::with_capacity(8);
+    parse_each(path, |s| segments.push(s))?;
+    Ok(segments)
+}
+
+/// Whether `path` parses, and the error [`parse`] gives if not; allocates nothing.
+pub fn check(path: &str) -> Result<(), ParseError> {
+    parse_each(path, |_| {})
+}
+
+/// The parser: calls `emit` with each segment in order; on an error, some segments may have
+/// been emitted already.
+fn parse_each<'a>(path: &'a str, mut emit: impl FnMut(SegmentRef<'a>)) -> Result<(), ParseError> {
+    // Upstream emits nothing for an empty run (e.g. between `]` and `.`).
+    fn push_field<'a>(raw: &'a str, emit: &mut impl FnMut(SegmentRef<'a>)) {
+        if !raw.is_empty() {
+            emit(SegmentRef::Field(trim_quotes(raw)));
+        }
+    }
     let bytes = path.as_bytes();
-    let mut segments = Vec::new();
     let mut pos = 0;
     let mut start = 0;
-    // The state machine of upstream's lexer: a field, then '.', '[' or the end.
-    while pos < bytes.len() {
+    // The state machine of upstream's lexer: a field, then '.', '[' or the end. Field names
+    // are skipped to the next character that matters.
+    while let Some(skip) = bytes[pos..]
+        .iter()
+        .position(|b| matches!(b, b'.' | b'[' | b']'))
+    {
+        pos += skip;
         match bytes[pos] {
-            b']' => return Err(err(ParseErrorKind::Unexpected(']'), pos)),
             b'.' => {
-                push_field(&mut segments, &path[start..pos]);
                 // A period may not lead, trail or repeat, nor be followed by '['.
                 if pos == 0 || pos == bytes.len() - 1 || bytes[pos - 1] == b'.' {
                     return Err(err(ParseErrorKind::Unexpected('.'), pos));
                 }
+                push_field(&path[start..pos], &mut emit);
                 pos += 1;
                 match bytes[pos] {
                     b'[' => return Err(err(ParseErrorKind::Unexpected('['), pos)),
@@ -97,9 +157,9 @@ pub fn parse(path: &str) -> Result<Segments, ParseError> {
                 start = pos;
             }
             b'[' => {
-                push_field(&mut segments, &path[start..pos]);
+                push_field(&path[start..pos], &mut emit);
                 let open = pos;
-                let Some(rel_close) = path[open..].find(']') else {
+                let Some(rel_close) = bytes[open..].iter().position(|&b| b == b']') else {
                     return Err(err(ParseErrorKind::Unterminated('['), open));
                 };
                 let content_start = open + 1;
@@ -108,42 +168,48 @@ pub fn parse(path: &str) -> Result<Segments, ParseError> {
                     return Err(err(ParseErrorKind::Unexpected(']'), content_start));
                 }
                 let content = &path[content_start..close];
-                if let Some(nested) = content.find('[') {
+                if let Some(nested) = content.bytes().position(|b| b == b'[') {
                     return Err(err(ParseErrorKind::Unexpected('['), content_start + nested));
                 }
-                segments.push(field_or_index(content));
+                emit(field_or_index_ref(content));
                 pos = close + 1;
                 start = pos;
             }
-            _ => pos += 1,
+            _ => return Err(err(ParseErrorKind::Unexpected(']'), pos)),
         }
     }
-    push_field(&mut segments, &path[start..]);
-    Ok(Segments(segments))
-}
-
-fn push_field(segments: &mut Vec<Segment>, raw: &str) {
-    // Upstream emits nothing for an empty run (e.g. between `]` and `.`).
-    if !raw.is_empty() {
-        segments.push(Segment::Field(trim_quotes(raw).to_string()));
-    }
+    push_field(&path[start..], &mut emit);
+    Ok(())
 }
 
 fn trim_quotes(s: &str) -> &str {
+    let quote = |b: &u8| matches!(b, b'\'' | b'"');
+    // Most names have no quotes: the check on the two ends is all they cost.
+    if !s.as_bytes().first().is_some_and(quote) && !s.as_bytes().last().is_some_and(quote) {
+        return s;
+    }
     s.trim_matches(|c| c == '\'' || c == '"')
 }
 
 /// Interprets the content of a bracket: an unsigned 32-bit decimal integer is an index,
 /// anything else a field name with surrounding quotes trimmed.
 pub fn field_or_index(content: &str) -> Segment {
+    field_or_index_ref(content).to_owned_segment()
+}
+
+/// [`field_or_index`], borrowing the name.
+pub fn field_or_index_ref(content: &str) -> SegmentRef<'_> {
     let trimmed = trim_quotes(content);
-    // Upstream's `strconv.ParseUint(s, 10, 32)`.
-    if let Ok(index) = crate::go::strconv::parse_uint(trimmed, 32)
+    // Upstream's `strconv.ParseUint(s, 10, 32)`, which only digits can pass (a name is not
+    // tried: its error would be built for nothing).
+    if !trimmed.is_empty()
+        && trimmed.bytes().all(|b| b.is_ascii_digit())
+        && let Ok(index) = crate::go::strconv::parse_uint(trimmed, 32)
         && let Ok(index) = u32::try_from(index)
     {
-        return Segment::Index(index);
+        return SegmentRef::Index(index);
     }
-    Segment::Field(trimmed.to_string())
+    SegmentRef::Field(trimmed)
 }
 
 impl fmt::Display for Segments {
@@ -226,6 +292,42 @@ mod tests {
         assert_eq!(parse(&path).unwrap().len(), 10_000);
         let path = "a".to_string() + &"[1]".repeat(10_000);
         assert_eq!(parse(&path).unwrap().len(), 10_001);
+    }
+
+    #[test]
+    fn borrowed_parse_and_check_agree_with_parse() {
+        for path in [
+            "",
+            "a",
+            "spec.forProvider.tags[Name]",
+            "metadata.labels[app.kubernetes.io/name]",
+            "a[0]b",
+            "a[0].b['c']",
+            "x[\"q\"][*].y",
+            "a[4294967296]",
+            "a['']",
+            "'quoted'.b",
+            ".",
+            "a.",
+            "a..b",
+            "a.[0]",
+            "a[",
+            "a[]",
+            "a[b[c]]",
+            "a]b",
+            "a[0]]",
+            "ä..b",
+            "a[0].",
+        ] {
+            let owned = parse(path);
+            let borrowed = parse_borrowed(path).map(|s| {
+                s.into_iter()
+                    .map(SegmentRef::to_owned_segment)
+                    .collect::<Vec<_>>()
+            });
+            assert_eq!(borrowed, owned.clone().map(|s| s.0), "{path}");
+            assert_eq!(check(path), owned.map(|_| ()), "{path}");
+        }
     }
 
     #[test]

@@ -117,7 +117,7 @@ impl<'a> Validator<'a> {
     pub fn validate_value(&self, value: &Value) -> Report {
         self.budget
             .run(|| {
-                self.validate_defaulted(&crate::model::with_api_defaults(
+                self.validate_defaulted(&mut crate::model::with_api_defaults(
                     value,
                     &self.options.composition_api,
                 ))
@@ -131,15 +131,15 @@ impl<'a> Validator<'a> {
         self.budget
             .run(|| {
                 schema::apply_defaults(&mut value, self.options.composition_api.schema());
-                self.validate_defaulted(&value)
+                self.validate_defaulted(&mut value)
             })
             .0
     }
 
     /// Validates a Composition to which the Composition CRD's defaults have been applied
-    /// (they do not touch `metadata`, read below).
-    fn validate_defaulted(&self, defaulted: &Value) -> Report {
-        let value = defaulted;
+    /// (they do not touch `metadata`, read below). The model takes the bases and inputs out of
+    /// `defaulted` rather than copying them.
+    fn validate_defaulted(&self, defaulted: &mut Value) -> Report {
         let api_errors = if self.options.as_api_server {
             api_server_errors(defaulted, &self.options.composition_api)
         } else {
@@ -156,7 +156,7 @@ impl<'a> Validator<'a> {
         // A document that already holds the review's memory (a 3 MiB array) is not copied
         // into the model: its name and mode are read below, and the finding says why.
         if !wrong_types && budget::check().is_ok() {
-            match Composition::from_defaulted_value(defaulted) {
+            match Composition::from_defaulted_value_mut(defaulted) {
                 Ok(c) => return self.validate_with(&c, findings),
                 Err(e) => {
                     let bad = e
@@ -171,6 +171,7 @@ impl<'a> Validator<'a> {
                 }
             }
         }
+        let value = &*defaulted;
         let name = value
             .pointer("/metadata/name")
             .and_then(Value::as_str)

@@ -284,7 +284,45 @@ impl Composition {
                 value: None,
             });
         }
-        serde_path_to_error::deserialize(value).map_err(|e| model_error(value, e))
+        // Plain serde first: serde_path_to_error allocates a segment per key it passes.
+        // Only a failure (the same, deterministic one) is read again for its path.
+        match Composition::deserialize(value) {
+            Ok(c) => Ok(c),
+            Err(_) => serde_path_to_error::deserialize(value).map_err(|e| model_error(value, e)),
+        }
+    }
+
+    /// As [`Composition::from_defaulted_value`], moving the resources' bases and the pipeline
+    /// steps' inputs out of `value` instead of copying them (they are most of a Composition).
+    /// On success `value` is left with `null` in their places; on an error it is as it was.
+    pub fn from_defaulted_value_mut(value: &mut Value) -> Result<Composition, ModelError> {
+        if !value.is_object() {
+            return Self::from_defaulted_value(value);
+        }
+        let bases = take_members(value, "resources", "base");
+        let inputs = take_members(value, "pipeline", "input");
+        match Composition::deserialize(&*value) {
+            Ok(mut c) => {
+                // Each item became one template or step, at its index: null where the member
+                // was taken, as the model reads a null base or input.
+                for (i, base) in bases {
+                    if let Some(t) = c.spec.resources.get_mut(i) {
+                        t.base = base;
+                    }
+                }
+                for (i, input) in inputs {
+                    if let Some(step) = c.spec.pipeline.get_mut(i) {
+                        step.input = Some(input);
+                    }
+                }
+                Ok(c)
+            }
+            Err(_) => {
+                put_members(value, "resources", "base", bases);
+                put_members(value, "pipeline", "input", inputs);
+                serde_path_to_error::deserialize(&*value).map_err(|e| model_error(value, e))
+            }
+        }
     }
 
     /// The mode, with the API default (`Resources`) when absent.
@@ -293,6 +331,38 @@ impl Composition {
             MODE_RESOURCES
         } else {
             &self.spec.mode
+        }
+    }
+}
+
+/// Takes member `member` of every object item of `spec.<list>`, leaving `null`; a `null`
+/// member is left alone (the model reads it as absent).
+fn take_members(value: &mut Value, list: &str, member: &str) -> Vec<(usize, Value)> {
+    let Some(Value::Array(items)) = value.get_mut("spec").and_then(|s| s.get_mut(list)) else {
+        return Vec::new();
+    };
+    items
+        .iter_mut()
+        .enumerate()
+        .filter_map(|(i, item)| {
+            let slot = item.as_object_mut()?.get_mut(member)?;
+            (!slot.is_null()).then(|| (i, slot.take()))
+        })
+        .collect()
+}
+
+/// Puts back what [`take_members`] took.
+fn put_members(value: &mut Value, list: &str, member: &str, taken: Vec<(usize, Value)>) {
+    let Some(Value::Array(items)) = value.get_mut("spec").and_then(|s| s.get_mut(list)) else {
+        return;
+    };
+    for (i, v) in taken {
+        if let Some(slot) = items
+            .get_mut(i)
+            .and_then(Value::as_object_mut)
+            .and_then(|o| o.get_mut(member))
+        {
+            *slot = v;
         }
     }
 }

@@ -77,8 +77,12 @@ impl PatchAndTransformInput {
     /// relative to the input.
     pub fn from_value(input: &Value) -> Result<PatchAndTransformInput, ModelError> {
         let defaulted = with_input_defaults(input);
-        let mut read: PatchAndTransformInput = serde_path_to_error::deserialize(&defaulted)
-            .map_err(|e| super::composition::model_error(&defaulted, e))?;
+        // Plain serde first; a failure is read again for its path (see `Composition`).
+        let mut read = match PatchAndTransformInput::deserialize(&defaulted) {
+            Ok(read) => read,
+            Err(_) => serde_path_to_error::deserialize(&defaulted)
+                .map_err(|e| super::composition::model_error(&defaulted, e))?,
+        };
         read.mark_runtime();
         Ok(read)
     }

@@ -127,6 +127,38 @@ mod tests {
         assert!(c.spec.resources[0].readiness_checks.is_empty());
     }
 
+    /// Moving the bases and inputs out reads the same model; on an error the value is left
+    /// as it was and the error is the same.
+    #[test]
+    fn reading_by_moving_is_reading_by_copying() {
+        let good = json!({"spec": {
+            "resources": [
+                {"name": "a", "base": {"apiVersion": "v1", "kind": "A", "spec": {"x": [1, 2.5]}}},
+                {"name": "b", "base": null},
+                {"name": "c"}
+            ],
+            "pipeline": [
+                {"step": "s", "functionRef": {"name": "f"}, "input": {"kind": "I"}},
+                {"step": "t", "functionRef": {"name": "f"}, "input": null}
+            ]
+        }});
+        let copied = Composition::from_defaulted_value(&good).expect("valid");
+        let mut moved_from = good.clone();
+        let moved = Composition::from_defaulted_value_mut(&mut moved_from).expect("valid");
+        assert_eq!(format!("{moved:?}"), format!("{copied:?}"));
+        assert!(moved_from["spec"]["resources"][0]["base"].is_null());
+
+        let bad = json!({"spec": {"resources": [
+            {"base": {"apiVersion": "v1", "kind": "A"}},
+            {"base": {"kind": "B"}, "patches": {"a": 1}}
+        ], "pipeline": [{"step": "s", "input": {"kind": "I"}}]}});
+        let mut kept = bad.clone();
+        let moved = Composition::from_defaulted_value_mut(&mut kept).unwrap_err();
+        assert_eq!(moved, Composition::from_defaulted_value(&bad).unwrap_err());
+        assert_eq!(moved.field, "spec.resources[1].patches");
+        assert_eq!(kept, bad);
+    }
+
     #[test]
     fn nulls_and_wrong_types() {
         let c = Composition::from_value(

@@ -28,7 +28,8 @@ fn is_non_nullable_null(value: &Value, schema: Option<&Schema>) -> bool {
 }
 
 fn default_at(value: &mut Value, schema: &Schema, depth: usize) {
-    if depth > MAX_SCHEMA_DEPTH {
+    // Nothing below to apply: the walk would change nothing (a base or an input, say).
+    if depth > MAX_SCHEMA_DEPTH || !schema.defaults_below {
         return;
     }
     match value {

@@ -7,12 +7,13 @@
 //! object is a key (`labels[123]`). Errors keep upstream's sentences and add where and
 //! what instead ("did you mean ...?").
 
-use std::fmt;
+use std::borrow::Cow;
+use std::fmt::{self, Write as _};
 use std::sync::OnceLock;
 
 use super::structural::{AdditionalProperties, Items, Schema};
 use super::validation::closest;
-use crate::fieldpath::{self, Segment};
+use crate::fieldpath::{self, Segment, SegmentRef};
 
 /// A JSON type a schema can declare.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -238,8 +239,13 @@ pub fn resolve(schema: Option<&Schema>, path: &str) -> Result<FieldType, PathErr
     if path.is_empty() {
         return Ok(FieldType::Unknown);
     }
-    let segments = fieldpath::parse(path)?;
-    resolve_segments(schema, segments.as_slice())
+    let Some(root) = schema else {
+        fieldpath::check(path)?;
+        return Ok(FieldType::Unknown);
+    };
+    // Segments borrowed from `path`: a walk that resolves allocates nothing else.
+    let segments = fieldpath::parse_borrowed(path)?;
+    resolve_refs(Some(root), &segments)
 }
 
 /// [`resolve`] for parsed segments.
@@ -247,8 +253,17 @@ pub fn resolve_segments(
     schema: Option<&Schema>,
     segments: &[Segment],
 ) -> Result<FieldType, PathError> {
+    let refs: Vec<SegmentRef<'_>> = segments.iter().map(Segment::as_ref).collect();
+    resolve_refs(schema, &refs)
+}
+
+/// [`resolve`] for segments borrowed from their path.
+pub fn resolve_refs(
+    schema: Option<&Schema>,
+    segments: &[SegmentRef<'_>],
+) -> Result<FieldType, PathError> {
     match schema {
-        Some(root) if !segments.is_empty() => walk(root, segments, String::new(), true),
+        Some(root) if !segments.is_empty() => walk(root, segments, 0, true),
         _ => Ok(FieldType::Unknown),
     }
 }
@@ -261,32 +276,32 @@ enum Step<'a> {
     Unknown,
 }
 
-/// Walks `segments` from `start` (at path `at`). `has_meta`: `start` is an object whose
-/// `metadata` is ObjectMeta (the root, an embedded resource).
+/// Walks `all[from..]` from `start` (at the path `all[..from]`). `has_meta`: `start` is an
+/// object whose `metadata` is ObjectMeta (the root, an embedded resource). The path of a
+/// parent is spelled out only for an error.
 fn walk(
     start: &Schema,
-    segments: &[Segment],
-    mut at: String,
+    all: &[SegmentRef<'_>],
+    from: usize,
     mut has_meta: bool,
 ) -> Result<FieldType, PathError> {
     let mut current = start;
-    for (n, segment) in segments.iter().enumerate() {
-        let parent = at.clone();
-        push_segment(&mut at, segment);
-        let step = match segment {
-            Segment::Field(f) if f == "metadata" && has_meta && is_object(current) => {
-                return resolve_meta(current.property("metadata"), &segments[n + 1..], at);
+    for (n, segment) in all.iter().enumerate().skip(from) {
+        let parent = || display_path(&all[..n]);
+        let step = match *segment {
+            SegmentRef::Field("metadata") if has_meta && is_object(current) => {
+                return resolve_meta(current.property("metadata"), all, n + 1);
             }
-            Segment::Field(f) if f == "*" => match wildcard(current) {
+            SegmentRef::Field("*") => match wildcard(current) {
                 Some(step) => step,
-                None => field(current, f, &parent)?,
+                None => field(current, "*", &parent)?,
             },
-            Segment::Field(f) => field(current, f, &parent)?,
+            SegmentRef::Field(f) => field(current, f, &parent)?,
             // A number in brackets under an object is a key (`labels[123]`).
-            Segment::Index(i) if current.type_.as_deref() == Some("object") => {
+            SegmentRef::Index(i) if current.type_.as_deref() == Some("object") => {
                 field(current, &i.to_string(), &parent)?
             }
-            Segment::Index(i) => index(current, *i, &parent)?,
+            SegmentRef::Index(i) => index(current, i, &parent)?,
         };
         match step {
             Step::Into(next) => {
@@ -303,21 +318,30 @@ fn is_object(s: &Schema) -> bool {
     matches!(s.type_.as_deref(), None | Some("" | "object"))
 }
 
-fn push_segment(at: &mut String, segment: &Segment) {
+/// The path of `segments` as messages print it.
+fn display_path(segments: &[SegmentRef<'_>]) -> String {
+    let mut at = String::new();
+    for segment in segments {
+        push_segment(&mut at, *segment);
+    }
+    at
+}
+
+fn push_segment(at: &mut String, segment: SegmentRef<'_>) {
     match segment {
-        Segment::Field(f) if !f.contains(['.', '[', ']']) && !f.is_empty() && f != "*" => {
+        SegmentRef::Field(f) if !f.contains(['.', '[', ']']) && !f.is_empty() && f != "*" => {
             if !at.is_empty() {
                 at.push('.');
             }
             at.push_str(f);
         }
-        Segment::Field(f) => {
+        SegmentRef::Field(f) => {
             at.push('[');
             at.push_str(f);
             at.push(']');
         }
-        Segment::Index(i) => {
-            at.push_str(&format!("[{i}]"));
+        SegmentRef::Index(i) => {
+            let _ = write!(at, "[{i}]");
         }
     }
 }
@@ -331,12 +355,16 @@ fn display_parent(parent: &str) -> String {
 }
 
 /// A field segment, as Crossplane resolves it.
-fn field<'a>(s: &'a Schema, name: &str, parent: &str) -> Result<Step<'a>, PathError> {
+fn field<'a>(
+    s: &'a Schema,
+    name: &str,
+    parent: &dyn Fn() -> String,
+) -> Result<Step<'a>, PathError> {
     if !is_object(s) {
         return Err(PathError::NotAnObject {
             field: name.to_string(),
             parent_type: s.type_.clone().unwrap_or_default(),
-            parent: display_parent(parent),
+            parent: display_parent(&parent()),
         });
     }
     if let Some(p) = s.property(name) {
@@ -378,19 +406,19 @@ fn wildcard(s: &Schema) -> Option<Step<'_>> {
 }
 
 /// An index segment, as Crossplane resolves it.
-fn index<'a>(s: &'a Schema, i: u32, parent: &str) -> Result<Step<'a>, PathError> {
+fn index<'a>(s: &'a Schema, i: u32, parent: &dyn Fn() -> String) -> Result<Step<'a>, PathError> {
     if s.type_.as_deref() != Some("array") {
         if s.type_.is_none() && s.preserve_unknown_fields {
             return Ok(Step::Unknown);
         }
         return Err(PathError::NotAnArray {
             parent_type: s.type_.clone().unwrap_or_default(),
-            parent: display_parent(parent),
+            parent: display_parent(&parent()),
         });
     }
     let Some(items) = &s.items else {
         return Err(PathError::NoItems {
-            parent: display_parent(parent),
+            parent: display_parent(&parent()),
         });
     };
     if let Some(max) = s.max_items
@@ -399,7 +427,7 @@ fn index<'a>(s: &'a Schema, i: u32, parent: &str) -> Result<Step<'a>, PathError>
         return Err(PathError::AboveMaxItems {
             index: i,
             max_items: max,
-            parent: display_parent(parent),
+            parent: display_parent(&parent()),
         });
     }
     match items {
@@ -408,25 +436,25 @@ fn index<'a>(s: &'a Schema, i: u32, parent: &str) -> Result<Step<'a>, PathError>
         Items::Tuple(list) => Err(PathError::NoTupleItem {
             index: i,
             len: list.len(),
-            parent: display_parent(parent),
+            parent: display_parent(&parent()),
         }),
     }
 }
 
-/// `metadata` and below: the CRD's own `metadata` properties where it declares them (with a
-/// type), ObjectMeta for the rest.
+/// `metadata` and below (`all[from..]`): the CRD's own `metadata` properties where it
+/// declares them (with a type), ObjectMeta for the rest.
 fn resolve_meta(
     declared: Option<&Schema>,
-    rest: &[Segment],
-    at: String,
+    all: &[SegmentRef<'_>],
+    from: usize,
 ) -> Result<FieldType, PathError> {
     let meta = object_meta_schema();
-    let Some(first) = rest.first() else {
+    let Some(first) = all.get(from) else {
         return Ok(FieldType::Known(JsonType::Object));
     };
-    let name = match first {
-        Segment::Field(f) => f.clone(),
-        Segment::Index(i) => i.to_string(),
+    let name: Cow<'_, str> = match *first {
+        SegmentRef::Field(f) => Cow::Borrowed(f),
+        SegmentRef::Index(i) => Cow::Owned(i.to_string()),
     };
     let own = declared
         .and_then(|d| d.property(&name))
@@ -435,14 +463,12 @@ fn resolve_meta(
         (Some(s), _) | (None, Some(s)) => s,
         (None, None) => {
             return Err(PathError::UnknownField {
-                field: name.clone(),
+                field: name.to_string(),
                 suggestions: closest(&name, meta.properties.keys().map(String::as_str)),
             });
         }
     };
-    let mut child = at;
-    push_segment(&mut child, first);
-    walk(next, &rest[1..], child, false)
+    walk(next, all, from + 1, false)
 }
 
 /// The type of the schema a path ends on.

@@ -197,6 +197,10 @@ pub struct Schema {
     pub one_of: Vec<Schema>,
     /// `not`.
     pub not: Option<Box<Schema>>,
+    /// Whether a `default` lies below this node where defaulting looks (`properties`,
+    /// `additionalProperties`, a single `items`); defaulting skips subtrees without one. Set
+    /// by the parser: a schema changed after parsing must keep it true where it adds defaults.
+    pub defaults_below: bool,
 }
 
 impl Schema {
@@ -487,7 +491,17 @@ fn parse_into(
         parse_into(&mut child, v, &join(path, "not"), depth + 1)?;
         target.not = Some(child);
     }
+    target.defaults_below = defaults_below(target);
     Ok(())
+}
+
+/// Whether defaulting (see [`super::apply_defaults`]) may find a `default` below `s`: one on a
+/// child it visits, or below one. The children's flags are already set.
+fn defaults_below(s: &Schema) -> bool {
+    let has = |c: &Schema| c.default.is_some() || c.defaults_below;
+    s.properties.values().any(has)
+        || s.additional_properties_schema().is_some_and(has)
+        || s.items_schema().is_some_and(has)
 }
 
 fn parse_list(
@@ -644,6 +658,23 @@ mod tests {
         assert_eq!(combo.all_of.len(), 1);
         assert_eq!(combo.one_of.len(), 1);
         assert!(combo.not.is_some());
+    }
+
+    #[test]
+    fn defaults_below_marks_the_paths_to_defaults() {
+        let s = Schema::from_value(&json!({"type": "object", "properties": {
+            "plain": {"type": "object", "properties": {"a": {"type": "string"}}},
+            "list": {"type": "array", "items": {"type": "object", "properties": {
+                "t": {"type": "string", "default": "x"}}}},
+            "map": {"type": "object", "additionalProperties": {"type": "string", "default": "d"}},
+            "own": {"type": "string", "default": "o"},
+            "other": {"allOf": [{"properties": {"z": {"default": 1}}}]}
+        }}))
+        .expect("valid schema");
+        assert!(s.defaults_below);
+        let p = |name: &str| s.property(name).expect(name).defaults_below;
+        assert!(!p("plain") && p("list") && p("map") && !p("own") && !p("other"));
+        assert!(!Schema::default().defaults_below);
     }
 
     #[test]

@@ -216,28 +216,28 @@ pub fn validate_patch_sets(c: &Composition) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let mut declared = HashSet::new();
     for (i, ps) in c.spec.patch_sets.iter().enumerate() {
-        let p = Path::new("spec").child("patchSets").index(i);
+        let p = || Path::new("spec").child("patchSets").index(i);
         if ps.name.is_empty() {
             errs.push(FieldError::required(
-                p.child("name"),
+                p().child("name"),
                 "every patch set needs a name",
             ));
         } else if !declared.insert(ps.name.as_str()) {
-            errs.push(FieldError::duplicate(p.child("name"), ps.name.as_str()));
+            errs.push(FieldError::duplicate(p().child("name"), ps.name.as_str()));
         }
         for (j, patch) in ps.patches.iter().enumerate() {
-            let pp = p.child("patches").index(j);
+            let pp = || p().child("patches").index(j);
             // Upstream compares the raw type, so only an explicit PatchSet is caught here.
             if patch.r#type == PATCH_SET {
                 errs.push(FieldError::invalid(
-                    pp.child("type"),
+                    pp().child("type"),
                     patch.r#type.as_str(),
                     "cannot use patches within patches",
                 ));
                 continue;
             }
             if let Some(e) = validate_patch(patch) {
-                errs.push(e.prefixed(pp.as_str()));
+                errs.push(e.prefixed(pp().as_str()));
             }
         }
     }
@@ -246,19 +246,22 @@ pub fn validate_patch_sets(c: &Composition) -> Vec<FieldError> {
             if patch.r#type != PATCH_SET {
                 continue;
             }
-            let field = Path::new("spec")
-                .child("resources")
-                .index(i)
-                .child("patches")
-                .index(j)
-                .child("patchSetName");
+            // Spelled out only for an error.
+            let field = || {
+                Path::new("spec")
+                    .child("resources")
+                    .index(i)
+                    .child("patches")
+                    .index(j)
+                    .child("patchSetName")
+            };
             match patch.patch_set_name.as_deref() {
                 None => errs.push(FieldError::required(
-                    field,
+                    field(),
                     "must be specified when type is patchSet",
                 )),
                 Some(name) if !declared.contains(name) => errs.push(FieldError::invalid(
-                    field,
+                    field(),
                     name,
                     "patchSetName must be the name of a declared patchSet",
                 )),
@@ -273,20 +276,20 @@ pub fn validate_patch_sets(c: &Composition) -> Vec<FieldError> {
 pub fn validate_resources(c: &Composition) -> Vec<FieldError> {
     let mut errs = validate_resource_names(c);
     for (i, res) in c.spec.resources.iter().enumerate() {
-        let r = Path::new("spec").child("resources").index(i);
+        let r = || Path::new("spec").child("resources").index(i);
         for (j, patch) in res.patches.iter().enumerate() {
             if let Some(e) = validate_patch(patch) {
-                errs.push(e.prefixed(r.child("patches").index(j).as_str()));
+                errs.push(e.prefixed(r().child("patches").index(j).as_str()));
             }
         }
         for (j, check) in res.readiness_checks.iter().enumerate() {
             if let Some(e) = validate_readiness_check(check) {
-                errs.push(e.prefixed(r.child("readinessChecks").index(j).as_str()));
+                errs.push(e.prefixed(r().child("readinessChecks").index(j).as_str()));
             }
         }
         for (j, detail) in res.connection_details.iter().enumerate() {
             if let Some(e) = validate_connection_detail(detail) {
-                errs.push(e.prefixed(r.child("connectionDetails").index(j).as_str()));
+                errs.push(e.prefixed(r().child("connectionDetails").index(j).as_str()));
             }
         }
     }
@@ -300,25 +303,25 @@ pub fn validate_resource_names(c: &Composition) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let mut seen = HashSet::new();
     for (i, res) in c.spec.resources.iter().enumerate() {
-        let field = Path::new("spec").child("resources").index(i).child("name");
+        let field = || Path::new("spec").child("resources").index(i).child("name");
         let name = res.name.as_deref().unwrap_or("");
         if name.is_empty() {
             if !c.spec.pipeline.is_empty() {
                 errs.push(FieldError::required(
-                    field,
+                    field(),
                     "cannot have anonymous resources when composition has functions",
                 ));
             } else if !seen.is_empty() {
-                errs.push(FieldError::required(field, MIXED));
+                errs.push(FieldError::required(field(), MIXED));
             }
             continue;
         }
         if i > 0 && seen.is_empty() {
-            errs.push(FieldError::invalid(field, name, MIXED));
+            errs.push(FieldError::invalid(field(), name, MIXED));
             continue;
         }
         if !seen.insert(name) {
-            errs.push(FieldError::duplicate(field, name));
+            errs.push(FieldError::duplicate(field(), name));
         }
     }
     errs

@@ -227,8 +227,9 @@ fn lookup(
 ) -> Option<Arc<Schema>> {
     // A malformed apiVersion is reported by the logical checks.
     let (group, version) = split_api_version(api_version)?;
-    let gvk = BadValue::from(format!("{api_version}, Kind={kind}"));
-    let skipped = format!("checks that need the schema of {what} were skipped");
+    // The words of findings, written only for one.
+    let gvk = || BadValue::from(format!("{api_version}, Kind={kind}"));
+    let skipped = || format!("checks that need the schema of {what} were skipped");
     let info = match source.resolve(group, kind, version) {
         Ok(info) => info,
         Err(LookupError::NotFound { .. }) => {
@@ -241,7 +242,7 @@ fn lookup(
             };
             findings.push(Finding::new(
                 Stage::Crds,
-                FieldError::not_found(at, gvk, format!("{why}; {skipped}")),
+                FieldError::not_found(at, gvk(), format!("{why}; {}", skipped())),
             ));
             return None;
         }
@@ -249,7 +250,7 @@ fn lookup(
             // Treated as a missing schema: strict denies, loose and warn admit with a warning.
             findings.push(Finding::new(
                 Stage::Crds,
-                FieldError::not_found(at, gvk, format!("{reason}; {skipped}")),
+                FieldError::not_found(at, gvk(), format!("{reason}; {}", skipped())),
             ));
             return None;
         }
@@ -271,7 +272,7 @@ fn lookup(
             };
             findings.push(Finding::new(
                 Stage::Crds,
-                FieldError::internal(at.as_str(), format!("{detail}; {skipped}")),
+                FieldError::internal(at.as_str(), format!("{detail}; {}", skipped())),
             ));
             return None;
         }
@@ -282,22 +283,24 @@ fn lookup(
             Stage::Crds,
             FieldError::not_found(
                 at,
-                gvk.clone(),
+                gvk(),
                 format!("{why}; validated with the last schema received"),
             ),
         ));
     }
     if let Some(mrd) = &info.mrd {
-        findings.extend(mrd_finding(mrd, group, kind, at, gvk.clone()));
+        findings.extend(mrd_finding(mrd, group, kind, at, gvk()));
     }
-    let definition = if let Some(origin) = &info.built_in {
-        format!("the built-in kind {} ({})", info.crd_name, origin.source)
-    } else if let Some(mrd) = &info.mrd {
-        format!("MRD {}", mrd.name)
-    } else if info.from_xrd {
-        format!("the CompositeResourceDefinition of {}", info.crd_name)
-    } else {
-        format!("CRD {}", info.crd_name)
+    let definition = || {
+        if let Some(origin) = &info.built_in {
+            format!("the built-in kind {} ({})", info.crd_name, origin.source)
+        } else if let Some(mrd) = &info.mrd {
+            format!("MRD {}", mrd.name)
+        } else if info.from_xrd {
+            format!("the CompositeResourceDefinition of {}", info.crd_name)
+        } else {
+            format!("CRD {}", info.crd_name)
+        }
     };
     if !info.version_found || !info.served_versions.iter().any(|v| v == version) {
         let problem = if info.version_found {
@@ -311,7 +314,8 @@ fn lookup(
                 at.child("apiVersion"),
                 api_version,
                 format!(
-                    "{definition} {problem} version {version}; served versions: {}",
+                    "{} {problem} version {version}; served versions: {}",
+                    definition(),
                     if info.served_versions.is_empty() {
                         "none".to_string()
                     } else {
@@ -323,11 +327,13 @@ fn lookup(
     }
     let unusable = match (&info.schema_error, &info.schema) {
         (Some(err), _) => Some(format!(
-            "the schema of version {version} in {definition} cannot be used: {err}"
+            "the schema of version {version} in {} cannot be used: {err}",
+            definition()
         )),
-        (None, None) if info.version_found => {
-            Some(format!("{definition} has no schema for version {version}"))
-        }
+        (None, None) if info.version_found => Some(format!(
+            "{} has no schema for version {version}",
+            definition()
+        )),
         _ => None,
     };
     if let Some(why) = unusable {
@@ -336,8 +342,8 @@ fn lookup(
             FieldError::new(
                 ErrorType::NotFound,
                 at.as_str(),
-                gvk,
-                format!("{why}; {skipped}"),
+                gvk(),
+                format!("{why}; {}", skipped()),
             ),
         ));
         return None;

@@ -19,8 +19,8 @@ use crate::model::{
     MATCH_FALSE, MATCH_INTEGER, MATCH_STRING, MATCH_TRUE, ReadinessCheck, ResourceSet,
 };
 use crate::schema::Schema;
-use crate::schema::resolve::{FieldType, JsonType, resolve};
-use patch::{PatchContext, Side, check_patch};
+use crate::schema::resolve::{FieldType, JsonType};
+use patch::{PatchContext, Resolved, Side, check_patch_at};
 
 /// Every schema-aware error of a resource set. `composed[i]` is the schema of
 /// `resources[i]` (missing entries are unknown).
@@ -32,52 +32,58 @@ pub fn check(
     let schema_of = |i: usize| composed.get(i).and_then(|s| s.as_deref());
     let resources = set.at.child("resources");
     let mut errs = Vec::new();
+    let resolved = Resolved::default();
     for (i, res) in set.resources.iter().enumerate() {
         let ctx = PatchContext {
             composite: Side::composite(composite),
             composed: Side::composed(schema_of(i)),
             patch_sets: set.patch_sets,
+            resolved: &resolved,
         };
         for (j, p) in res.patches.iter().enumerate() {
             if crate::budget::step().is_err() {
                 return errs;
             }
-            errs.extend(check_patch(
-                p,
-                &ctx,
-                &resources.index(i).child("patches").index(j),
-            ));
+            errs.extend(check_patch_at(p, &ctx, &|| {
+                resources.index(i).child("patches").index(j)
+            }));
         }
     }
     for (i, res) in set.resources.iter().enumerate() {
-        let at = resources.index(i).child("readinessChecks");
+        let at = || resources.index(i).child("readinessChecks");
         for (j, rc) in res.readiness_checks.iter().enumerate() {
-            errs.extend(check_readiness(rc, schema_of(i), &at.index(j)));
+            errs.extend(check_readiness(rc, schema_of(i), &resolved, &|| {
+                at().index(j)
+            }));
         }
     }
     for (i, res) in set.resources.iter().enumerate() {
-        let at = resources.index(i).child("connectionDetails");
         for (j, cd) in res.connection_details.iter().enumerate() {
             let Some(path) = cd.from_field_path.as_deref() else {
                 continue;
             };
-            if let Err(e) = resolve(schema_of(i), path) {
+            if let Err(e) = resolved.resolve(schema_of(i), path) {
                 errs.push(FieldError::invalid(
-                    at.index(j).child("fromFieldPath"),
+                    resources
+                        .index(i)
+                        .child("connectionDetails")
+                        .index(j)
+                        .child("fromFieldPath"),
                     path,
                     e.to_string(),
                 ));
             }
         }
     }
-    let env = set.at.child("environment").child("patches");
+    let env = || set.at.child("environment").child("patches");
     let ctx = PatchContext {
         composite: Side::composite(composite),
         composed: Side::environment(),
         patch_sets: &[],
+        resolved: &resolved,
     };
     for (j, p) in set.environment_patches().iter().enumerate() {
-        errs.extend(check_patch(p, &ctx, &env.index(j)));
+        errs.extend(check_patch_at(p, &ctx, &|| env().index(j)));
     }
     errs
 }
@@ -85,16 +91,21 @@ pub fn check(
 /// A readiness check's field path against the composed resource's schema, and its type
 /// against what the check compares (MatchInteger accepts a `number` field: Kubernetes
 /// stores whole numbers as integers).
-fn check_readiness(rc: &ReadinessCheck, schema: Option<&Schema>, at: &Path) -> Option<FieldError> {
+fn check_readiness<'a>(
+    rc: &'a ReadinessCheck,
+    schema: Option<&'a Schema>,
+    resolved: &Resolved<'a>,
+    at: &dyn Fn() -> Path,
+) -> Option<FieldError> {
     if rc.field_path.is_empty() {
         return None;
     }
-    let field = at.child("fieldPath");
-    let found = match resolve(schema, &rc.field_path) {
+    let field = || at().child("fieldPath");
+    let found = match resolved.resolve(schema, &rc.field_path) {
         Ok(t) => t,
         Err(e) => {
             return Some(FieldError::invalid(
-                field,
+                field(),
                 rc.field_path.as_str(),
                 e.to_string(),
             ));
@@ -116,7 +127,7 @@ fn check_readiness(rc: &ReadinessCheck, schema: Option<&Schema>, at: &Path) -> O
         return None;
     }
     Some(FieldError::invalid(
-        field,
+        field(),
         rc.field_path.as_str(),
         format!(
             "expected field path to be of type {expected}: {} compares a {expected}, but the schema says {found}",

@@ -1,6 +1,11 @@
 //! One patch against the schemas of its two sides (Crossplane's per-type rules, section 4.2
 //! of the research notes): field paths first, then the type flow; one error per patch.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::marker::PhantomData;
+
 use serde_json::Value;
 
 use super::typeflow::check_type_flow;
@@ -12,7 +17,7 @@ use crate::model::{
     TO_ENVIRONMENT_FIELD_PATH,
 };
 use crate::schema::Schema;
-use crate::schema::resolve::{FieldType, resolve};
+use crate::schema::resolve::{FieldType, PathError, resolve};
 
 /// One side of a patch: a schema (or none: unknown) and what it is called in messages.
 #[derive(Debug, Clone, Copy)]
@@ -58,12 +63,87 @@ pub struct PatchContext<'a> {
     pub composed: Side<'a>,
     /// `spec.patchSets` (or a function input's `patchSets`).
     pub patch_sets: &'a [PatchSet],
+    /// Field paths already resolved during this check.
+    pub resolved: &'a Resolved<'a>,
+}
+
+/// Field paths resolved on schemas, kept for one check of a resource set: a patch set's
+/// patches are resolved again for every template that uses it.
+///
+/// Keyed by the addresses of the schema and of the path string, which both outlive the cache
+/// (`'p`) unchanged, so an address stands for one content; and addresses, unlike paths, are
+/// not the user's to choose, so a plain multiplicative hash is safe.
+#[derive(Debug, Default)]
+pub struct Resolved<'p> {
+    paths: RefCell<ResolvedPaths>,
+    held: PhantomData<&'p str>,
+}
+
+/// Resolutions by the addresses of the schema (0: none) and of the path, and the path's
+/// length.
+type ResolvedPaths = HashMap<(usize, usize, usize), Result<FieldType, PathError>, AddressHash>;
+
+impl<'p> Resolved<'p> {
+    /// [`resolve`]: the same result, worked out once per schema and path string.
+    pub fn resolve(
+        &self,
+        schema: Option<&'p Schema>,
+        path: &'p str,
+    ) -> Result<FieldType, PathError> {
+        let key = (
+            schema.map_or(0, |s| std::ptr::from_ref(s) as usize),
+            path.as_ptr() as usize,
+            path.len(),
+        );
+        if let Some(found) = self.paths.borrow().get(&key) {
+            return found.clone();
+        }
+        let result = resolve(schema, path);
+        self.paths.borrow_mut().insert(key, result.clone());
+        result
+    }
+}
+
+/// Hashes addresses (`FxHash`'s mixing step).
+type AddressHash = BuildHasherDefault<AddressHasher>;
+
+/// See [`AddressHash`].
+#[derive(Debug, Default)]
+struct AddressHasher(u64);
+
+impl Hasher for AddressHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.write_u64(n as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
 }
 
 /// The problems of patch `p` at `at` (`spec.resources[i].patches[j]`): at most one per patch,
 /// and for a PatchSet patch one per failing patch of the set, at
 /// `<at>.patchSets[k].patches[l]` (k, l index `spec.patchSets`).
-pub fn check_patch(p: &Patch, ctx: &PatchContext<'_>, at: &Path) -> Vec<FieldError> {
+pub fn check_patch<'a>(p: &'a Patch, ctx: &PatchContext<'a>, at: &Path) -> Vec<FieldError> {
+    check_patch_at(p, ctx, &|| at.clone())
+}
+
+/// [`check_patch`] with the patch's path built by `at`, only for an error.
+pub fn check_patch_at<'a>(
+    p: &'a Patch,
+    ctx: &PatchContext<'a>,
+    at: &dyn Fn() -> Path,
+) -> Vec<FieldError> {
     let (from, to) = match p.effective_type() {
         FROM_COMPOSITE_FIELD_PATH | COMBINE_FROM_COMPOSITE => (ctx.composite, ctx.composed),
         TO_COMPOSITE_FIELD_PATH | COMBINE_TO_COMPOSITE => (ctx.composed, ctx.composite),
@@ -82,14 +162,18 @@ pub fn check_patch(p: &Patch, ctx: &PatchContext<'_>, at: &Path) -> Vec<FieldErr
             | COMBINE_TO_ENVIRONMENT
     );
     let err = if combine {
-        check_combine(p, from, to)
+        check_combine(p, from, to, ctx.resolved)
     } else {
-        check_field_paths(p, from, to)
+        check_field_paths(p, from, to, ctx.resolved)
     };
-    err.map(|e| e.prefixed(at.as_str())).into_iter().collect()
+    err.map(|e| e.prefixed(at().as_str())).into_iter().collect()
 }
 
-fn check_patch_set(p: &Patch, ctx: &PatchContext<'_>, at: &Path) -> Vec<FieldError> {
+fn check_patch_set<'a>(
+    p: &'a Patch,
+    ctx: &PatchContext<'a>,
+    at: &dyn Fn() -> Path,
+) -> Vec<FieldError> {
     let Some(name) = p.patch_set_name.as_deref() else {
         return Vec::new();
     };
@@ -107,25 +191,36 @@ fn check_patch_set(p: &Patch, ctx: &PatchContext<'_>, at: &Path) -> Vec<FieldErr
             if inner.effective_type() == PATCH_SET {
                 continue;
             }
-            let inner_at = at.child("patchSets").index(k).child("patches").index(l);
-            errs.extend(check_patch(inner, ctx, &inner_at));
+            let inner_at = || at().child("patchSets").index(k).child("patches").index(l);
+            errs.extend(check_patch_at(inner, ctx, &inner_at));
         }
     }
     errs
 }
 
 /// Resolves `path` on `side`; an error is Invalid at `field` with the path as value.
-fn resolve_on(side: Side<'_>, path: &str, field: &str) -> Result<FieldType, Box<FieldError>> {
-    resolve_side(side, path).map_err(|e| Box::new(FieldError::invalid(field, path, e)))
+fn resolve_on<'a>(
+    side: Side<'a>,
+    path: &'a str,
+    field: &str,
+    resolved: &Resolved<'a>,
+) -> Result<FieldType, Box<FieldError>> {
+    resolve_side(side, path, resolved).map_err(|e| Box::new(FieldError::invalid(field, path, e)))
 }
 
 /// Resolves `path` on `side`; the error's message, with where a v1 machinery field went
 /// when `side` is a v2 composite resource.
-fn resolve_side(side: Side<'_>, path: &str) -> Result<FieldType, String> {
-    resolve(side.schema, path).map_err(|e| match v2_hint(side, path) {
-        Some(hint) => format!("{e}; {hint}"),
-        None => e.to_string(),
-    })
+fn resolve_side<'a>(
+    side: Side<'a>,
+    path: &'a str,
+    resolved: &Resolved<'a>,
+) -> Result<FieldType, String> {
+    resolved
+        .resolve(side.schema, path)
+        .map_err(|e| match v2_hint(side, path) {
+            Some(hint) => format!("{e}; {hint}"),
+            None => e.to_string(),
+        })
 }
 
 /// Where a field of a v1 XR is in a v2 (Namespaced or Cluster) XR, whose machinery is under
@@ -165,10 +260,15 @@ fn v2_hint(side: Side<'_>, path: &str) -> Option<String> {
 
 /// The destination of a patch: its `toFieldPath`, or, when that is omitted, the
 /// `fromFieldPath` (where the runtime writes).
-fn destination(p: &Patch, to: Side<'_>, from_path: &str) -> Result<FieldType, Box<FieldError>> {
+fn destination<'a>(
+    p: &'a Patch,
+    to: Side<'a>,
+    from_path: &'a str,
+    resolved: &Resolved<'a>,
+) -> Result<FieldType, Box<FieldError>> {
     match p.to_field_path.as_deref() {
-        Some(path) => resolve_on(to, path, "toFieldPath"),
-        None => resolve_side(to, from_path).map_err(|e| {
+        Some(path) => resolve_on(to, path, "toFieldPath", resolved),
+        None => resolve_side(to, from_path, resolved).map_err(|e| {
             Box::new(FieldError::invalid(
                 "toFieldPath",
                 from_path,
@@ -181,23 +281,33 @@ fn destination(p: &Patch, to: Side<'_>, from_path: &str) -> Result<FieldType, Bo
     }
 }
 
-fn check_field_paths(p: &Patch, from: Side<'_>, to: Side<'_>) -> Option<FieldError> {
+fn check_field_paths<'a>(
+    p: &'a Patch,
+    from: Side<'a>,
+    to: Side<'a>,
+    resolved: &Resolved<'a>,
+) -> Option<FieldError> {
     let from_path = p.from_field_path.as_deref()?; // Missing: a logical error.
-    let source = match resolve_on(from, from_path, "fromFieldPath") {
+    let source = match resolve_on(from, from_path, "fromFieldPath", resolved) {
         Ok(t) => t,
         Err(e) => return Some(*e),
     };
-    let dest = match destination(p, to, from_path) {
+    let dest = match destination(p, to, from_path, resolved) {
         Ok(t) => t,
         Err(e) => return Some(*e),
     };
     check_type_flow(source, &p.transforms, dest, "the fromFieldPath")
 }
 
-fn check_combine(p: &Patch, from: Side<'_>, to: Side<'_>) -> Option<FieldError> {
+fn check_combine<'a>(
+    p: &'a Patch,
+    from: Side<'a>,
+    to: Side<'a>,
+    resolved: &Resolved<'a>,
+) -> Option<FieldError> {
     let combine = p.combine.as_ref()?; // Missing: a logical error.
     let dest = match p.to_field_path.as_deref() {
-        Some(path) => match resolve_on(to, path, "toFieldPath") {
+        Some(path) => match resolve_on(to, path, "toFieldPath", resolved) {
             Ok(t) => t,
             Err(e) => return Some(*e),
         },
@@ -208,14 +318,16 @@ fn check_combine(p: &Patch, from: Side<'_>, to: Side<'_>) -> Option<FieldError> 
         .iter()
         .enumerate()
         .filter_map(|(k, v)| {
-            resolve_side(from, &v.from_field_path).err().map(|e| {
-                FieldError::invalid(
-                    format!("variables[{k}].fromFieldPath"),
-                    v.from_field_path.as_str(),
-                    e,
-                )
-                .to_string()
-            })
+            resolve_side(from, &v.from_field_path, resolved)
+                .err()
+                .map(|e| {
+                    FieldError::invalid(
+                        format!("variables[{k}].fromFieldPath"),
+                        v.from_field_path.as_str(),
+                        e,
+                    )
+                    .to_string()
+                })
         })
         .collect();
     if !problems.is_empty() {
