@@ -305,11 +305,35 @@ pub fn validate_object(
 /// The schema nodes whose subtree (the node included) has some property, by address: walks
 /// for rare features skip the subtrees without them instead of visiting every value.
 #[derive(Debug, Default)]
-pub(crate) struct Subtrees(std::collections::HashSet<usize>);
+pub(crate) struct Subtrees(AddressSet);
+
+/// A set of node addresses, hashed with one multiplication (SipHash is most of a lookup
+/// for a `usize`, and the walks look up every object and array they meet).
+type AddressSet = std::collections::HashSet<usize, std::hash::BuildHasherDefault<AddressHasher>>;
+
+/// Fibonacci hashing of an address; other input (never given) is folded in byte by byte.
+#[derive(Debug, Default)]
+struct AddressHasher(u64);
+
+impl std::hash::Hasher for AddressHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(*b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.0 = (self.0 ^ n as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
 
 impl Subtrees {
     fn of(schema: &Schema, has: fn(&Schema) -> bool) -> Self {
-        let mut set = std::collections::HashSet::new();
+        let mut set = AddressSet::default();
         mark(schema, has, &mut set, 0);
         Subtrees(set)
     }
@@ -376,12 +400,7 @@ impl Subtrees {
     }
 }
 
-fn mark(
-    schema: &Schema,
-    has: fn(&Schema) -> bool,
-    set: &mut std::collections::HashSet<usize>,
-    depth: usize,
-) -> bool {
+fn mark(schema: &Schema, has: fn(&Schema) -> bool, set: &mut AddressSet, depth: usize) -> bool {
     if depth > crate::schema::structural::MAX_SCHEMA_DEPTH {
         return false;
     }
@@ -428,6 +447,11 @@ fn default_in(value: &mut Value, schema: &Schema, nodes: &Subtrees, depth: usize
             }
             let additional = schema.additional_properties_schema().filter(|s| has(s));
             for (name, member) in map.iter_mut() {
+                // A scalar has nothing below it to default (a null is handled below only
+                // for `additionalProperties`).
+                if !(member.is_object() || member.is_array() || member.is_null()) {
+                    continue;
+                }
                 if let Some(prop) = schema.properties.get(name) {
                     if has(prop) {
                         default_in(member, prop, nodes, depth + 1);
@@ -448,7 +472,9 @@ fn default_in(value: &mut Value, schema: &Schema, nodes: &Subtrees, depth: usize
                 if item.is_null() && !item_schema.nullable {
                     *item = item_schema.default.clone().unwrap_or(Value::Null);
                 }
-                default_in(item, item_schema, nodes, depth + 1);
+                if item.is_object() || item.is_array() {
+                    default_in(item, item_schema, nodes, depth + 1);
+                }
             }
         }
         _ => {}
