@@ -361,6 +361,12 @@ pub const fn values(n: usize) -> usize {
 /// node: what a copy of it costs.
 pub fn size_of_value(v: &serde_json::Value) -> usize {
     use serde_json::Value;
+    // A scalar (what most patches copy) needs no stack.
+    match v {
+        Value::String(s) => return size_of::<Value>().saturating_add(s.len()),
+        Value::Array(_) | Value::Object(_) => {}
+        _ => return size_of::<Value>(),
+    }
     let mut total = 0usize;
     let mut stack = vec![v];
     while let Some(v) = stack.pop() {
@@ -402,12 +408,23 @@ impl fmt::Display for Limits {
 /// Whether a [`CountingAllocator`] is the global allocator.
 static COUNTING: AtomicBool = AtomicBool::new(false);
 
-thread_local! {
+/// What the allocator counts on one thread: one const-initialised thread-local without a
+/// destructor, so every access is a plain thread-local load with no lazy-init check.
+struct Counter {
     /// Bytes allocated minus bytes freed on this thread (negative when it frees what
     /// another thread allocated).
-    static NET: Cell<isize> = const { Cell::new(0) };
-    /// The highest `NET` since [`reset_peak`].
-    static PEAK: Cell<isize> = const { Cell::new(0) };
+    net: Cell<isize>,
+    /// The highest `net` since [`peak_during`] started.
+    peak: Cell<isize>,
+}
+
+thread_local! {
+    static COUNTER: Counter = const {
+        Counter {
+            net: Cell::new(0),
+            peak: Cell::new(0),
+        }
+    };
 }
 
 /// Runs `f` and returns, with its result, the most bytes this thread held at once during it
@@ -415,9 +432,9 @@ thread_local! {
 /// validation kept to its budget.
 pub fn peak_during<R>(f: impl FnOnce() -> R) -> (R, usize) {
     let start = net_allocated();
-    let _ = PEAK.try_with(|p| p.set(start));
+    let _ = COUNTER.try_with(|c| c.peak.set(start));
     let out = f();
-    let peak = PEAK.try_with(Cell::get).unwrap_or(start);
+    let peak = COUNTER.try_with(|c| c.peak.get()).unwrap_or(start);
     (
         out,
         usize::try_from(peak.saturating_sub(start)).unwrap_or(0),
@@ -425,22 +442,27 @@ pub fn peak_during<R>(f: impl FnOnce() -> R) -> (R, usize) {
 }
 
 fn net_allocated() -> isize {
-    NET.try_with(Cell::get).unwrap_or(0)
+    COUNTER.try_with(|c| c.net.get()).unwrap_or(0)
 }
 
-fn count(delta: isize) {
-    // `try_with`: a thread being torn down has no counter left; its frees do not count.
-    let _ = NET.try_with(|n| {
-        let now = n.get().wrapping_add(delta);
-        n.set(now);
-        if delta > 0 {
-            let _ = PEAK.try_with(|p| {
-                if now > p.get() {
-                    p.set(now)
-                }
-            });
+/// Counts `bytes` allocated (or grown by): the net and, when it rises above it, the peak.
+#[inline(always)]
+fn count_alloc(bytes: isize) {
+    // A const thread-local without a destructor is never torn down: `try_with` cannot
+    // fail and compiles to the bare access.
+    let _ = COUNTER.try_with(|c| {
+        let now = c.net.get().wrapping_add(bytes);
+        c.net.set(now);
+        if now > c.peak.get() {
+            c.peak.set(now);
         }
     });
+}
+
+/// Counts `bytes` freed (or shrunk by): a free never raises the peak.
+#[inline(always)]
+fn count_free(bytes: isize) {
+    let _ = COUNTER.try_with(|c| c.net.set(c.net.get().wrapping_sub(bytes)));
 }
 
 /// A global allocator that counts, per thread, the bytes allocated and freed through it, so
@@ -452,33 +474,62 @@ fn count(delta: isize) {
 /// ```
 pub struct CountingAllocator<A>(pub A);
 
-// SAFETY: every call is passed to the inner allocator unchanged; counting touches only a
-// thread-local integer.
-unsafe impl<A: GlobalAlloc> GlobalAlloc for CountingAllocator<A> {
+/// The alignment `mi_malloc` gives every block at least as large as it (mimalloc's
+/// `MI_MAX_ALIGN_SIZE`; the `mimalloc` crate's own `MIN_ALIGN` before it called
+/// `mi_malloc_aligned` for every allocation).
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+const MI_MIN_ALIGN: usize = 16;
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+const MI_MIN_ALIGN: usize = 8;
+
+/// Whether the inner allocator is mimalloc (known at compile time).
+#[inline(always)]
+fn is_mimalloc<A: 'static>() -> bool {
+    std::any::TypeId::of::<A>() == std::any::TypeId::of::<mimalloc::MiMalloc>()
+}
+
+// SAFETY: every call is passed to the inner allocator unchanged (for mimalloc, an
+// allocation whose alignment every mimalloc block has goes to `mi_malloc`, which `MiMalloc`
+// frees and reallocates like its own); counting touches only a thread-local integer.
+unsafe impl<A: GlobalAlloc + 'static> GlobalAlloc for CountingAllocator<A> {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         // Read first: a store on every allocation would bounce the line between cores.
         if !COUNTING.load(Ordering::Relaxed) {
             COUNTING.store(true, Ordering::Relaxed);
         }
-        count(layout.size() as isize);
+        count_alloc(layout.size() as isize);
+        // `MiMalloc::alloc` always takes the aligned path (`mi_malloc_aligned`), a third
+        // of mimalloc's instructions per allocation; the plain one serves the usual
+        // layouts with the same alignment.
+        if is_mimalloc::<A>() && layout.align() <= MI_MIN_ALIGN && layout.align() <= layout.size() {
+            // SAFETY: a non-zero size (the alignment is at least 1 and at most the size);
+            // the block is aligned to `MI_MIN_ALIGN` or to its size, at least
+            // `layout.align()` either way.
+            return unsafe { libmimalloc_sys::mi_malloc(layout.size()).cast() };
+        }
         // SAFETY: the caller's contract is passed on.
         unsafe { self.0.alloc(layout) }
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        count(layout.size() as isize);
+        count_alloc(layout.size() as isize);
         // SAFETY: the caller's contract is passed on.
         unsafe { self.0.alloc_zeroed(layout) }
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        count(-(layout.size() as isize));
+        count_free(layout.size() as isize);
         // SAFETY: the caller's contract is passed on.
         unsafe { self.0.dealloc(ptr, layout) }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        count(new_size as isize - layout.size() as isize);
+        let old = layout.size();
+        if new_size >= old {
+            count_alloc((new_size - old) as isize);
+        } else {
+            count_free((old - new_size) as isize);
+        }
         // SAFETY: the caller's contract is passed on.
         unsafe { self.0.realloc(ptr, layout, new_size) }
     }

@@ -310,8 +310,9 @@ struct Ctx<'a> {
     earlier: &'a [Finding],
     /// Renders from other XR values, by template and XR fields varied.
     variants: RefCell<HashMap<VariantKey, Option<Arc<Vec<Variant>>>>>,
-    /// Each rendered kind's compiled schema and CRD scope, by `apiVersion` and kind.
-    kinds: RefCell<HashMap<(String, String), KindRules>>,
+    /// Each rendered kind's compiled schema and CRD scope, by `apiVersion` and kind
+    /// (nested, so a lookup needs no owned key).
+    kinds: RefCell<HashMap<String, HashMap<String, KindRules>>>,
 }
 
 /// How a rendered kind is validated: its compiled schema (when its definition is known and
@@ -426,8 +427,12 @@ impl Ctx<'_> {
         let api_version = object.get("apiVersion")?.as_str()?;
         let kind = object.get("kind")?.as_str()?;
         let (group, version) = split_api_version(api_version).unwrap_or(("", api_version));
-        let key = (api_version.to_string(), kind.to_string());
-        let cached = self.kinds.borrow().get(&key).cloned();
+        let cached = self
+            .kinds
+            .borrow()
+            .get(api_version)
+            .and_then(|kinds| kinds.get(kind))
+            .cloned();
         let rules = match cached {
             Some(c) => c,
             None => {
@@ -448,7 +453,11 @@ impl Ctx<'_> {
                     scope: info.map(|i| i.scope),
                     built_in,
                 };
-                self.kinds.borrow_mut().insert(key, rules.clone());
+                self.kinds
+                    .borrow_mut()
+                    .entry(api_version.to_string())
+                    .or_default()
+                    .insert(kind.to_string(), rules.clone());
                 rules
             }
         };

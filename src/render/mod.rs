@@ -15,7 +15,9 @@ pub mod pattern;
 pub mod paved;
 pub mod transform;
 
-use serde_json::{Map, Value, json};
+use std::collections::HashMap;
+
+use serde_json::{Map, Value};
 
 use crate::findings::Path;
 use crate::model::function::{FunctionPackage, FunctionSet, KnownFunction, Recognition};
@@ -300,6 +302,9 @@ pub fn render(
 
 fn render_set(set: &ResourceSet<'_>, out: &mut Rendered) {
     let environment = environment(set, &mut out.composite, &mut out.environment_not_rendered);
+    // Each patch's paths parsed once per set, by the patch's address: a patch set's patches
+    // are applied to every template that uses it.
+    let mut parsed: HashMap<*const model::Patch, patch::ParsedPaths> = HashMap::new();
     for (i, template) in set.resources.iter().enumerate() {
         if crate::budget::step().is_err() {
             return;
@@ -336,10 +341,20 @@ fn render_set(set: &ResourceSet<'_>, out: &mut Rendered) {
                 if cost.is_err() {
                     break;
                 }
-                let record = crate::budget::at(
+                // Only the patches that run at render need their paths.
+                let paths = match patch::direction(p.effective_type()) {
+                    Some((Direction::In, _)) => Some(
+                        &*parsed
+                            .entry(std::ptr::from_ref(p))
+                            .or_insert_with(|| patch::ParsedPaths::of(p)),
+                    ),
+                    _ => None,
+                };
+                let mut record = crate::budget::at(
                     || patch_at.clone(),
-                    || apply(&patch_at, p, &out.composite, &environment, &mut object),
+                    || apply(p, paths, &out.composite, &environment, &mut object),
                 );
+                record.at = patch_at;
                 rendered.patches.push(record);
             }
             rendered.not_sent = rendered.patches.iter().find_map(|r| {
@@ -398,11 +413,12 @@ fn expand_patches<'a>(
     i: usize,
     template: &'a ComposedTemplate,
 ) -> Vec<(String, &'a model::Patch)> {
-    let mut out = Vec::new();
-    let at = set.at.child("resources").index(i);
+    let mut out = Vec::with_capacity(template.patches.len());
+    // The paths' common parts are built once, not for every patch.
+    let patches_at = set.at.child("resources").index(i).child("patches");
     for (j, p) in template.patches.iter().enumerate() {
         if p.effective_type() != model::PATCH_SET {
-            out.push((at.child("patches").index(j).as_str().to_string(), p));
+            out.push((String::from(patches_at.index(j)), p));
             continue;
         }
         if crate::budget::steps(1).is_err() {
@@ -415,18 +431,19 @@ fn expand_patches<'a>(
             .enumerate()
             .find(|(_, s)| s.name == name)
         {
+            let set_patches_at = set.at.child("patchSets").index(k).child("patches");
             for (l, q) in ps.patches.iter().enumerate() {
-                let q_at = set.at.child("patchSets").index(k).child("patches").index(l);
-                out.push((q_at.as_str().to_string(), q));
+                out.push((String::from(set_patches_at.index(l)), q));
             }
         }
     }
     out
 }
 
+/// The record of applying `p`; its `at` is left empty for the caller to fill.
 fn apply(
-    at: &str,
     p: &model::Patch,
+    paths: Option<&patch::ParsedPaths>,
     composite: &Value,
     environment: &Value,
     object: &mut Value,
@@ -439,11 +456,18 @@ fn apply(
             .collect(),
         _ => p.from_field_path.iter().cloned().collect(),
     };
-    let from = sources.join(", ");
+    let from = match sources.as_slice() {
+        [one] => one.clone(),
+        more => more.join(", "),
+    };
     let (outcome, from_environment) = match patch::direction(p.effective_type()) {
         Some((Direction::In, env)) => {
             let source = if env { environment } else { composite };
-            (patch::apply(p, source, object), env)
+            let outcome = match paths {
+                Some(paths) => patch::apply_parsed(p, paths, source, object),
+                None => patch::apply(p, source, object),
+            };
+            (outcome, env)
         }
         Some((Direction::Out, env)) => (Outcome::NotRun, env),
         None => (
@@ -452,7 +476,7 @@ fn apply(
         ),
     };
     PatchRecord {
-        at: at.to_string(),
+        at: String::new(),
         from,
         sources,
         from_environment,
@@ -492,7 +516,7 @@ fn metadata(object: &mut Value, xr: &Value, template: Option<&str>) {
     let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) else {
         return;
     };
-    meta.insert("generateName".into(), json!(format!("{xr_name}-")));
+    meta.insert("generateName".into(), Value::String(format!("{xr_name}-")));
     // A namespaced XR's composed resources live in its namespace (Crossplane v2.3.4
     // `RenderComposedResourceMetadata`); a cluster scoped XR's keep theirs.
     if let Some(ns) = xr_meta
@@ -500,7 +524,7 @@ fn metadata(object: &mut Value, xr: &Value, template: Option<&str>) {
         .and_then(Value::as_str)
         .filter(|ns| !ns.is_empty())
     {
-        meta.insert("namespace".into(), json!(ns));
+        meta.insert("namespace".into(), Value::String(ns.to_string()));
     }
     let labels = meta
         .entry("labels")
@@ -510,10 +534,10 @@ fn metadata(object: &mut Value, xr: &Value, template: Option<&str>) {
             .and_then(|l| l.get(LABEL_COMPOSITE))
             .and_then(Value::as_str)
             .unwrap_or(xr_name);
-        labels.insert(LABEL_COMPOSITE.into(), json!(composite));
+        labels.insert(LABEL_COMPOSITE.into(), Value::String(composite.to_string()));
         for key in [LABEL_CLAIM_NAME, LABEL_CLAIM_NAMESPACE] {
             if let Some(v) = xr_labels.and_then(|l| l.get(key)).and_then(Value::as_str) {
-                labels.insert(key.into(), json!(v));
+                labels.insert(key.into(), Value::String(v.to_string()));
             }
         }
     }
@@ -522,28 +546,44 @@ fn metadata(object: &mut Value, xr: &Value, template: Option<&str>) {
             .entry("annotations")
             .or_insert_with(|| Value::Object(Map::new()));
         if let Some(a) = annotations.as_object_mut() {
-            a.insert(ANNOTATION_RESOURCE_NAME.into(), json!(name));
+            a.insert(
+                ANNOTATION_RESOURCE_NAME.into(),
+                Value::String(name.to_string()),
+            );
         }
     }
-    let owner = json!({
-        "apiVersion": xr.get("apiVersion").cloned().unwrap_or(Value::Null),
-        "kind": xr.get("kind").cloned().unwrap_or(Value::Null),
-        "name": xr_name,
-        // An XR read from a file may have no uid; the API server would refuse a null one.
-        "uid": xr_meta
+    // Built directly: `json!` would copy each interpolated value again through serde.
+    let mut owner = Map::with_capacity(6);
+    owner.insert(
+        "apiVersion".into(),
+        xr.get("apiVersion").cloned().unwrap_or(Value::Null),
+    );
+    owner.insert(
+        "kind".into(),
+        xr.get("kind").cloned().unwrap_or(Value::Null),
+    );
+    owner.insert("name".into(), Value::String(xr_name.to_string()));
+    // An XR read from a file may have no uid; the API server would refuse a null one.
+    owner.insert(
+        "uid".into(),
+        xr_meta
             .and_then(|m| m.get("uid"))
             .filter(|u| u.is_string())
             .cloned()
-            .unwrap_or_else(|| json!(mock::MOCK_UID)),
-        "controller": true,
-        "blockOwnerDeletion": true,
-    });
-    meta.insert("ownerReferences".into(), json!([owner]));
+            .unwrap_or_else(|| Value::String(mock::MOCK_UID.to_string())),
+    );
+    owner.insert("controller".into(), Value::Bool(true));
+    owner.insert("blockOwnerDeletion".into(), Value::Bool(true));
+    meta.insert(
+        "ownerReferences".into(),
+        Value::Array(vec![Value::Object(owner)]),
+    );
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn composition(v: Value) -> Composition {
         let v1 = crate::schema::CompositionApi::embedded(crate::schema::CrossplaneVersion::V1);

@@ -61,34 +61,84 @@ pub fn direction(patch_type: &str) -> Option<(Direction, bool)> {
     })
 }
 
-/// Applies `patch` reading `from` and writing `to` (the caller picks XR, environment or
-/// composed resource by [`direction`]).
-pub fn apply(patch: &Patch, from: &Value, to: &mut Value) -> Outcome {
-    let combine = matches!(
+/// A patch's field paths, parsed once: a patch set's patches are applied to every template
+/// that uses it, with the same paths each time.
+#[derive(Debug, Clone)]
+pub struct ParsedPaths {
+    /// `fromFieldPath`.
+    source: Option<Result<Segments, fieldpath::ParseError>>,
+    /// Each combine variable's `fromFieldPath`, in order.
+    variables: Vec<Result<Segments, fieldpath::ParseError>>,
+    /// The destination (`toFieldPath`, else `fromFieldPath` for a patch that is not a
+    /// combine).
+    dest: Option<Result<Segments, fieldpath::ParseError>>,
+}
+
+impl ParsedPaths {
+    /// The paths of `patch`, parsed.
+    pub fn of(patch: &Patch) -> Self {
+        let combine = is_combine(patch);
+        ParsedPaths {
+            source: patch.from_field_path.as_deref().map(fieldpath::parse),
+            variables: match &patch.combine {
+                Some(c) if combine => c
+                    .variables
+                    .iter()
+                    .map(|v| fieldpath::parse(&v.from_field_path))
+                    .collect(),
+                _ => Vec::new(),
+            },
+            dest: destination(patch, combine).map(fieldpath::parse),
+        }
+    }
+}
+
+fn is_combine(patch: &Patch) -> bool {
+    matches!(
         patch.effective_type(),
         model::COMBINE_FROM_COMPOSITE
             | model::COMBINE_FROM_ENVIRONMENT
             | model::COMBINE_TO_COMPOSITE
             | model::COMBINE_TO_ENVIRONMENT
-    );
+    )
+}
+
+/// The destination, which defaults to the source path (not for a combine).
+fn destination(patch: &Patch, combine: bool) -> Option<&str> {
+    patch
+        .to_field_path
+        .as_deref()
+        .or(patch.from_field_path.as_deref().filter(|_| !combine))
+}
+
+/// Applies `patch` reading `from` and writing `to` (the caller picks XR, environment or
+/// composed resource by [`direction`]).
+pub fn apply(patch: &Patch, from: &Value, to: &mut Value) -> Outcome {
+    apply_parsed(patch, &ParsedPaths::of(patch), from, to)
+}
+
+/// [`apply`] with the patch's paths already parsed (`paths` must be [`ParsedPaths::of`]
+/// `patch`).
+pub fn apply_parsed(patch: &Patch, paths: &ParsedPaths, from: &Value, to: &mut Value) -> Outcome {
+    let combine = is_combine(patch);
     let required = patch
         .policy
         .as_ref()
         .and_then(|p| p.from_field_path.as_deref())
         == Some("Required");
     let input = if combine {
-        match combined(patch, from, required) {
+        match combined(patch, &paths.variables, from, required) {
             Ok(v) => v,
             Err(o) => return o,
         }
     } else {
-        let Some(source) = patch.from_field_path.as_deref() else {
+        let (Some(source), Some(path)) = (patch.from_field_path.as_deref(), &paths.source) else {
             return Outcome::Failed(format!(
                 "FromFieldPath is required by type {}",
                 patch.effective_type()
             ));
         };
-        match read(from, source, required) {
+        match read(from, source, path, required) {
             Ok(v) => v,
             Err(o) => return o,
         }
@@ -103,17 +153,13 @@ pub fn apply(patch: &Patch, from: &Value, to: &mut Value) -> Outcome {
         }
     };
     // The destination defaults to the source path.
-    let Some(dest) = patch
-        .to_field_path
-        .as_deref()
-        .or(patch.from_field_path.as_deref().filter(|_| !combine))
-    else {
+    let (Some(dest), Some(parsed)) = (destination(patch, combine), &paths.dest) else {
         return Outcome::Failed(format!(
             "ToFieldPath is required by type {}",
             patch.effective_type()
         ));
     };
-    let dest_path = match fieldpath::parse(dest) {
+    let dest_path = match parsed {
         Ok(p) => p,
         Err(e) => return Outcome::Failed(format!("cannot parse path {dest:?}: {e}")),
     };
@@ -129,8 +175,8 @@ pub fn apply(patch: &Patch, from: &Value, to: &mut Value) -> Outcome {
     } else {
         merge_options(patch.policy.as_ref())
     };
-    let targets = if dest.contains("[*]") {
-        match paved::expand_wildcards(to, &dest_path) {
+    let expanded = if dest.contains("[*]") {
+        Some(match paved::expand_wildcards(to, dest_path) {
             Ok(t) if t.is_empty() => {
                 return Outcome::Failed(format!("cannot expand ToFieldPath {dest}"));
             }
@@ -142,27 +188,44 @@ pub fn apply(patch: &Patch, from: &Value, to: &mut Value) -> Outcome {
             }
             Ok(t) => t,
             Err(e) => return Outcome::Failed(e.to_string()),
-        }
+        })
     } else {
-        vec![dest_path]
+        None
     };
-    for target in &targets {
+    let targets = expanded
+        .as_deref()
+        .unwrap_or(std::slice::from_ref(dest_path));
+    let mut output = Some(output);
+    for (k, target) in targets.iter().enumerate() {
+        let Some(value) = output.as_ref() else { break };
         // Every target gets a copy: one large value written to many places adds up.
-        if let Err(e) = crate::budget::reserve_copy(&output) {
+        if let Err(e) = crate::budget::reserve_copy(value) {
             return Outcome::Failed(format!("not rendered: writing {target} {e}"));
         }
-        if let Err(e) = paved::merge_value(to, target, output.clone(), merge) {
+        // The last target takes the value itself.
+        let value = if k + 1 == targets.len() {
+            output.take().unwrap_or_default()
+        } else {
+            value.clone()
+        };
+        if let Err(e) = paved::merge_value(to, target, value, merge) {
             return Outcome::Failed(format!("cannot patch to object: {e}"));
         }
     }
-    Outcome::Written(targets)
+    Outcome::Written(expanded.unwrap_or_else(|| vec![dest_path.clone()]))
 }
 
-/// The value at `source`, or how the patch ends when it is absent.
-fn read(from: &Value, source: &str, required: bool) -> Result<Value, Outcome> {
-    let path = fieldpath::parse(source)
+/// The value at `source` (parsed: `path`), or how the patch ends when it is absent.
+fn read(
+    from: &Value,
+    source: &str,
+    path: &Result<Segments, fieldpath::ParseError>,
+    required: bool,
+) -> Result<Value, Outcome> {
+    let path = path
+        .as_ref()
         .map_err(|e| Outcome::Failed(format!("cannot parse path {source:?}: {e}")))?;
-    match paved::find(from, &path) {
+    match paved::find(from, path) {
         Ok(Some(v)) => {
             // Each patch copies its source: a large one read by many patches adds up.
             crate::budget::reserve_copy(v)
@@ -178,7 +241,12 @@ fn read(from: &Value, source: &str, required: bool) -> Result<Value, Outcome> {
 }
 
 /// The combined value of a Combine patch: every variable must exist.
-fn combined(patch: &Patch, from: &Value, required: bool) -> Result<Value, Outcome> {
+fn combined(
+    patch: &Patch,
+    paths: &[Result<Segments, fieldpath::ParseError>],
+    from: &Value,
+    required: bool,
+) -> Result<Value, Outcome> {
     let Some(combine) = &patch.combine else {
         return Err(Outcome::Failed(format!(
             "Combine is required by type {}",
@@ -191,8 +259,8 @@ fn combined(patch: &Patch, from: &Value, required: bool) -> Result<Value, Outcom
         ));
     }
     let mut values = Vec::with_capacity(combine.variables.len());
-    for var in &combine.variables {
-        values.push(read(from, &var.from_field_path, required)?);
+    for (var, path) in combine.variables.iter().zip(paths) {
+        values.push(read(from, &var.from_field_path, path, required)?);
     }
     if combine.strategy != COMBINE_STRATEGY_STRING {
         return Err(Outcome::Failed(format!(

@@ -65,6 +65,10 @@ struct Unit {
     schema_type: String,
     /// Deepest nesting of comprehensions in the rules and message expressions.
     comprehension_depth: u32,
+    /// Whether the rules are evaluated here ([`evaluate_direct`]) rather than by
+    /// `kube_cel::validate_compiled`: when no node of the subtree has a string format that
+    /// converts to another CEL type (`date-time`, `duration`, `byte`).
+    direct: bool,
 }
 
 /// What the API server needs of a rule to report its failure.
@@ -232,6 +236,7 @@ impl CelProgram {
         }
         self.rule_count += kept.len();
         Some(Unit {
+            direct: plain_strings(&compiled, 0),
             compiled,
             rules: kept,
             schema_type: if schema.int_or_string {
@@ -366,8 +371,13 @@ impl Run<'_> {
             return;
         }
         self.evaluations += unit.rules.len();
-        let Err(errors) = kube_cel::validate_compiled(&unit.compiled, value, None) else {
-            return;
+        let errors = if unit.direct {
+            evaluate_direct(&unit.compiled, value)
+        } else {
+            match kube_cel::validate_compiled(&unit.compiled, value, None) {
+                Ok(()) => return,
+                Err(errors) => errors.into_vec().into_iter().map(CelError::from).collect(),
+            }
         };
         for error in errors {
             let Some(rule) = unit.rules.iter().find(|r| r.rule == error.rule) else {
@@ -390,7 +400,7 @@ impl Run<'_> {
                     self.push(failure, rule, path);
                 }
                 ErrorKind::EvaluationError => {
-                    let cause = cel_go_wording(&error);
+                    let cause = error.go_wording;
                     let detail = if cause.starts_with("no such overload") {
                         format!(
                             "'{cause}': call arguments did not match a supported operator, function or macro signature for rule: {}",
@@ -511,23 +521,288 @@ fn collect_fields(e: &IdedExpr, tested: &mut Vec<String>, read: &mut Vec<String>
     }
 }
 
+/// A rule's failure as `kube_cel` reports it (from [`kube_cel::validate_compiled`] or
+/// [`evaluate_direct`]).
+struct CelError {
+    rule: String,
+    message: String,
+    kind: ErrorKind,
+    /// For an evaluation error, the cause in cel-go's words ([`cel_go_wording`]).
+    go_wording: String,
+}
+
+impl From<kube_cel::ValidationError> for CelError {
+    fn from(error: kube_cel::ValidationError) -> Self {
+        let cause = std::error::Error::source(&error)
+            .and_then(|s| s.downcast_ref::<kube_cel::cel::ExecutionError>());
+        let go_wording = if error.kind == ErrorKind::EvaluationError {
+            cel_go_wording(cause, &error.message)
+        } else {
+            String::new()
+        };
+        CelError {
+            rule: error.rule,
+            message: error.message,
+            kind: error.kind,
+            go_wording,
+        }
+    }
+}
+
 /// A runtime error in cel-go's words where they are known (`no such key: x`,
 /// `division by zero`), else in cel-rust's.
-fn cel_go_wording(error: &kube_cel::ValidationError) -> String {
+fn cel_go_wording(cause: Option<&kube_cel::cel::ExecutionError>, message: &str) -> String {
     use kube_cel::cel::ExecutionError as E;
-    let cause = std::error::Error::source(error).and_then(|s| s.downcast_ref::<E>());
     match cause {
         Some(E::NoSuchKey(key)) => format!("no such key: {key}"),
         Some(E::NoSuchOverload) => "no such overload".to_string(),
         Some(E::DivisionByZero(_)) => "division by zero".to_string(),
         Some(E::RemainderByZero(_)) => "modulus by zero".to_string(),
         Some(E::Overflow(..)) => "integer overflow".to_string(),
-        _ => error
-            .message
+        _ => message
             .strip_prefix("rule evaluation error: ")
-            .unwrap_or(&error.message)
+            .unwrap_or(message)
             .to_string(),
     }
+}
+
+thread_local! {
+    /// The root context with the Kubernetes CEL functions, as `kube_cel`'s thread-local
+    /// validator has it.
+    static BASE_CONTEXT: kube_cel::cel::Context<'static> = {
+        use kube_cel::KubeCelExt;
+        let mut ctx = kube_cel::cel::Context::default();
+        ctx.register_all();
+        ctx
+    };
+}
+
+/// `kube_cel::validate_compiled` for a unit's rules, without what it does that changes
+/// nothing here: copying the value to apply defaults (the subtree has none, the value was
+/// defaulted before) and converting every node below again to evaluate their rules (the
+/// subtree has none). The value is converted once, the rules run in order against it, and
+/// failures read as `kube_cel`'s (`Validator::evaluate_rule`, `resolve_message`).
+fn evaluate_direct(compiled: &CelSchema, value: &Value) -> Vec<CelError> {
+    use kube_cel::cel::{ExecutionError, Value as CelValue};
+    let this = to_cel_compiled(value, compiled);
+    BASE_CONTEXT.with(|base| {
+        let mut node = base.new_inner_scope();
+        node.add_variable_from_value("self", this);
+        let mut errors = Vec::new();
+        for result in &compiled.validations {
+            // Rules that failed to compile and transition rules were removed at compile.
+            let Ok(cr) = result else { continue };
+            if cr.is_transition_rule && cr.rule.optional_old_self != Some(true) {
+                continue;
+            }
+            let null_scope;
+            let ctx = if cr.rule.optional_old_self == Some(true) {
+                null_scope = {
+                    let mut s = node.new_inner_scope();
+                    s.add_variable_from_value("oldSelf", CelValue::Null);
+                    s
+                };
+                &null_scope
+            } else {
+                &node
+            };
+            let rule = || cr.rule.rule.clone();
+            match cr.program.execute(ctx) {
+                Ok(CelValue::Bool(true)) => {}
+                Ok(CelValue::Bool(false)) => {
+                    let message = match cr.message_program.as_ref().map(|m| m.execute(ctx)) {
+                        Some(Ok(CelValue::String(s))) => (*s).clone(),
+                        _ => cr
+                            .rule
+                            .message
+                            .clone()
+                            .unwrap_or_else(|| format!("failed rule: {}", cr.rule.rule)),
+                    };
+                    errors.push(CelError {
+                        rule: rule(),
+                        message,
+                        kind: ErrorKind::ValidationFailure,
+                        go_wording: String::new(),
+                    });
+                }
+                Ok(_) => errors.push(CelError {
+                    rule: rule(),
+                    message: format!("rule \"{}\" did not evaluate to bool", cr.rule.rule),
+                    kind: ErrorKind::InvalidResult,
+                    go_wording: String::new(),
+                }),
+                Err(ExecutionError::UndeclaredReference(name)) => errors.push(CelError {
+                    rule: rule(),
+                    message: format!(
+                        "rule references '{name}', which this kube-cel build does not support \
+                         (an unsupported CEL macro, or a feature disabled at compile time); \
+                         it cannot be evaluated client-side"
+                    ),
+                    kind: ErrorKind::UnsupportedReference,
+                    go_wording: String::new(),
+                }),
+                Err(e) => {
+                    let message = format!("rule evaluation error: {e}");
+                    errors.push(CelError {
+                        rule: rule(),
+                        go_wording: cel_go_wording(Some(&e), &message),
+                        message,
+                        kind: ErrorKind::EvaluationError,
+                    });
+                }
+            }
+        }
+        errors
+    })
+}
+
+/// Whether no node of `compiled` has a format that converts strings to another CEL type
+/// (then [`to_cel_compiled`] converts values as `kube_cel` does).
+fn plain_strings(compiled: &CelSchema, depth: usize) -> bool {
+    use kube_cel::SchemaFormat;
+    if depth > MAX_SCHEMA_DEPTH {
+        return false;
+    }
+    matches!(
+        compiled.format,
+        SchemaFormat::None | SchemaFormat::IntOrString
+    ) && compiled
+        .properties
+        .values()
+        .chain(compiled.items.as_deref())
+        .chain(compiled.additional_properties.as_deref())
+        .chain(&compiled.all_of)
+        .chain(&compiled.one_of)
+        .chain(&compiled.any_of)
+        .all(|c| plain_strings(c, depth + 1))
+}
+
+/// `kube_cel`'s `json_to_cel_with_compiled` for a schema whose strings all stay strings
+/// ([`plain_strings`]).
+fn to_cel_compiled(value: &Value, compiled: &CelSchema) -> kube_cel::cel::Value {
+    use kube_cel::cel::Value as CelValue;
+    use kube_cel::cel::objects::{Key, Map as CelMap};
+    use std::sync::Arc;
+    match value {
+        Value::Array(items) => CelValue::List(Arc::new(
+            items
+                .iter()
+                .map(|item| match &compiled.items {
+                    Some(c) => to_cel_compiled(item, c),
+                    None => to_cel(item),
+                })
+                .collect(),
+        )),
+        Value::Object(obj) => {
+            let mut map = std::collections::HashMap::with_capacity(obj.len());
+            for (k, v) in obj {
+                let child = if let Some(c) = compiled.properties.get(k) {
+                    to_cel_compiled(v, c)
+                } else if let Some(c) = &compiled.additional_properties {
+                    to_cel_compiled(v, c)
+                } else {
+                    to_cel(v)
+                };
+                // Map keys (additionalProperties) are user data, not field names.
+                let key = if compiled.is_map {
+                    k.clone()
+                } else {
+                    escape_field_name(k)
+                };
+                map.insert(Key::String(Arc::new(key)), child);
+            }
+            if compiled.embedded_resource {
+                for field in ["apiVersion", "kind"] {
+                    map.entry(Key::String(Arc::new(field.into())))
+                        .or_insert_with(|| CelValue::String(Arc::new(String::new())));
+                }
+                map.entry(Key::String(Arc::new("metadata".into())))
+                    .or_insert_with(|| {
+                        CelValue::Map(CelMap {
+                            map: Arc::new(std::collections::HashMap::new()),
+                        })
+                    });
+            }
+            CelValue::Map(CelMap { map: Arc::new(map) })
+        }
+        scalar => to_cel(scalar),
+    }
+}
+
+/// `kube_cel`'s `json_to_cel`: without a schema, strings stay strings and field names are
+/// escaped.
+fn to_cel(value: &Value) -> kube_cel::cel::Value {
+    use kube_cel::cel::Value as CelValue;
+    use kube_cel::cel::objects::{Key, Map as CelMap};
+    use std::sync::Arc;
+    match value {
+        Value::Null => CelValue::Null,
+        Value::Bool(b) => CelValue::Bool(*b),
+        Value::Number(n) => {
+            if let Some(i) = n.as_i64() {
+                CelValue::Int(i)
+            } else if let Some(u) = n.as_u64() {
+                CelValue::UInt(u)
+            } else {
+                CelValue::Float(n.as_f64().unwrap_or(f64::NAN))
+            }
+        }
+        Value::String(s) => CelValue::String(Arc::new(s.clone())),
+        Value::Array(items) => CelValue::List(Arc::new(items.iter().map(to_cel).collect())),
+        Value::Object(obj) => {
+            let mut map = std::collections::HashMap::with_capacity(obj.len());
+            for (k, v) in obj {
+                map.insert(Key::String(Arc::new(escape_field_name(k))), to_cel(v));
+            }
+            CelValue::Map(CelMap { map: Arc::new(map) })
+        }
+    }
+}
+
+/// CEL reserved words, escaped as `__word__` in field names.
+const CEL_RESERVED_WORDS: &[&str] = &[
+    "true",
+    "false",
+    "null",
+    "in",
+    "as",
+    "break",
+    "const",
+    "continue",
+    "else",
+    "for",
+    "function",
+    "if",
+    "import",
+    "let",
+    "loop",
+    "package",
+    "namespace",
+    "return",
+    "var",
+    "void",
+    "while",
+];
+
+/// `kube_cel`'s (and the API server's) field name escaping.
+fn escape_field_name(name: &str) -> String {
+    if CEL_RESERVED_WORDS.contains(&name) {
+        return format!("__{name}__");
+    }
+    if name.contains(['_', '.', '-', '/']) {
+        let mut escaped = String::with_capacity(name.len() * 2);
+        for ch in name.chars() {
+            match ch {
+                '_' => escaped.push_str("__"),
+                '.' => escaped.push_str("__dot__"),
+                '-' => escaped.push_str("__dash__"),
+                '/' => escaped.push_str("__slash__"),
+                _ => escaped.push(ch),
+            }
+        }
+        return escaped;
+    }
+    name.to_string()
 }
 
 /// The field error of a rule that evaluated to false; `evaluated` is kube-cel's message
@@ -785,6 +1060,91 @@ mod tests {
 
     fn schema(v: Value) -> Schema {
         Schema::from_value(&v).expect("schema")
+    }
+
+    /// The direct evaluation reports what `kube_cel::validate_compiled` reports, error for
+    /// error: failures with messages and message expressions, non-boolean results, runtime
+    /// errors, escaped field names, map keys, embedded resources, `optionalOldSelf`.
+    #[test]
+    fn direct_evaluation_matches_kube_cel() {
+        let s = schema(json!({"type": "object", "properties": {
+            "spec": {"type": "object",
+                "x-kubernetes-validations": [
+                    {"rule": "self.size > 2", "message": "too small"},
+                    {"rule": "self.size < 10", "messageExpression": "'size ' + string(self.size)"},
+                    {"rule": "self.size", "message": "not a bool"},
+                    {"rule": "self.missing == 1"},
+                    {"rule": "self.size / self.zero == 1"},
+                    {"rule": "has(self.x_y) && self.x_y == 'a'"},
+                    {"rule": "self.__namespace__ == 'n'"},
+                    {"rule": "self.tags['a.b'] == 'c'"},
+                    {"rule": "self.inner.apiVersion == ''"},
+                    {"rule": "self.list.all(i, i.a_b > 0)"},
+                    {"rule": "oldSelf == null || self.size == oldSelf.size", "optionalOldSelf": true},
+                    {"rule": "self.size == 1 || self.size == 2"}
+                ],
+                "properties": {
+                    "size": {"type": "integer"},
+                    "zero": {"type": "integer"},
+                    "x_y": {"type": "string"},
+                    "namespace": {"type": "string"},
+                    "tags": {"type": "object", "additionalProperties": {"type": "string"}},
+                    "inner": {"type": "object", "x-kubernetes-embedded-resource": true,
+                        "x-kubernetes-preserve-unknown-fields": true},
+                    "list": {"type": "array", "items": {"type": "object",
+                        "properties": {"a_b": {"type": "integer"}}}},
+                    "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}
+                }}
+        }}));
+        let program = CelProgram::compile(&s);
+        let unit = program
+            .root
+            .as_ref()
+            .and_then(|r| r.properties.first())
+            .and_then(|(_, n)| n.unit.as_ref())
+            .expect("unit");
+        assert!(unit.direct);
+        let values = [
+            json!({"size": 1, "zero": 0, "x_y": "b", "namespace": "m", "tags": {"a.b": "d"},
+                   "inner": {"kind": "K"}, "list": [{"a_b": 0}], "free": {"k-1": [1.5, null, true]}}),
+            json!({"size": 5, "zero": 1, "x_y": "a", "namespace": "n", "tags": {"a.b": "c"},
+                   "inner": {}, "list": [{"a_b": 1}], "free": {}}),
+            json!({"size": 12, "list": []}),
+            json!({"size": 18446744073709551615u64}),
+            json!({}),
+        ];
+        for value in values {
+            let direct: Vec<(String, String, String, String)> =
+                evaluate_direct(&unit.compiled, &value)
+                    .into_iter()
+                    .map(|e| (e.rule, e.message, format!("{:?}", e.kind), e.go_wording))
+                    .collect();
+            let kube: Vec<(String, String, String, String)> =
+                match kube_cel::validate_compiled(&unit.compiled, &value, None) {
+                    Ok(()) => Vec::new(),
+                    Err(errors) => errors
+                        .into_vec()
+                        .into_iter()
+                        .map(CelError::from)
+                        .map(|e| (e.rule, e.message, format!("{:?}", e.kind), e.go_wording))
+                        .collect(),
+                };
+            assert_eq!(direct, kube, "{value}");
+        }
+    }
+
+    #[test]
+    fn formats_that_convert_strings_are_left_to_kube_cel() {
+        let s = schema(json!({"type": "object",
+            "x-kubernetes-validations": [{"rule": "self.at != ''"}],
+            "properties": {"at": {"type": "string", "format": "date-time"}}}));
+        let program = CelProgram::compile(&s);
+        let unit = program
+            .root
+            .as_ref()
+            .and_then(|r| r.unit.as_ref())
+            .expect("unit");
+        assert!(!unit.direct);
     }
 
     #[test]

@@ -69,6 +69,10 @@ pub(super) fn schema_errors(
     root: &Path,
     out: &mut Vec<FieldError>,
 ) {
+    // Most values are valid: `is_valid` tells without building error locations.
+    if compiled.validator.is_valid(value) {
+        return;
+    }
     let mut errors = compiled.validator.iter_errors(value).peekable();
     if errors.peek().is_none() {
         return;

@@ -100,14 +100,15 @@ impl NameRule {
     }
 }
 
-/// `maskTrailingDash` for a prefix: Go's replaces the last two bytes with `a`.
-fn mask(name: &str, prefix: bool) -> String {
+/// `maskTrailingDash` for a prefix: Go's replaces the last two bytes with `a`. Borrowed
+/// when nothing is masked (every name but a `generateName`).
+fn mask(name: &str, prefix: bool) -> std::borrow::Cow<'_, str> {
     if prefix && name.len() > 1 && name.ends_with('-') {
         // The byte before the dash may start a multi-byte character: Go cuts bytes.
         let cut = &name.as_bytes()[..name.len() - 2];
-        format!("{}a", String::from_utf8_lossy(cut))
+        std::borrow::Cow::Owned(format!("{}a", String::from_utf8_lossy(cut)))
     } else {
-        name.to_string()
+        std::borrow::Cow::Borrowed(name)
     }
 }
 
@@ -154,6 +155,24 @@ fn is_qualified_name_part(s: &str) -> bool {
             .all(|c| alnum(*c) || matches!(c, b'-' | b'_' | b'.'))
 }
 
+/// `dns1123SubdomainRegexp` (anchored): dot-separated DNS-1123 labels, in one pass (every
+/// label starts and ends with a lower case letter or digit, so a dot has one on each side).
+fn is_dns1123_subdomain(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.first().copied().is_some_and(lower_alnum)
+        && b.last().copied().is_some_and(lower_alnum)
+        && b.iter().enumerate().all(|(i, c)| match c {
+            b'.' => {
+                i.checked_sub(1)
+                    .and_then(|j| b.get(j))
+                    .copied()
+                    .is_some_and(lower_alnum)
+                    && b.get(i + 1).copied().is_some_and(lower_alnum)
+            }
+            c => lower_alnum(*c) || *c == b'-',
+        })
+}
+
 /// `dns1123LabelRegexp` (anchored).
 fn is_dns1123_label(s: &str) -> bool {
     let b = s.as_bytes();
@@ -165,10 +184,15 @@ fn is_dns1123_label(s: &str) -> bool {
 /// `IsQualifiedName`: label keys, annotation keys (lowercased), finalizers.
 pub fn qualified_name(value: &str) -> Vec<String> {
     let mut errs = Vec::new();
-    let parts: Vec<&str> = value.split('/').collect();
-    let name = match parts.as_slice() {
-        [name] => *name,
-        [prefix, name] => {
+    // `strings.Split(value, "/")`: one part, two, or more (an error), without collecting.
+    let parts = match value.split_once('/') {
+        None => Some((None, value)),
+        Some((prefix, name)) if !name.contains('/') => Some((Some(prefix), name)),
+        Some(_) => None,
+    };
+    let name = match parts {
+        Some((None, name)) => name,
+        Some((Some(prefix), name)) => {
             if prefix.is_empty() {
                 errs.push(format!("prefix part {}", empty_error()));
             } else {
@@ -178,9 +202,9 @@ pub fn qualified_name(value: &str) -> Vec<String> {
                         .map(|m| format!("prefix part {m}")),
                 );
             }
-            *name
+            name
         }
-        _ => {
+        None => {
             errs.push(format!(
                 "a qualified name {} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
                 regex_error(
@@ -232,7 +256,7 @@ pub fn dns1123_subdomain(value: &str) -> Vec<String> {
     if value.len() > DNS1123_SUBDOMAIN_MAX {
         errs.push(max_len_error(DNS1123_SUBDOMAIN_MAX));
     }
-    if !value.split('.').all(is_dns1123_label) {
+    if !is_dns1123_subdomain(value) {
         errs.push(regex_error(
             DNS1123_SUBDOMAIN_ERR,
             DNS1123_SUBDOMAIN_FMT,

@@ -81,8 +81,13 @@ pub fn validate(object: &Value, rules: &ObjectMetaRules, root: &Path) -> Vec<Fie
     let annotations = at.child("annotations");
     let mut size = 0;
     for (key, value) in strings(meta, "annotations", &annotations, &mut errs) {
-        // Case does not matter in annotation keys.
-        for msg in names::qualified_name(&key.to_lowercase()) {
+        // Case does not matter in annotation keys (lowered only when it has upper case).
+        let lowered = if key.bytes().any(|b| b.is_ascii_uppercase()) || !key.is_ascii() {
+            std::borrow::Cow::Owned(key.to_lowercase())
+        } else {
+            std::borrow::Cow::Borrowed(key)
+        };
+        for msg in names::qualified_name(&lowered) {
             errs.push(FieldError::invalid(annotations.clone(), key, msg));
         }
         size += key.len() + value.len();

@@ -24,13 +24,34 @@ pub(super) fn prune_unknown_fields(
     path: &Path,
     errs: &mut Vec<FieldError>,
 ) {
-    prune(value, schema, path, true, 0, errs);
+    prune(value, schema, &At::Root(path), true, 0, errs);
+}
+
+/// Where the walk is: the path is built only for an error (most objects have none), not
+/// for every object and array on the way.
+enum At<'a> {
+    Root(&'a Path),
+    Child(&'a At<'a>, &'a str),
+    Key(&'a At<'a>, &'a str),
+    Index(&'a At<'a>, usize),
+}
+
+impl At<'_> {
+    /// The path, as `Path::child`, `key` and `index` chained from the root build it.
+    fn path(&self) -> Path {
+        match self {
+            At::Root(p) => (*p).clone(),
+            At::Child(parent, name) => parent.path().child(name),
+            At::Key(parent, key) => parent.path().key(key),
+            At::Index(parent, i) => parent.path().index(*i),
+        }
+    }
 }
 
 fn prune(
     value: &mut Value,
     schema: &Schema,
-    path: &Path,
+    path: &At<'_>,
     resource_root: bool,
     depth: usize,
     errs: &mut Vec<FieldError>,
@@ -59,19 +80,19 @@ fn prune(
                 }
                 if let Some(prop) = schema.properties.get(key) {
                     if is_container(child) {
-                        prune(child, prop, &path.child(key), false, depth + 1, errs);
+                        prune(child, prop, &At::Child(path, key), false, depth + 1, errs);
                     }
                     continue;
                 }
                 match &schema.additional_properties {
                     Some(AdditionalProperties::Schema(s)) => {
                         if is_container(child) {
-                            prune(child, s, &path.key(key), false, depth + 1, errs);
+                            prune(child, s, &At::Key(path, key), false, depth + 1, errs);
                         }
                     }
                     Some(AdditionalProperties::Bool(true)) => {}
                     _ => {
-                        errs.push(unknown_field(path, key, schema));
+                        errs.push(unknown_field(&path.path(), key, schema));
                         unknown.push(key.clone());
                     }
                 }
@@ -84,14 +105,14 @@ fn prune(
             Some(Items::Schema(item)) => {
                 for (i, child) in items.iter_mut().enumerate() {
                     if is_container(child) {
-                        prune(child, item, &path.index(i), false, depth + 1, errs);
+                        prune(child, item, &At::Index(path, i), false, depth + 1, errs);
                     }
                 }
             }
             Some(Items::Tuple(list)) => {
                 for (i, (child, item)) in items.iter_mut().zip(list).enumerate() {
                     if is_container(child) {
-                        prune(child, item, &path.index(i), false, depth + 1, errs);
+                        prune(child, item, &At::Index(path, i), false, depth + 1, errs);
                     }
                 }
             }
@@ -118,7 +139,7 @@ fn unknown_field(path: &Path, key: &str, schema: &Schema) -> FieldError {
 fn keep_unknown(
     value: &mut Value,
     schema: &Schema,
-    path: &Path,
+    path: &At<'_>,
     resource_root: bool,
     depth: usize,
     errs: &mut Vec<FieldError>,
@@ -134,9 +155,9 @@ fn keep_unknown(
                     continue;
                 }
                 if let Some(prop) = schema.properties.get(key) {
-                    prune(child, prop, &path.child(key), false, depth + 1, errs);
+                    prune(child, prop, &At::Child(path, key), false, depth + 1, errs);
                 } else if let Some(add) = schema.additional_properties_schema() {
-                    prune(child, add, &path.key(key), false, depth + 1, errs);
+                    prune(child, add, &At::Key(path, key), false, depth + 1, errs);
                 }
             }
         }
@@ -144,7 +165,7 @@ fn keep_unknown(
             if let Some(item) = schema.items_schema() {
                 for (i, child) in items.iter_mut().enumerate() {
                     if is_container(child) {
-                        keep_unknown(child, item, &path.index(i), false, depth + 1, errs);
+                        keep_unknown(child, item, &At::Index(path, i), false, depth + 1, errs);
                     }
                 }
             }
@@ -172,18 +193,27 @@ fn prune_nulls_at(value: &mut Value, schema: Option<&Schema>, depth: usize) {
     }
     match value {
         Value::Object(map) => {
-            map.retain(|key, member| {
-                let s = field_schema(key, schema);
-                !(member.is_null() && s.is_some_and(|s| !s.nullable && s.default.is_none()))
-            });
+            // Most objects hold no null: looked up only for nulls, walked only into
+            // objects and arrays (a scalar has nothing to prune).
+            if map.values().any(Value::is_null) {
+                map.retain(|key, member| {
+                    !(member.is_null()
+                        && field_schema(key, schema)
+                            .is_some_and(|s| !s.nullable && s.default.is_none()))
+                });
+            }
             for (key, member) in map.iter_mut() {
-                prune_nulls_at(member, field_schema(key, schema), depth + 1);
+                if member.is_object() || member.is_array() {
+                    prune_nulls_at(member, field_schema(key, schema), depth + 1);
+                }
             }
         }
         Value::Array(items) => {
             let item = schema.and_then(Schema::items_schema);
             for member in items {
-                prune_nulls_at(member, item, depth + 1);
+                if member.is_object() || member.is_array() {
+                    prune_nulls_at(member, item, depth + 1);
+                }
             }
         }
         _ => {}
