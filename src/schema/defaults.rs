@@ -48,6 +48,10 @@ fn default_at(value: &mut Value, schema: &Schema, depth: usize) {
             }
             let additional = schema.additional_properties_schema();
             for (name, member) in map.iter_mut() {
+                // A scalar has nothing below it to default and is no null to replace.
+                if !(member.is_object() || member.is_array() || member.is_null()) {
+                    continue;
+                }
                 if let Some(prop) = schema.properties.get(name) {
                     default_at(member, prop, depth + 1);
                 } else if let Some(add) = additional {

@@ -48,7 +48,7 @@ use std::time::Duration;
 use serde_json::Value;
 use thiserror::Error;
 
-use super::Schema;
+use super::{Schema, apply_defaults};
 use crate::findings::{ErrorType, FieldError, Path};
 
 pub use cache::compiled;
@@ -126,8 +126,6 @@ pub struct CompiledSchema {
     embedded_nodes: Subtrees,
     /// Nodes whose subtree has a built-in kind's `resource.Quantity`.
     quantity_nodes: Subtrees,
-    /// Nodes whose subtree has a `default`: defaulting visits only those.
-    default_nodes: Subtrees,
     /// The JSON Schema the validator was built from, for putting its errors in the API
     /// server's words: made again on the first error, since most schemas never have one
     /// and it is as large as the schema (10 MiB for the corpus' 125 kinds).
@@ -171,13 +169,11 @@ impl CompiledSchema {
         });
         let embedded_nodes = Subtrees::of(&schema, |s| s.embedded_resource);
         let quantity_nodes = Subtrees::of(&schema, |s| s.quantity);
-        let default_nodes = Subtrees::of(&schema, |s| s.default.is_some());
         Ok(CompiledSchema {
             schema,
             list_type_nodes,
             embedded_nodes,
             quantity_nodes,
-            default_nodes,
             json: OnceLock::new(),
             validator,
             cel,
@@ -246,7 +242,7 @@ fn validate_with(
     let schema = &compiled.schema;
     prune::prune_unknown_fields(object, schema, root, &mut result.errors);
     prune::prune_nulls(object, schema);
-    default_in(object, schema, &compiled.default_nodes, 0);
+    apply_defaults(object, schema);
     quantity::validate(
         object,
         schema,
@@ -420,67 +416,6 @@ fn mark(schema: &Schema, has: fn(&Schema) -> bool, set: &mut AddressSet, depth: 
     found
 }
 
-/// [`apply_defaults`](super::apply_defaults) (`schema/defaults.rs`, the API server's
-/// algorithm, step for step)
-/// visiting only the subtrees that have a default: elsewhere defaulting changes nothing (no
-/// property to fill, and a `null` takes a missing default, `null`), so the walk skips them
-/// instead of looking up every member of the object.
-fn default_in(value: &mut Value, schema: &Schema, nodes: &Subtrees, depth: usize) {
-    if depth > crate::schema::structural::MAX_SCHEMA_DEPTH {
-        return;
-    }
-    // Not the root: its address in `nodes` is where it was compiled (see `Subtrees`).
-    let has = |s: &Schema| nodes.contains(s);
-    match value {
-        Value::Object(map) => {
-            for (name, prop) in &schema.properties {
-                let Some(default) = &prop.default else {
-                    continue;
-                };
-                let missing_or_null = match map.get(name) {
-                    None => true,
-                    Some(v) => v.is_null() && !prop.nullable,
-                };
-                if missing_or_null {
-                    map.insert(name.clone(), default.clone());
-                }
-            }
-            let additional = schema.additional_properties_schema().filter(|s| has(s));
-            for (name, member) in map.iter_mut() {
-                // A scalar has nothing below it to default (a null is handled below only
-                // for `additionalProperties`).
-                if !(member.is_object() || member.is_array() || member.is_null()) {
-                    continue;
-                }
-                if let Some(prop) = schema.properties.get(name) {
-                    if has(prop) {
-                        default_in(member, prop, nodes, depth + 1);
-                    }
-                } else if let Some(add) = additional {
-                    if member.is_null() && !add.nullable {
-                        *member = add.default.clone().unwrap_or(Value::Null);
-                    }
-                    default_in(member, add, nodes, depth + 1);
-                }
-            }
-        }
-        Value::Array(items) => {
-            let Some(item_schema) = schema.items_schema().filter(|s| has(s)) else {
-                return;
-            };
-            for item in items.iter_mut() {
-                if item.is_null() && !item_schema.nullable {
-                    *item = item_schema.default.clone().unwrap_or(Value::Null);
-                }
-                if item.is_object() || item.is_array() {
-                    default_in(item, item_schema, nodes, depth + 1);
-                }
-            }
-        }
-        _ => {}
-    }
-}
-
 /// `hasBlockingErr`: errors after which the API server does not run CEL rules.
 fn is_blocking(error: &FieldError) -> bool {
     matches!(
@@ -608,52 +543,6 @@ mod tests {
                 r#"spec.pipeline[0].input.resources[0].name: Invalid value: "integer": resources[0].name in body must be of type string: "integer""#
             ]
         );
-    }
-
-    /// Defaulting only the subtrees with defaults gives what defaulting everything gives.
-    #[test]
-    fn defaulting_the_subtrees_with_defaults_is_defaulting_all() {
-        let s = Schema::from_value(&json!({"type": "object", "properties": {
-            "spec": {"type": "object", "default": {}, "properties": {
-                "mode": {"type": "string", "default": "Resources"},
-                "plain": {"type": "object", "properties": {"x": {"type": "string"}}},
-                "inner": {"type": "object", "default": {"keep": true}, "properties": {
-                    "deep": {"type": "integer", "default": 1},
-                    "keep": {"type": "boolean"}
-                }},
-                "list": {"type": "array", "items": {"type": "object", "default": {"t": "d"},
-                    "properties": {"t": {"type": "string", "default": "x"},
-                                   "u": {"type": "string"}}}},
-                "nullable": {"type": "array", "items": {"type": "string", "nullable": true,
-                    "default": "d"}},
-                "names": {"type": "array", "items": {"type": "string"}},
-                "tags": {"type": "object", "additionalProperties": {"type": "string"}}
-            }},
-            "known": {"type": "object", "properties": {"k": {"type": "string", "default": "kk"}}},
-            "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}
-        }, "additionalProperties": {"type": "object", "default": {"from": "default"},
-            "properties": {"x": {"type": "integer", "default": 5}}}}))
-        .expect("schema");
-        let nodes = Subtrees::of(&s, |s| s.default.is_some());
-        for value in [
-            json!({}),
-            json!({"spec": null, "known": {}, "a": {}, "b": null, "c": {"x": 1}}),
-            json!({"spec": {"mode": null, "plain": {"x": null}, "inner": {"keep": false},
-                "list": [{}, {"t": "set"}, null, {"u": "z"}], "nullable": [null, "a"],
-                "names": [null], "tags": {"a": null}}, "free": {"spec": null}}),
-            json!({"spec": {"inner": "not an object", "list": {"0": {}}}}),
-            json!(42),
-        ] {
-            let mut all = value.clone();
-            super::super::apply_defaults(&mut all, &s);
-            let mut some = value.clone();
-            default_in(&mut some, &s, &nodes, 0);
-            assert_eq!(some, all, "{value}");
-            assert_eq!(
-                serde_json::to_string(&some).expect("json"),
-                serde_json::to_string(&all).expect("json")
-            );
-        }
     }
 
     #[test]
