@@ -628,7 +628,7 @@ pub struct Scanned {
     /// The verdict cache's key of the review, when its answer may be cached (of the
     /// object's text: [`verdicts::Streamed`]).
     pub key: Option<verdicts::Key>,
-    /// The body's shape, for [`decode_with_shape`], if it was needed (a body larger than a
+    /// The body's shape, for [`decode_with_shape`], when it was needed (a body larger than a
     /// tree budget's worth of values).
     pub shape: Option<JsonShape>,
 }
@@ -651,6 +651,8 @@ pub fn scan(content_type: Option<&str>, body: &[u8], max_tree_bytes: usize) -> O
     }
     // A body holds fewer values than bytes: a small one fits the budget unscanned (and
     // serde_json's nesting limit is below the API server's).
+    // A body holds fewer values than bytes: a small one fits the budget unscanned. (Its depth
+    // is another matter: skipped values nest without a limit, so decoding measures it.)
     let shape = if (body.len() + 1).saturating_mul(VALUE_BYTES) <= max_tree_bytes {
         None
     } else {
@@ -674,6 +676,21 @@ pub fn scan(content_type: Option<&str>, body: &[u8], max_tree_bytes: usize) -> O
     .ok()?;
     de.end().ok()?;
     Some(Scanned { echo, key, shape })
+}
+
+/// How deep a value the scan skips may nest (serde_json's limit for what it reads): a hit
+/// is answered only for a body that decoding would not refuse as too deep.
+const SHALLOW: usize = 128;
+
+/// Whether a skipped value nests at most [`SHALLOW`] levels (skipping has no limit).
+fn shallow(raw: &RawValue) -> bool {
+    crate::document::json_shape(raw.get().as_bytes(), SHALLOW).depth <= SHALLOW
+}
+
+/// Skips a value the review does not read, checked to be UTF-8 and [`shallow`].
+fn skip<'de, A: MapAccess<'de>>(map: &mut A) -> Result<(), A::Error> {
+    let raw: &'de RawValue = map.next_value()?;
+    if shallow(raw) { Ok(()) } else { Err(unplain()) }
 }
 
 /// The error that ends a scan (the body goes the long way).
@@ -731,7 +748,7 @@ impl<'de> Visitor<'de> for ScanReview<'_> {
         let mut seen = 0;
         while let Some(field) = map.next_key_seed(Name(FIELDS))? {
             let Some(field) = field else {
-                map.next_value::<IgnoredAny>()?;
+                skip(&mut map)?;
                 continue;
             };
             once(&mut seen, field)?;
@@ -804,7 +821,7 @@ impl<'de> Visitor<'de> for ScanRequest<'_> {
         let mut cacheable = false;
         while let Some(field) = map.next_key_seed(Name(FIELDS))? {
             let Some(field) = field else {
-                map.next_value::<IgnoredAny>()?;
+                skip(&mut map)?;
                 continue;
             };
             once(&mut seen, field)?;
@@ -835,9 +852,7 @@ impl<'de> Visitor<'de> for ScanRequest<'_> {
                     self.echo.object = Some(echo);
                     *self.key = key;
                 }
-                6 => {
-                    map.next_value::<Option<IgnoredAny>>()?;
-                }
+                6 => skip(&mut map)?,
                 _ => {
                     map.next_value::<bool>()?;
                 }
@@ -890,7 +905,7 @@ impl<'de> Visitor<'de> for ScanObject {
                 // The member's text: the same text is the same value (another text of the
                 // same value only misses).
                 let raw: &'de RawValue = map.next_value()?;
-                if !plain(raw.get().as_bytes()) {
+                if !plain(raw.get().as_bytes()) || !shallow(raw) {
                     return Err(unplain());
                 }
                 h.text(raw.get());
@@ -1494,6 +1509,7 @@ mod tests {
                 .to_string()
                 .replace(r#""x":1.5"#, r#""x":1e999"#),
             applied(json!(null)).to_string(),
+
             BODY.replace(r#""uid":"705ab4f5-6393-11e8-b7cc-42010a800002","#, "")
                 .replace(r#""dryRun":false"#, r#""dryRun":false,"uid":"u""#),
             BODY.replace(r#""kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1beta1","#, "")
@@ -1505,6 +1521,21 @@ mod tests {
         for body in odd {
             assert!(scanned(&body).is_none(), "{body}");
         }
+        // Skipped values nest without a limit (no recursion): deeper than serde_json's, the
+        // long way (where decoding measures the depth).
+        let nest = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+        let body = applied(json!({"name": "c"})).to_string();
+        for deep in [
+            body.replace(r#""x":1.5"#, &format!(r#""x":{}"#, nest(200))),
+            body.replace(
+                r#""oldObject":null"#,
+                &format!(r#""oldObject":{}"#, nest(20_000)),
+            ),
+            body.replace(r#""oldObject":null"#, &format!(r#""other":{}"#, nest(200))),
+        ] {
+            assert!(scanned(&deep).is_none());
+        }
+        assert!(scanned(&body.replace(r#""x":1.5"#, &format!(r#""x":{}"#, nest(100)))).is_some());
         assert!(scan(Some("text/plain"), BODY.as_bytes(), usize::MAX).is_none());
         assert!(scan(None, BODY.as_bytes(), 10).is_none());
         assert!(scan(None, BODY.as_bytes(), usize::MAX).is_some());
