@@ -50,6 +50,13 @@
 //! - `SERVE_BENCH_IN_PROCESS` (`--in-process N`): only decode and decide the review N times
 //!   in-process after one warm-up review, print the mean per review and exit, without the
 //!   server (for profiles: `valgrind --tool=callgrind --toggle-collect='*serve::repeat*'`).
+//! - `SERVE_BENCH_HANDLER` (`--handler N`) with `SERVE_BENCH_BODIES` (`--bodies warm|cold`,
+//!   default warm): only send the review N times through the server's own handler
+//!   (`handler::validate`, its verdict cache, worker permits and metrics) in-process after one
+//!   warm-up review, without TCP and TLS, print the mean per review and exit. Warm: the same
+//!   body every time (verdict-cache hits); cold: distinct names (misses). The handler
+//!   validates on the blocking pool's thread, so for instruction counts run callgrind with
+//!   collection on from the start at N and at 0, and subtract.
 //!
 //! Run with `cargo bench --bench serve`.
 
@@ -132,6 +139,10 @@ struct Settings {
     workers: Option<usize>,
     /// Only decode and decide the review this many times in-process.
     in_process: Option<usize>,
+    /// Only send the review this many times through the server's handler, in-process.
+    handler: Option<usize>,
+    /// Which bodies the handler is sent.
+    bodies: Bodies,
 }
 
 impl Settings {
@@ -145,6 +156,8 @@ impl Settings {
             "pin",
             "workers",
             "in_process",
+            "handler",
+            "bodies",
         ]
         .iter()
         .filter_map(|k| {
@@ -170,6 +183,8 @@ impl Settings {
                         | "pin"
                         | "workers"
                         | "in_process"
+                        | "handler"
+                        | "bodies"
                 );
                 if known && let Some(value) = value {
                     if !flag.contains('=') {
@@ -188,6 +203,8 @@ impl Settings {
             pin: Pin::Off,
             workers: None,
             in_process: None,
+            handler: None,
+            bodies: Bodies::Warm,
         };
         let bad = |k: &str, v: &str| -> ! { panic!("invalid {k} {v:?}") };
         for (k, v) in values {
@@ -211,6 +228,14 @@ impl Settings {
                 }
                 "workers" => s.workers = Some(v.parse().unwrap_or_else(|_| bad(&k, &v))),
                 "in_process" => s.in_process = Some(v.parse().unwrap_or_else(|_| bad(&k, &v))),
+                "handler" => s.handler = Some(v.parse().unwrap_or_else(|_| bad(&k, &v))),
+                "bodies" => {
+                    s.bodies = match v.as_str() {
+                        "warm" => Bodies::Warm,
+                        "cold" => Bodies::Cold,
+                        _ => bad(&k, &v),
+                    }
+                }
                 _ => {}
             }
         }
@@ -462,7 +487,7 @@ fn uid(worker: usize, seq: u64) -> String {
 struct InProcess {
     allowed: bool,
     warnings: usize,
-    /// Median of salvage, decode, decide and encode, as the handler runs them.
+    /// Median of scan, decode, decide and encode, as the handler runs them on a miss.
     total: Duration,
     /// Medians of the stages, in order.
     stages: Vec<(&'static str, Duration)>,
@@ -484,12 +509,19 @@ fn catalog_of(case: &Case) -> Catalog {
     catalog
 }
 
-/// The server's work on one review, as the handler does it: salvage, decode, decide,
+/// The server's work on one review that misses the verdict cache, as the handler does it:
+/// scan (the echo and the cache key; salvage if the body is not plain), decode, decide,
 /// encode. Returns whether it was allowed and how many warnings it had.
 fn review_in_process(catalog: &Catalog, body: &[u8]) -> (bool, usize) {
-    let echo = review::salvage(body);
-    let request =
-        review::decode(Some("application/json"), body, usize::MAX).expect("the review decodes");
+    let json = Some("application/json");
+    let limits = composition_webhook::budget::Limits::DEFAULT;
+    let scanned = review::scan(json, body, limits.memory_bytes);
+    let (echo, shape) = match scanned {
+        Some(s) => (s.echo, s.shape),
+        None => (review::salvage(body), None),
+    };
+    let request = review::decode_with_shape(json, body, limits.memory_bytes, shape)
+        .expect("the review decodes");
     let uid = request.uid.clone();
     let decision = admission::decide(
         request,
@@ -522,14 +554,93 @@ fn in_process_only(case: &Case, body: &[u8], n: usize) {
     repeat(&catalog, body, n);
     let elapsed = started.elapsed();
     println!(
-        "{}: allowed={allowed} with {warnings} warnings; {n} reviews in-process (salvage+decode+decide+encode): {:.1} µs each",
+        "{}: allowed={allowed} with {warnings} warnings; {n} reviews in-process (scan+decode+decide+encode): {:.1} µs each",
         case.label,
         elapsed.as_secs_f64() * 1e6 / n.max(1) as f64
     );
 }
 
+/// `--handler N`: the review sent N times through the server's handler after a warm-up
+/// (which fills the verdict cache for warm bodies), no TCP or TLS.
+fn handler_only(case: &Case, template: &Template, n: usize, bodies: Bodies) {
+    use axum::extract::{RawQuery, State};
+    use axum::http::{HeaderMap, HeaderValue, header};
+    use composition_webhook::server::handler::{self, ReviewState};
+    use composition_webhook::server::metrics::Metrics;
+    use composition_webhook::server::schemas::FileSchemas;
+    use composition_webhook::server::verdicts::{self, Verdicts};
+
+    let metrics = Arc::new(Metrics::new());
+    let state = Arc::new(ReviewState {
+        schemas: Arc::new(FileSchemas {
+            catalog: catalog_of(case),
+            functions: None,
+            description: "bench".into(),
+        }),
+        default_mode: Mode::Loose,
+        rendered: true,
+        max_body_bytes: 3 << 20,
+        body_memory: Arc::new(tokio::sync::Semaphore::new(64 << 20)),
+        workers: Arc::new(tokio::sync::Semaphore::new(2)),
+        limits: composition_webhook::budget::Limits::DEFAULT,
+        verdicts: Verdicts::new(verdicts::DEFAULT_BYTES, metrics.clone()),
+        release_memory: None,
+        metrics,
+        change_impact: None,
+        audit: None,
+    });
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let send = |seq: u64| {
+        let body = template.body(&uid(0, seq), bodies);
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        headers.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
+        let state = state.clone();
+        runtime.block_on(async move {
+            let response = handler::validate(
+                State(state),
+                RawQuery(Some("timeout=10s".into())),
+                headers,
+                axum::body::Body::from(body),
+            )
+            .await;
+            let bytes = response
+                .into_body()
+                .collect()
+                .await
+                .expect("the answer")
+                .to_bytes();
+            let answer: Value = serde_json::from_slice(&bytes).expect("JSON");
+            answer["response"]["allowed"] == json!(template.expected_allowed)
+        })
+    };
+    assert!(send(0), "the handler's answer is the library's");
+    let started = Instant::now();
+    let right = repeat_handler(&send, n);
+    let elapsed = started.elapsed();
+    assert_eq!(right, n, "every answer is the library's");
+    println!(
+        "{}: {n} {} reviews through the handler in-process (no TCP/TLS): {:.1} µs each",
+        case.label,
+        bodies.name(),
+        elapsed.as_secs_f64() * 1e6 / n.max(1) as f64
+    );
+}
+
+/// `send` `n` times; how many answers were right (not inlined, for profilers).
+#[inline(never)]
+fn repeat_handler(send: &dyn Fn(u64) -> bool, n: usize) -> usize {
+    (1..=n as u64).filter(|&seq| send(seq)).count()
+}
+
 /// What the server should answer, decided by the library in-process, and how long that
-/// takes on one thread (salvage, decode, decide, encode: the server's work minus HTTP and
+/// takes on one thread (scan, decode, decide, encode: the server's work minus HTTP and
 /// TLS), with a breakdown by stage.
 fn in_process(case: &Case, body: &[u8]) -> InProcess {
     let catalog = catalog_of(case);
@@ -555,9 +666,9 @@ fn in_process(case: &Case, body: &[u8]) -> InProcess {
     let validator = Validator::new(&catalog, v1_options());
     let stages = vec![
         (
-            "salvage",
+            "scan",
             median(&mut || {
-                std::hint::black_box(review::salvage(body));
+                std::hint::black_box(review::scan(Some("application/json"), body, 64 << 20));
             }),
         ),
         (
@@ -1130,6 +1241,12 @@ fn main() {
         in_process_only(&case, &body, n);
         return;
     }
+    if let Some(n) = settings.handler {
+        let catalog = catalog_of(&case);
+        let (allowed, _) = review_in_process(&catalog, &body);
+        handler_only(&case, &Template::new(body, allowed), n, settings.bodies);
+        return;
+    }
     let measured = in_process(&case, &body);
     let (allowed, warnings) = (measured.allowed, measured.warnings);
     let template = Arc::new(Template::new(body, allowed));
@@ -1151,7 +1268,7 @@ fn main() {
         .map(|(name, d)| format!("{name} {:.0}", d.as_secs_f64() * 1e6))
         .collect();
     println!(
-        "   in-process (one thread, no HTTP/TLS): salvage+decode+decide+encode {:.0} µs median (~{:.0} reviews/s per core); stages µs: {}",
+        "   in-process (one thread, no HTTP/TLS): scan+decode+decide+encode {:.0} µs median (~{:.0} reviews/s per core); stages µs: {}",
         measured.total.as_secs_f64() * 1e6,
         1.0 / measured.total.as_secs_f64(),
         stages.join(", ")

@@ -17,8 +17,11 @@ use kube_core::response::StatusSummary;
 use kube_core::{Status, TypeMeta};
 use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
+use super::verdicts::{self, Field, Streamed};
+use crate::document::JsonShape;
 use crate::mode::{self, Mode};
 use crate::model::{APIEXTENSIONS_GROUP, LEGACY_MODE_ANNOTATION, MODE_ANNOTATION};
 
@@ -43,6 +46,7 @@ pub struct Request {
     /// Identifies this call; the answer must echo it.
     pub uid: String,
     /// The kind of the object (after conversion to the version the webhook registered).
+    #[serde(deserialize_with = "kind")]
     pub kind: GroupVersionKind,
     /// The object's name (empty on a create that asks for a generated name).
     #[serde(default)]
@@ -52,8 +56,9 @@ pub struct Request {
     /// Who asked.
     #[serde(default)]
     pub user_info: UserInfo,
-    /// The object being created or updated (absent on DELETE).
-    #[serde(default)]
+    /// The object being created or updated (absent on DELETE). A Composition's is read
+    /// without what validation never reads ([`slim`]).
+    #[serde(default, deserialize_with = "object")]
     pub object: Option<Map<String, Value>>,
     /// The object before an UPDATE or DELETE: syntax-checked, not kept.
     #[serde(default)]
@@ -73,6 +78,300 @@ struct Review {
     kind: String,
     #[serde(default)]
     request: Option<Request>,
+}
+
+/// `kubectl apply`'s copy of the whole object, as a string annotation.
+pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+std::thread_local! {
+    /// Whether the review being decoded on this thread is of a Composition (its `kind` is
+    /// read before its `object`, as the API server sends them): only then is the object
+    /// read slim.
+    static SLIM: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// Whether [`decode`] reads objects slim on this thread now (it does, then reads again in
+    /// full a body that it could not read slim, for the exact error).
+    static ALLOW_SLIM: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Reads `request.kind`, noting whether it is a Composition's.
+fn kind<'de, D: de::Deserializer<'de>>(d: D) -> Result<GroupVersionKind, D::Error> {
+    let kind = GroupVersionKind::deserialize(d)?;
+    let slim = ALLOW_SLIM.with(std::cell::Cell::get)
+        && kind.group == APIEXTENSIONS_GROUP
+        && kind.kind == "Composition";
+    SLIM.with(|s| s.set(slim));
+    Ok(kind)
+}
+
+/// Reads `request.object`: in full, or for a Composition without what validation never reads
+/// ([`slim`]).
+fn object<'de, D: de::Deserializer<'de>>(d: D) -> Result<Option<Map<String, Value>>, D::Error> {
+    // Read once: a later review's object is read slim only after its own kind.
+    if !SLIM.with(|s| s.replace(false)) {
+        return Option::<Map<String, Value>>::deserialize(d);
+    }
+    d.deserialize_option(SlimObject)
+}
+
+/// What the webhook reads of a Composition: all of it but `metadata.managedFields` and the
+/// text of a string [`LAST_APPLIED`] annotation (an empty string in its place): half of a
+/// `kubectl apply`'s review. Nothing reads them: the model keeps the name, the generateName,
+/// the annotations and the labels of `metadata`, validation reads only the mode annotations
+/// of those, and the verdict cache's key neither (of the annotations, only whether they are
+/// all strings). [`decode`] skips their text unparsed when it holds nothing a tree would
+/// refuse ([`plain`]: no escaped surrogate, no number that may overflow; UTF-8 is checked),
+/// and otherwise reads the body again in full, so a body is refused just as it would be.
+/// This is the same on a tree.
+pub fn slim(object: &mut Map<String, Value>) {
+    if let Some(Value::Object(metadata)) = object.get_mut("metadata") {
+        metadata.shift_remove("managedFields");
+        if let Some(Value::Object(annotations)) = metadata.get_mut("annotations")
+            && let Some(Value::String(text)) = annotations.get_mut(LAST_APPLIED)
+        {
+            *text = String::new();
+        }
+    }
+}
+
+/// The object (or null), read slim.
+struct SlimObject;
+
+impl<'de> Visitor<'de> for SlimObject {
+    type Value = Option<Map<String, Value>>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a map")
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_some<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_map(SlimMap(Level::Object)).map(|v| match v {
+            Value::Object(map) => Some(map),
+            _ => None,
+        })
+    }
+}
+
+/// Where in the object a map being read slim is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Level {
+    /// The object.
+    Object,
+    /// `metadata`.
+    Metadata,
+    /// `metadata.annotations`.
+    Annotations,
+}
+
+/// A value at `Level`: a map is read slim, anything else as a `Value`.
+struct SlimMap(Level);
+
+impl<'de> DeserializeSeed<'de> for SlimMap {
+    type Value = Value;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for SlimMap {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any valid JSON value")
+    }
+
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
+        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_string()))
+    }
+
+    fn visit_string<E: de::Error>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_some<D: de::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        Value::deserialize(d)
+    }
+
+    fn visit_seq<A: de::SeqAccess<'de>>(self, seq: A) -> Result<Value, A::Error> {
+        Value::deserialize(de::value::SeqAccessDeserializer::new(seq))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut out = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let value = match (self.0, key.as_str()) {
+                (Level::Object, "metadata") => map.next_value_seed(SlimMap(Level::Metadata))?,
+                (Level::Metadata, "managedFields") => {
+                    map.next_value::<Checked>()?;
+                    continue;
+                }
+                (Level::Metadata, "annotations") => {
+                    map.next_value_seed(SlimMap(Level::Annotations))?
+                }
+                (Level::Annotations, LAST_APPLIED) => {
+                    let raw: &'de RawValue = map.next_value()?;
+                    let raw = raw.get().as_bytes();
+                    // A string (the JSON text of the object); anything else is read in full.
+                    if raw.first() != Some(&b'"') || !no_surrogate(raw) {
+                        return Err(not_plain());
+                    }
+                    Value::String(String::new())
+                }
+                _ => map.next_value()?,
+            };
+            out.insert(key, value);
+        }
+        Ok(Value::Object(out))
+    }
+}
+
+/// Any JSON value, read as a `Value` would be (the same errors) without keeping it.
+pub struct Checked;
+
+impl<'de> Deserialize<'de> for Checked {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(CheckedVisitor)
+    }
+}
+
+struct CheckedVisitor;
+
+impl<'de> Visitor<'de> for CheckedVisitor {
+    type Value = Checked;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any valid JSON value")
+    }
+
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+
+    fn visit_some<D: de::Deserializer<'de>>(self, d: D) -> Result<Checked, D::Error> {
+        Checked::deserialize(d)
+    }
+
+    fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Checked, A::Error> {
+        while seq.next_element::<Checked>()?.is_some() {}
+        Ok(Checked)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Checked, A::Error> {
+        while map.next_key::<Checked>()?.is_some() {
+            map.next_value::<Checked>()?;
+        }
+        Ok(Checked)
+    }
+}
+
+/// The error that sends [`decode`] back to read a body in full.
+fn not_plain<E: de::Error>() -> E {
+    NOT_PLAIN.with(|n| n.set(true));
+    E::custom("not plain")
+}
+
+std::thread_local! {
+    /// Set when a slim read met text it does not skip unparsed.
+    static NOT_PLAIN: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether `raw` (JSON text that serde_json's skipping accepted, its UTF-8 checked) holds no
+/// escape that may be a surrogate (`\uD800`-`\uDFFF`, which a parse refuses unpaired). The
+/// text of a string may look like one: then it is parsed, to be sure.
+pub fn no_surrogate(raw: &[u8]) -> bool {
+    memchr::memmem::find_iter(raw, br"\u").all(|i| {
+        !matches!(raw.get(i + 2), Some(b'd' | b'D')) || matches!(raw.get(i + 3), Some(b'0'..=b'7'))
+    })
+}
+
+/// Whether skipping `raw` (JSON text that serde_json's skipping accepted, its UTF-8 checked)
+/// is as good as parsing it: [`no_surrogate`], and no number that may overflow a float (an
+/// exponent, or 300 digits or more). The text of a string may look like either: then it is
+/// parsed, to be sure.
+pub fn plain(raw: &[u8]) -> bool {
+    /// 1: a digit, 2: `e` or `E`.
+    const CLASS: [u8; 256] = {
+        let mut class = [0u8; 256];
+        let mut d = b'0';
+        while d <= b'9' {
+            class[d as usize] = 1;
+            d += 1;
+        }
+        class[b'e' as usize] = 2;
+        class[b'E' as usize] = 2;
+        class
+    };
+    let mut digits = 0u32;
+    for &b in raw {
+        match CLASS[b as usize] {
+            0 => digits = 0,
+            1 => {
+                digits += 1;
+                if digits >= 300 {
+                    return false;
+                }
+            }
+            _ if digits > 0 => return false,
+            _ => {}
+        }
+    }
+    no_surrogate(raw)
 }
 
 /// Why a review could not be read.
@@ -218,6 +517,16 @@ pub fn decode(
     body: &[u8],
     max_tree_bytes: usize,
 ) -> Result<Request, ReviewError> {
+    decode_with_shape(content_type, body, max_tree_bytes, None)
+}
+
+/// As [`decode`], with the body's shape when it is known already ([`Scanned::shape`]).
+pub fn decode_with_shape(
+    content_type: Option<&str>,
+    body: &[u8],
+    max_tree_bytes: usize,
+    shape: Option<JsonShape>,
+) -> Result<Request, ReviewError> {
     if let Some(ct) = content_type
         && !is_json(ct)
     {
@@ -229,7 +538,7 @@ pub fn decode(
     // serde_json stops at 128 levels by default; the API server allows 10,000. The scan
     // bounds the recursion below (on threads whose stacks have room for it), and the tree
     // it would build.
-    let shape = crate::document::json_shape(body, MAX_DEPTH);
+    let shape = shape.unwrap_or_else(|| crate::document::json_shape(body, MAX_DEPTH));
     if shape.depth > MAX_DEPTH {
         return Err(ReviewError::TooDeep);
     }
@@ -239,9 +548,20 @@ pub fn decode(
             values: shape.values,
         });
     }
-    let mut de = serde_json::Deserializer::from_slice(body);
-    de.disable_recursion_limit();
-    let review = Review::deserialize(&mut de).and_then(|r| de.end().map(|()| r));
+    // Slim first; a body whose skipped parts may hold what a tree refuses is read again in
+    // full, for the same answer.
+    let review = match read(body, true) {
+        Err(_) if NOT_PLAIN.with(|n| n.replace(false)) => read(body, false).map(|mut review| {
+            // Only a Composition's object (whose kind came first) is read slim.
+            if let Some(request) = &mut review.request
+                && let Some(object) = &mut request.object
+            {
+                slim(object);
+            }
+            review
+        }),
+        read => read,
+    };
     let review: Review = match review {
         Ok(review) => review,
         Err(e) => {
@@ -254,6 +574,19 @@ pub fn decode(
     };
     check_types(&review.api_version, &review.kind)?;
     review.request.ok_or(ReviewError::NoRequest)
+}
+
+/// Reads the envelope, a Composition's object slim or not.
+fn read(body: &[u8], slim: bool) -> Result<Review, serde_json::Error> {
+    let mut de = serde_json::Deserializer::from_slice(body);
+    de.disable_recursion_limit();
+    SLIM.with(|s| s.set(false));
+    NOT_PLAIN.with(|n| n.set(false));
+    ALLOW_SLIM.with(|a| a.set(slim));
+    let review = Review::deserialize(&mut de).and_then(|r| de.end().map(|()| r));
+    ALLOW_SLIM.with(|a| a.set(false));
+    SLIM.with(|s| s.set(false));
+    review
 }
 
 /// The envelope must be an AdmissionReview of a version this webhook answers.
@@ -285,6 +618,463 @@ pub fn salvage(body: &[u8]) -> Echo {
     // Errors are expected (truncated bodies, or the early stop): keep what was found.
     let _ = de::Deserializer::deserialize_map(&mut de, Salvage(&mut echo));
     echo
+}
+
+/// A review read in one streaming pass that builds no tree ([`scan`]).
+#[derive(Debug, Clone)]
+pub struct Scanned {
+    /// What [`salvage`] reads of the body (the same).
+    pub echo: Echo,
+    /// The verdict cache's key of the review, when its answer may be cached (of the
+    /// object's text: [`verdicts::Streamed`]).
+    pub key: Option<verdicts::Key>,
+    /// The body's shape, for [`decode_with_shape`], when it was needed (a body larger than a
+    /// tree budget's worth of values).
+    pub shape: Option<JsonShape>,
+}
+
+/// Reads a review the way the API server sends it without building a tree: its echo (as
+/// [`salvage`] reads it) and the verdict cache's key, so that an answer cached before can be
+/// given before the review waits for a worker, and a body read once where it used to be read
+/// three times (salvage, the shape, the key's walk of the tree).
+///
+/// `None` unless [`decode`] would read the body: JSON, within `max_tree_bytes` and the
+/// nesting limit, an AdmissionReview of a version this webhook answers, with a request of the
+/// right types; and unless the body is plain: the fields in the API server's order
+/// (`apiVersion` and `kind` before `request`; `uid`, `kind` and `operation` before `object`),
+/// no field repeated, the object a map with `metadata` whose name and generateName are
+/// strings and whose annotations and labels are maps of strings, nested at most 128 levels
+/// deep. Any other body goes the long way (salvage, decode).
+pub fn scan(content_type: Option<&str>, body: &[u8], max_tree_bytes: usize) -> Option<Scanned> {
+    if content_type.is_some_and(|ct| !is_json(ct)) {
+        return None;
+    }
+    // A body holds fewer values than bytes: a small one fits the budget unscanned (and
+    // serde_json's nesting limit is below the API server's).
+    // A body holds fewer values than bytes: a small one fits the budget unscanned. (Its depth
+    // is another matter: skipped values nest without a limit, so decoding measures it.)
+    let shape = if (body.len() + 1).saturating_mul(VALUE_BYTES) <= max_tree_bytes {
+        None
+    } else {
+        let shape = crate::document::json_shape(body, MAX_DEPTH);
+        if shape.depth > MAX_DEPTH || shape.values.saturating_mul(VALUE_BYTES) > max_tree_bytes {
+            return None;
+        }
+        Some(shape)
+    };
+    let mut echo = Echo::default();
+    let mut key = None;
+    // serde_json's own nesting limit (128) bounds the recursion here.
+    let mut de = serde_json::Deserializer::from_slice(body);
+    de::Deserializer::deserialize_map(
+        &mut de,
+        ScanReview {
+            echo: &mut echo,
+            key: &mut key,
+        },
+    )
+    .ok()?;
+    de.end().ok()?;
+    Some(Scanned { echo, key, shape })
+}
+
+/// How deep a value the scan skips may nest (serde_json's limit for what it reads): a hit
+/// is answered only for a body that decoding would not refuse as too deep.
+const SHALLOW: usize = 128;
+
+/// Whether a skipped value nests at most [`SHALLOW`] levels (skipping has no limit).
+fn shallow(raw: &RawValue) -> bool {
+    crate::document::json_shape(raw.get().as_bytes(), SHALLOW).depth <= SHALLOW
+}
+
+/// Skips a value the review does not read, checked to be UTF-8 and [`shallow`].
+fn skip<'de, A: MapAccess<'de>>(map: &mut A) -> Result<(), A::Error> {
+    let raw: &'de RawValue = map.next_value()?;
+    if shallow(raw) { Ok(()) } else { Err(unplain()) }
+}
+
+/// The error that ends a scan (the body goes the long way).
+fn unplain<E: de::Error>() -> E {
+    E::custom("not a plain review")
+}
+
+/// A field's name, matched without a copy: its index among `names`, or `None`.
+struct Name(&'static [&'static str]);
+
+impl<'de> DeserializeSeed<'de> for Name {
+    type Value = Option<usize>;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Option<usize>, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Name {
+    type Value = Option<usize>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a field name")
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Option<usize>, E> {
+        Ok(self.0.iter().position(|n| *n == v))
+    }
+}
+
+/// Marks a field seen; a second time is no plain review.
+fn once<E: de::Error>(seen: &mut u32, field: usize) -> Result<(), E> {
+    let bit = 1 << field;
+    if *seen & bit != 0 {
+        return Err(unplain());
+    }
+    *seen |= bit;
+    Ok(())
+}
+
+struct ScanReview<'e> {
+    echo: &'e mut Echo,
+    key: &'e mut Option<verdicts::Key>,
+}
+
+impl<'de> Visitor<'de> for ScanReview<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an AdmissionReview")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        const FIELDS: &[&str] = &["apiVersion", "kind", "request"];
+        let mut seen = 0;
+        while let Some(field) = map.next_key_seed(Name(FIELDS))? {
+            let Some(field) = field else {
+                skip(&mut map)?;
+                continue;
+            };
+            once(&mut seen, field)?;
+            match field {
+                0 => {
+                    let v: Key<'de> = map.next_value()?;
+                    self.echo.api_version = Some(match v.as_ref() {
+                        V1 => V1,
+                        V1BETA1 => V1BETA1,
+                        _ => return Err(unplain()),
+                    });
+                }
+                1 => {
+                    let v: Key<'de> = map.next_value()?;
+                    if v != KIND {
+                        return Err(unplain());
+                    }
+                }
+                _ => {
+                    if seen != 0b111 {
+                        return Err(unplain());
+                    }
+                    map.next_value_seed(ScanRequest {
+                        echo: &mut *self.echo,
+                        key: &mut *self.key,
+                    })?;
+                }
+            }
+        }
+        if seen != 0b111 {
+            return Err(unplain());
+        }
+        Ok(())
+    }
+}
+
+struct ScanRequest<'e> {
+    echo: &'e mut Echo,
+    key: &'e mut Option<verdicts::Key>,
+}
+
+impl<'de> DeserializeSeed<'de> for ScanRequest<'_> {
+    type Value = ();
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ScanRequest<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an AdmissionRequest")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        const FIELDS: &[&str] = &[
+            "uid",
+            "kind",
+            "name",
+            "operation",
+            "userInfo",
+            "object",
+            "oldObject",
+            "dryRun",
+        ];
+        const BEFORE_OBJECT: u32 = 0b1011;
+        let mut seen = 0;
+        let mut cacheable = false;
+        while let Some(field) = map.next_key_seed(Name(FIELDS))? {
+            let Some(field) = field else {
+                skip(&mut map)?;
+                continue;
+            };
+            once(&mut seen, field)?;
+            match field {
+                0 => self.echo.uid = Some(map.next_value()?),
+                1 => {
+                    let kind: GroupVersionKind = map.next_value()?;
+                    self.echo.composition =
+                        Some(kind.group == APIEXTENSIONS_GROUP && kind.kind == "Composition");
+                }
+                2 => {
+                    map.next_value::<String>()?;
+                }
+                3 => {
+                    let operation: Operation = map.next_value()?;
+                    self.echo.operation = Some(super::admission::operation_name(&operation));
+                    cacheable = matches!(operation, Operation::Create | Operation::Update);
+                }
+                4 => {
+                    map.next_value::<UserInfo>()?;
+                }
+                5 => {
+                    if seen & BEFORE_OBJECT != BEFORE_OBJECT {
+                        return Err(unplain());
+                    }
+                    let keyed = cacheable && self.echo.composition == Some(true);
+                    let (echo, key) = map.next_value_seed(ScanObject { keyed })?;
+                    self.echo.object = Some(echo);
+                    *self.key = key;
+                }
+                6 => skip(&mut map)?,
+                _ => {
+                    map.next_value::<bool>()?;
+                }
+            }
+        }
+        if seen & (BEFORE_OBJECT | 1 << 5) != (BEFORE_OBJECT | 1 << 5) {
+            return Err(unplain());
+        }
+        Ok(())
+    }
+}
+
+/// The object: its metadata read, everything hashed for the key when `keyed`, or checked.
+struct ScanObject {
+    keyed: bool,
+}
+
+impl<'de> DeserializeSeed<'de> for ScanObject {
+    type Value = (ObjectEcho, Option<verdicts::Key>);
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ScanObject {
+    type Value = (ObjectEcho, Option<verdicts::Key>);
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut hash = self.keyed.then(Streamed::start);
+        let mut echo = None;
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            if let Some(h) = &mut hash {
+                h.member(&key);
+            }
+            if key == "metadata" {
+                if echo.is_some() {
+                    return Err(unplain());
+                }
+                let metadata: ScanMetadata = map.next_value()?;
+                if let Some(h) = &mut hash {
+                    h.metadata(metadata.fields());
+                }
+                echo = Some(metadata.echo());
+            } else if let Some(h) = &mut hash {
+                // The member's text: the same text is the same value (another text of the
+                // same value only misses).
+                let raw: &'de RawValue = map.next_value()?;
+                if !plain(raw.get().as_bytes()) || !shallow(raw) {
+                    return Err(unplain());
+                }
+                h.text(raw.get());
+            } else {
+                map.next_value::<Checked>()?;
+            }
+        }
+        let echo = echo.ok_or_else(unplain)?;
+        Ok((echo, hash.map(Streamed::finish)))
+    }
+}
+
+/// What the key and the echo read of `metadata`; the rest is checked, `managedFields`
+/// skipped when [`plain`].
+#[derive(Default)]
+struct ScanMetadata {
+    name: Option<String>,
+    generate_name: Option<String>,
+    /// The annotations, when there: the mode annotations.
+    annotations: Option<[Option<String>; 2]>,
+    labels: bool,
+}
+
+impl ScanMetadata {
+    fn fields(&self) -> [Field<'_>; 4] {
+        fn text(v: &Option<String>) -> Field<'_> {
+            v.as_deref().map_or(Field::Absent, Field::Str)
+        }
+        [
+            text(&self.name),
+            text(&self.generate_name),
+            match &self.annotations {
+                None => Field::Absent,
+                Some([mode, legacy]) => Field::Strings([mode.as_deref(), legacy.as_deref()]),
+            },
+            if self.labels {
+                Field::Strings([None, None])
+            } else {
+                Field::Absent
+            },
+        ]
+    }
+
+    fn echo(self) -> ObjectEcho {
+        let mut annotations = BTreeMap::new();
+        if let Some([mode, legacy]) = self.annotations {
+            for (k, v) in [(MODE_ANNOTATION, mode), (LEGACY_MODE_ANNOTATION, legacy)] {
+                if let Some(v) = v {
+                    annotations.insert(k.to_string(), v);
+                }
+            }
+        }
+        ObjectEcho {
+            name: self.name,
+            generate_name: self.generate_name,
+            annotations,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for ScanMetadata {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = ScanMetadata;
+
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("metadata")
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ScanMetadata, A::Error> {
+                const FIELDS: &[&str] = &[
+                    "name",
+                    "generateName",
+                    "annotations",
+                    "labels",
+                    "managedFields",
+                ];
+                let mut m = ScanMetadata::default();
+                let mut seen = 0;
+                while let Some(field) = map.next_key_seed(Name(FIELDS))? {
+                    let Some(field) = field else {
+                        map.next_value::<Checked>()?;
+                        continue;
+                    };
+                    once(&mut seen, field)?;
+                    match field {
+                        0 => m.name = Some(map.next_value()?),
+                        1 => m.generate_name = Some(map.next_value()?),
+                        2 => m.annotations = Some(map.next_value::<ScanStrings<true>>()?.0),
+                        3 => {
+                            map.next_value::<ScanStrings<false>>()?;
+                            m.labels = true;
+                        }
+                        _ => {
+                            map.next_value::<Checked>()?;
+                        }
+                    }
+                }
+                Ok(m)
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// A map of strings (the annotations when `MODES`: their mode annotations kept, a
+/// [`LAST_APPLIED`] skipped when [`plain`]).
+struct ScanStrings<const MODES: bool>([Option<String>; 2]);
+
+impl<'de, const MODES: bool> Deserialize<'de> for ScanStrings<MODES> {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<const MODES: bool>;
+        impl<'de, const MODES: bool> Visitor<'de> for V<MODES> {
+            type Value = ScanStrings<MODES>;
+
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a map of strings")
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                const NAMES: &[&str] = &[MODE_ANNOTATION, LEGACY_MODE_ANNOTATION, LAST_APPLIED];
+                let mut modes = [None, None];
+                let mut seen = 0;
+                let names: &'static [&'static str] = if MODES { NAMES } else { &[] };
+                while let Some(name) = map.next_key_seed(Name(names))? {
+                    match name {
+                        Some(i @ (0 | 1)) => {
+                            once(&mut seen, i)?;
+                            modes[i] = Some(map.next_value()?);
+                        }
+                        Some(_) => {
+                            let raw: &'de RawValue = map.next_value()?;
+                            let raw = raw.get().as_bytes();
+                            if raw.first() != Some(&b'"') || !no_surrogate(raw) {
+                                return Err(unplain());
+                            }
+                        }
+                        None => {
+                            map.next_value::<StrOnly>()?;
+                        }
+                    }
+                }
+                Ok(ScanStrings(modes))
+            }
+        }
+        d.deserialize_map(V::<MODES>)
+    }
+}
+
+/// A string, checked and not kept.
+struct StrOnly;
+
+impl<'de> Deserialize<'de> for StrOnly {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = StrOnly;
+
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string")
+            }
+
+            fn visit_str<E: de::Error>(self, _: &str) -> Result<StrOnly, E> {
+                Ok(StrOnly)
+            }
+        }
+        d.deserialize_str(V)
+    }
 }
 
 /// The error that stops salvage once everything is known.
@@ -574,6 +1364,216 @@ mod tests {
         .unwrap();
         assert_eq!(r.uid, "705ab4f5-6393-11e8-b7cc-42010a800002");
         assert_eq!(r.object.unwrap()["metadata"]["name"], "c");
+    }
+
+    /// A Composition's review as the API server sends it for `kubectl apply`.
+    fn applied(metadata: Value) -> Value {
+        json!({"apiVersion": V1, "kind": "AdmissionReview", "request": {
+            "uid": "u", "kind": {"group": APIEXTENSIONS_GROUP, "version": "v1", "kind": "Composition"},
+            "operation": "CREATE",
+            "object": {"apiVersion": "apiextensions.crossplane.io/v1", "kind": "Composition",
+                       "metadata": metadata, "spec": {"resources": [{"name": "a", "base": {"x": 1.5}}]}},
+            "oldObject": null}})
+    }
+
+    /// The object a full read keeps, slimmed on the tree.
+    fn full_then_slim(body: &[u8]) -> Option<Map<String, Value>> {
+        let review: Value = serde_json::from_slice(body).unwrap();
+        let mut object = review["request"]["object"].as_object().cloned()?;
+        slim(&mut object);
+        Some(object)
+    }
+
+    #[test]
+    fn reads_a_composition_without_managed_fields_and_last_applied() {
+        let metadata = json!({"name": "c", "uid": "x",
+            "annotations": {"a": "b", LAST_APPLIED: "{\"big\":\"\\u00e9\\\"\"}\n", MODE_ANNOTATION: "warn"},
+            "managedFields": [{"manager": "kubectl", "fieldsV1": {"f:spec": {".": {}}}, "n": -1e300}],
+            "labels": {"l": "v"}});
+        let body = applied(metadata).to_string();
+        let object = decode(None, body.as_bytes(), usize::MAX)
+            .unwrap()
+            .object
+            .unwrap();
+        assert_eq!(Some(object.clone()), full_then_slim(body.as_bytes()));
+        let metadata = &object["metadata"];
+        assert_eq!(metadata.get("managedFields"), None);
+        assert_eq!(metadata["annotations"][LAST_APPLIED], "");
+        assert_eq!(metadata["annotations"][MODE_ANNOTATION], "warn");
+        assert_eq!(metadata["uid"], "x");
+        // Odd shapes are kept as they are: a last-applied that is no string, metadata that
+        // is no map, duplicate keys (the last value at the first place, as a tree has them).
+        for metadata in [
+            json!({"annotations": {LAST_APPLIED: {"a": [1, null, true]}, "b": 2}}),
+            json!({"annotations": [LAST_APPLIED]}),
+            json!("metadata"),
+            json!(null),
+        ] {
+            let body = applied(metadata).to_string();
+            let object = decode(None, body.as_bytes(), usize::MAX).unwrap().object;
+            assert_eq!(object, full_then_slim(body.as_bytes()));
+        }
+        let dup = applied(json!({})).to_string().replace(
+            r#""metadata":{}"#,
+            &format!(
+                r#""metadata":{{"annotations":{{"{LAST_APPLIED}":"x","b":"c","{LAST_APPLIED}":7}},"managedFields":[],"managedFields":1}},"spec":1,"metadata":{{"name":"d","annotations":{{"{LAST_APPLIED}":[1],"{LAST_APPLIED}":"y"}}}}"#
+            ),
+        );
+        let object = decode(None, dup.as_bytes(), usize::MAX).unwrap().object;
+        let mut expected: Map<String, Value> = serde_json::from_value(json!({
+            "apiVersion": "apiextensions.crossplane.io/v1", "kind": "Composition",
+            "metadata": {"name": "d", "annotations": {LAST_APPLIED: ""}},
+            "spec": {"resources": [{"name": "a", "base": {"x": 1.5}}]}}))
+        .unwrap();
+        assert_eq!(object.as_ref(), Some(&expected));
+        slim(&mut expected);
+        assert_eq!(object, Some(expected));
+        // Another kind's object is read in full.
+        let body = applied(json!({"managedFields": [], "annotations": {LAST_APPLIED: "{}"}}))
+            .to_string()
+            .replace(
+                r#""kind":"Composition"}"#,
+                r#""kind":"CompositeResourceDefinition"}"#,
+            );
+        let object = decode(None, body.as_bytes(), usize::MAX)
+            .unwrap()
+            .object
+            .unwrap();
+        assert_eq!(object["metadata"]["managedFields"], json!([]));
+        assert_eq!(object["metadata"]["annotations"][LAST_APPLIED], "{}");
+    }
+
+    #[test]
+    fn scans_plain_reviews_as_salvage_and_the_key_read_them() {
+        let scanned = |body: &str| scan(Some("application/json"), body.as_bytes(), usize::MAX);
+        let same = |body: &str| {
+            let s = scanned(body).unwrap_or_else(|| panic!("scanned: {body}"));
+            assert_eq!(s.echo, salvage(body.as_bytes()), "{body}");
+            let request = decode(None, body.as_bytes(), usize::MAX).unwrap();
+            // Keyed when the decoded request is (by its text rather than its tree).
+            assert_eq!(s.key.is_some(), verdicts::key(&request).is_some(), "{body}");
+            if s.key.is_some() {
+                assert_ne!(s.key, verdicts::key(&request));
+            }
+            assert_eq!(s.shape, None, "small");
+            s
+        };
+        assert!(same(BODY).key.is_some(), "v1beta1 CREATE");
+        let plain = [
+            json!({"name": "c", "uid": "x", "managedFields": [{"manager": "k", "time": "2025-01-01T00:00:00Z"}],
+                   "annotations": {"a": "b", LAST_APPLIED: "{\"big\":\"\\u00f1\\\"\"}\n", MODE_ANNOTATION: "warn"},
+                   "labels": {"l": "v"}}),
+            json!({"generateName": "g-", "annotations": {LEGACY_MODE_ANNOTATION: "strict"}}),
+            json!({}),
+        ];
+        for metadata in plain {
+            let body = applied(metadata).to_string();
+            let s = same(&body);
+            assert!(s.key.is_some());
+            // UPDATE too; DELETE and other kinds are not keyed.
+            let update = body.replace("\"CREATE\"", "\"UPDATE\"");
+            assert_eq!(same(&update).key, s.key);
+            assert_eq!(same(&body.replace("\"CREATE\"", "\"DELETE\"")).key, None);
+            let other = body.replace(r#""kind":"Composition"}"#, r#""kind":"Other"}"#);
+            assert_eq!(same(&other).key, None);
+        }
+        // What the key leaves out does not change it; what validation reads does.
+        let key = |metadata: Value| same(&applied(metadata).to_string()).key;
+        let base = key(json!({"name": "c", "annotations": {LAST_APPLIED: "1"}}));
+        assert_eq!(
+            base,
+            key(
+                json!({"name": "c", "uid": "u", "annotations": {LAST_APPLIED: "2"}, "managedFields": []})
+            )
+        );
+        assert_ne!(
+            base,
+            key(json!({"name": "d", "annotations": {LAST_APPLIED: "1"}}))
+        );
+        assert_ne!(
+            base,
+            key(
+                json!({"name": "c", "annotations": {LAST_APPLIED: "1", MODE_ANNOTATION: "strict"}})
+            )
+        );
+        // Not plain: the long way.
+        let odd = [
+            applied(json!({"name": 5})).to_string(),
+            applied(json!({"annotations": {"a": 1}})).to_string(),
+            applied(json!({"labels": null})).to_string(),
+            applied(json!({"annotations": {LAST_APPLIED: "SURROGATE"}}))
+                .to_string()
+                .replace("SURROGATE", r"\ud800"),
+            applied(json!({"annotations": {LAST_APPLIED: 1}})).to_string(),
+            applied(json!({"name": "c"}))
+                .to_string()
+                .replace(r#""x":1.5"#, r#""x":1e999"#),
+            applied(json!(null)).to_string(),
+
+            BODY.replace(r#""uid":"705ab4f5-6393-11e8-b7cc-42010a800002","#, "")
+                .replace(r#""dryRun":false"#, r#""dryRun":false,"uid":"u""#),
+            BODY.replace(r#""kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1beta1","#, "")
+                .replace("\"oldObject\":null,\"dryRun\":false}", "\"oldObject\":null,\"dryRun\":false},\"kind\":\"AdmissionReview\",\"apiVersion\":\"admission.k8s.io/v1\""),
+            BODY.replace("\"name\":\"c\"}", "\"name\":\"c\",\"name\":\"d\"}"),
+            format!("{}x", BODY),
+            BODY.replace("admission.k8s.io/v1beta1", "admission.k8s.io/v2"),
+        ];
+        for body in odd {
+            assert!(scanned(&body).is_none(), "{body}");
+        }
+        // Skipped values nest without a limit (no recursion): deeper than serde_json's, the
+        // long way (where decoding measures the depth).
+        let nest = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+        let body = applied(json!({"name": "c"})).to_string();
+        for deep in [
+            body.replace(r#""x":1.5"#, &format!(r#""x":{}"#, nest(200))),
+            body.replace(
+                r#""oldObject":null"#,
+                &format!(r#""oldObject":{}"#, nest(20_000)),
+            ),
+            body.replace(r#""oldObject":null"#, &format!(r#""other":{}"#, nest(200))),
+        ] {
+            assert!(scanned(&deep).is_none());
+        }
+        assert!(scanned(&body.replace(r#""x":1.5"#, &format!(r#""x":{}"#, nest(100)))).is_some());
+        assert!(scan(Some("text/plain"), BODY.as_bytes(), usize::MAX).is_none());
+        assert!(scan(None, BODY.as_bytes(), 10).is_none());
+        assert!(scan(None, BODY.as_bytes(), usize::MAX).is_some());
+    }
+
+    #[test]
+    fn refuses_bad_json_in_what_it_does_not_keep_as_a_tree_would() {
+        let tree_error = |body: &[u8]| {
+            let mut de = serde_json::Deserializer::from_slice(body);
+            de.disable_recursion_limit();
+            let e = Value::deserialize(&mut de).unwrap_err();
+            ReviewError::from(e).to_string()
+        };
+        let body = applied(json!({"name": "c",
+            "annotations": {LAST_APPLIED: "LAST"},
+            "managedFields": [{"a": "MANAGED", "n": 0}]}))
+        .to_string();
+        let bad: [(&str, &[u8]); 8] = [
+            ("LAST", b"\\ud800"),
+            ("LAST", b"\xff\xfe"),
+            ("LAST", b"\\x"),
+            ("MANAGED", b"\xc3"),
+            ("MANAGED", b"\\udc00\\u0041"),
+            ("\"n\":0", b"\"n\":1e999"),
+            ("\"n\":0", b"\"n\":1e9"),
+            ("LAST", b"10e5 \\ud7ff \\\\udead"),
+        ];
+        for (at, with) in bad {
+            let mut bytes = body.as_bytes().to_vec();
+            let i = body.find(at).unwrap();
+            bytes.splice(i..i + at.len(), with.iter().copied());
+            let decoded = decode(None, &bytes, usize::MAX);
+            match serde_json::from_slice::<Value>(&bytes) {
+                // Read in full after all: as a tree has it, slimmed.
+                Ok(_) => assert_eq!(decoded.unwrap().object, full_then_slim(&bytes)),
+                Err(_) => assert_eq!(decoded.unwrap_err().to_string(), tree_error(&bytes)),
+            }
+        }
     }
 
     #[test]

@@ -18,6 +18,8 @@
 //!   schema the API server did not send in time or only the last one it sent (transient), a
 //!   built-in kind's answer while the API server's OpenAPI cannot be read (retried only by
 //!   lookups), and an answer made while any schema changed.
+//! - Keyed without a tree when the body is plain ([`super::review::scan`]): a hit is then
+//!   answered before the review waits for a worker ([`Verdicts::hit`]).
 //! - Bounded by an estimate of its memory (`--verdict-cache-bytes`), least recently used
 //!   first out; 0 disables it.
 
@@ -26,7 +28,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use kube_core::admission::Operation;
 use lru::LruCache;
-use serde_json::{Map, Value};
+use serde_json::Value;
 use xxhash_rust::xxh3::Xxh3;
 
 use super::admission::Decision;
@@ -47,66 +49,125 @@ pub const DEFAULT_BYTES: usize = 16 * 1024 * 1024;
 /// A review's key: the hash of what validation reads.
 pub type Key = u128;
 
-/// The key of a review whose answer may be cached: a CREATE or UPDATE of a Composition.
+/// A new layout of the key gets a new tag.
+const TAG: &[u8] = b"composition-webhook verdict 2\0";
+
+/// Whether a review's answer may be cached: a CREATE or UPDATE of a Composition.
+pub fn cacheable_request(operation: &Operation, group: &str, kind: &str) -> bool {
+    matches!(operation, Operation::Create | Operation::Update)
+        && group == APIEXTENSIONS_GROUP
+        && kind == "Composition"
+}
+
+/// The key of a review whose answer may be cached ([`cacheable_request`]), from the decoded
+/// object: for a review that [`super::review::scan`] could not read (the others are keyed
+/// by their text, [`Streamed`]: the two never share a key).
 pub fn key(request: &Request) -> Option<Key> {
-    if !matches!(request.operation, Operation::Create | Operation::Update)
-        || request.kind.group != APIEXTENSIONS_GROUP
-        || request.kind.kind != "Composition"
-    {
+    if !cacheable_request(&request.operation, &request.kind.group, &request.kind.kind) {
         return None;
     }
     let object = request.object.as_ref()?;
     let mut h = Xxh3::new();
-    // A new layout of the key gets a new tag.
-    h.update(b"composition-webhook verdict 1\0");
-    length(&mut h, object.len());
+    h.update(TAG);
     for (k, v) in object {
-        text(&mut h, k);
+        member(&mut h, k);
         match v {
-            Value::Object(metadata) if k == "metadata" => hash_metadata(&mut h, metadata),
+            Value::Object(metadata) if k == "metadata" => {
+                let field = |name: &str| match metadata.get(name) {
+                    None => Field::Absent,
+                    // Read into maps of strings; of them, only the mode annotations matter.
+                    Some(Value::Object(map)) if map.values().all(Value::is_string) => {
+                        let mode = |a: &str| map.get(a).and_then(Value::as_str);
+                        Field::Strings([mode(MODE_ANNOTATION), mode(LEGACY_MODE_ANNOTATION)])
+                    }
+                    Some(v) => Field::Value(v),
+                };
+                hash_metadata(
+                    &mut h,
+                    [
+                        field("name"),
+                        field("generateName"),
+                        field("annotations"),
+                        field("labels"),
+                    ],
+                );
+            }
             other => hash_value(&mut h, other),
         }
     }
+    h.update(b"}");
     Some(h.digest128())
 }
 
-/// What validation reads of `metadata`.
-fn hash_metadata(h: &mut Xxh3, metadata: &Map<String, Value>) {
+/// One of the fields of `metadata` the key holds.
+#[derive(Debug, Clone, Copy)]
+pub enum Field<'a> {
+    /// Not there.
+    Absent,
+    /// A string.
+    Str(&'a str),
+    /// A map of strings, and its mode annotations (if it is the annotations).
+    Strings([Option<&'a str>; 2]),
+    /// Anything else.
+    Value(&'a Value),
+}
+
+/// What validation reads of `metadata`: the name, the generateName, the annotations and the
+/// labels, in this order.
+fn hash_metadata(h: &mut Xxh3, fields: [Field<'_>; 4]) {
     h.update(b"M");
-    for field in ["name", "generateName", "annotations", "labels"] {
-        match metadata.get(field) {
-            // Read into maps of strings; of them, only the mode annotations matter.
-            Some(Value::Object(map)) if map.values().all(Value::is_string) => {
+    for (i, field) in fields.into_iter().enumerate() {
+        match field {
+            Field::Absent => h.update(b"-"),
+            Field::Str(s) => string(h, s),
+            Field::Strings(modes) => {
                 h.update(b"S");
-                if field == "annotations" {
-                    for annotation in [MODE_ANNOTATION, LEGACY_MODE_ANNOTATION] {
-                        optional(h, map.get(annotation));
+                if i == 2 {
+                    for mode in modes {
+                        match mode {
+                            None => h.update(b"-"),
+                            Some(s) => string(h, s),
+                        }
                     }
                 }
             }
-            other => optional(h, other),
+            Field::Value(v) => hash_value(h, v),
         }
     }
 }
 
-fn optional(h: &mut Xxh3, v: Option<&Value>) {
-    match v {
-        None => h.update(b"-"),
-        Some(v) => hash_value(h, v),
-    }
-}
-
-fn length(h: &mut Xxh3, n: usize) {
-    h.update(&(n as u64).to_le_bytes());
-}
-
 fn text(h: &mut Xxh3, s: &str) {
-    length(h, s.len());
+    h.update(&(s.len() as u64).to_le_bytes());
     h.update(s.as_bytes());
 }
 
-/// Every value with a tag and every string and collection with its length, so that no two
-/// values hash the same bytes; maps in their order (which findings follow).
+fn member(h: &mut Xxh3, key: &str) {
+    h.update(b"k");
+    text(h, key);
+}
+
+fn string(h: &mut Xxh3, s: &str) {
+    h.update(b"s");
+    text(h, s);
+}
+
+fn unsigned(h: &mut Xxh3, u: u64) {
+    h.update(b"u");
+    h.update(&u.to_le_bytes());
+}
+
+fn signed(h: &mut Xxh3, i: i64) {
+    h.update(b"i");
+    h.update(&i.to_le_bytes());
+}
+
+fn float(h: &mut Xxh3, f: f64) {
+    h.update(b"d");
+    h.update(&f.to_bits().to_le_bytes());
+}
+
+/// Every value with a tag, every string with its length, every collection with an end (no
+/// value's bytes are a prefix of another's); maps in their order (which findings follow).
 fn hash_value(h: &mut Xxh3, v: &Value) {
     match v {
         Value::Null => h.update(b"n"),
@@ -114,35 +175,66 @@ fn hash_value(h: &mut Xxh3, v: &Value) {
         Value::Bool(false) => h.update(b"f"),
         Value::Number(n) => {
             if let Some(u) = n.as_u64() {
-                h.update(b"u");
-                h.update(&u.to_le_bytes());
+                unsigned(h, u);
             } else if let Some(i) = n.as_i64() {
-                h.update(b"i");
-                h.update(&i.to_le_bytes());
+                signed(h, i);
             } else {
-                h.update(b"d");
-                h.update(&n.as_f64().unwrap_or(f64::NAN).to_bits().to_le_bytes());
+                float(h, n.as_f64().unwrap_or(f64::NAN));
             }
         }
-        Value::String(s) => {
-            h.update(b"s");
-            text(h, s);
-        }
+        Value::String(s) => string(h, s),
         Value::Array(items) => {
             h.update(b"[");
-            length(h, items.len());
             for item in items {
                 hash_value(h, item);
             }
+            h.update(b"]");
         }
         Value::Object(map) => {
             h.update(b"{");
-            length(h, map.len());
             for (k, v) in map {
-                text(h, k);
+                member(h, k);
                 hash_value(h, v);
             }
+            h.update(b"}");
         }
+    }
+}
+
+/// The key of an object read from JSON without a tree: [`Streamed::start`], then each member
+/// ([`Streamed::member`] and [`Streamed::text`], or [`Streamed::metadata`] for `metadata`'s
+/// fields), then [`Streamed::finish`]. Values are keyed by their text (tagged apart from
+/// [`key`]'s values): the same text is the same value.
+pub struct Streamed(Xxh3);
+
+impl Streamed {
+    /// Before the object's first member.
+    pub fn start() -> Self {
+        let mut h = Xxh3::new();
+        h.update(TAG);
+        Streamed(h)
+    }
+
+    /// A member's key.
+    pub fn member(&mut self, key: &str) {
+        member(&mut self.0, key);
+    }
+
+    /// A member's value, as JSON text.
+    pub fn text(&mut self, json: &str) {
+        self.0.update(b"r");
+        text(&mut self.0, json);
+    }
+
+    /// `metadata`'s fields, once it is read.
+    pub fn metadata(&mut self, fields: [Field<'_>; 4]) {
+        hash_metadata(&mut self.0, fields);
+    }
+
+    /// After the last member.
+    pub fn finish(mut self) -> Key {
+        self.0.update(b"}");
+        self.0.digest128()
     }
 }
 
@@ -275,10 +367,38 @@ impl Verdicts {
         schemas: &dyn SchemaSource,
         decide: impl FnOnce(Request, &dyn SchemaSource) -> Decision,
     ) -> Decision {
+        self.decide_keyed(None, request, served, schemas, decide)
+    }
+
+    /// The cached decision for `key`, if one holds (counted as a hit); otherwise nothing is
+    /// counted or dropped, for [`Verdicts::decide_keyed`] to do. For answering a hit before
+    /// the review waits for a worker.
+    pub fn hit(&self, key: Key, served: &dyn ServedSchemas) -> Option<Decision> {
+        if self.budget == 0 {
+            return None;
+        }
+        let cached = self.lock().lru.get(&key).cloned()?;
+        if !cached.current(served) {
+            return None;
+        }
+        self.metrics.verdict_cache_lookup("hit");
+        Some(cached.decision())
+    }
+
+    /// As [`Verdicts::decide`], with the request's key when it is known already (read from
+    /// the body by [`super::review::scan`]; else taken from the request).
+    pub fn decide_keyed(
+        &self,
+        key: Option<Key>,
+        request: Request,
+        served: &dyn ServedSchemas,
+        schemas: &dyn SchemaSource,
+        decide: impl FnOnce(Request, &dyn SchemaSource) -> Decision,
+    ) -> Decision {
         let key = if self.budget == 0 {
             None
         } else {
-            key(&request)
+            key.or_else(|| self::key(&request))
         };
         let Some(key) = key else {
             return decide(request, schemas);
