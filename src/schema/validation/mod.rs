@@ -12,7 +12,7 @@
 //! 1. unknown fields are reported (as `kubectl apply`'s strict field validation refuses them)
 //!    and pruned (`prune.rs`);
 //! 2. `null`s of non-nullable fields without a default are dropped;
-//! 3. defaults are applied ([`apply_defaults`](super::apply_defaults)); built-in
+//! 3. defaults are applied ([`apply_defaults`]); built-in
 //!    kinds' `resource.Quantity` fields are decoded as the API server decodes them
 //!    (`quantity.rs`);
 //! 4. kube-openapi schema validation, here a JSON Schema (`convert.rs`) checked by the
