@@ -131,14 +131,9 @@ impl Hasher for AddressHasher {
     }
 }
 
-/// The problems of patch `p` at `at` (`spec.resources[i].patches[j]`): at most one per patch,
-/// and for a PatchSet patch one per failing patch of the set, at
-/// `<at>.patchSets[k].patches[l]` (k, l index `spec.patchSets`).
-pub fn check_patch<'a>(p: &'a Patch, ctx: &PatchContext<'a>, at: &Path) -> Vec<FieldError> {
-    check_patch_at(p, ctx, &|| at.clone())
-}
-
-/// [`check_patch`] with the patch's path built by `at`, only for an error.
+/// The problems of patch `p` at the path `at` builds (`spec.resources[i].patches[j]`), built
+/// only for an error: at most one per patch, and for a PatchSet patch one per failing patch of
+/// the set, at `<at>.patchSets[k].patches[l]` (k, l index `spec.patchSets`).
 pub fn check_patch_at<'a>(
     p: &'a Patch,
     ctx: &PatchContext<'a>,
