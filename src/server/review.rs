@@ -649,8 +649,6 @@ pub fn scan(content_type: Option<&str>, body: &[u8], max_tree_bytes: usize) -> O
     if content_type.is_some_and(|ct| !is_json(ct)) {
         return None;
     }
-    // A body holds fewer values than bytes: a small one fits the budget unscanned (and
-    // serde_json's nesting limit is below the API server's).
     // A body holds fewer values than bytes: a small one fits the budget unscanned. (Its depth
     // is another matter: skipped values nest without a limit, so decoding measures it.)
     let shape = if (body.len() + 1).saturating_mul(VALUE_BYTES) <= max_tree_bytes {
