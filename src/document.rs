@@ -53,18 +53,21 @@ pub fn json_shape(bytes: &[u8], stop: usize) -> JsonShape {
     while let Some(&b) = bytes.get(i) {
         i += 1;
         match b {
-            b'"' => {
-                // A string's bytes in a tight loop of their own: most of a review is strings.
-                while let Some(&c) = bytes.get(i) {
-                    i += 1;
-                    match c {
-                        // The escaped byte is skipped.
-                        b'\\' => i += 1,
-                        b'"' => break,
-                        _ => {}
-                    }
+            b'"' => loop {
+                // A string's bytes skipped by memchr (SIMD): most of a review is strings.
+                let rest = bytes.get(i..).unwrap_or_default();
+                let Some(at) = memchr::memchr2(b'"', b'\\', rest) else {
+                    // Unterminated: the rest is the string's.
+                    i = bytes.len();
+                    break;
+                };
+                let quote = rest[at] == b'"';
+                // Past the quote, or past the backslash and the byte it escapes.
+                i += at + if quote { 1 } else { 2 };
+                if quote {
+                    break;
                 }
-            }
+            },
             b'[' | b'{' => {
                 depth += 1;
                 // The container's first element or member.
@@ -1220,6 +1223,48 @@ mod tests {
         assert_eq!(json_shape(b"[[[[1]]]]", 2).depth, 3);
         // An unterminated string or escape at the end is no error here.
         assert_eq!(json_shape(br#"["a\"#, 10).depth, 1);
+    }
+
+    /// The shape as a byte-at-a-time loop reads it: what the memchr loop must equal.
+    fn json_shape_bytewise(bytes: &[u8], stop: usize) -> JsonShape {
+        let mut shape = JsonShape {
+            depth: 0,
+            values: 1,
+        };
+        let (mut depth, mut i, mut in_string) = (0usize, 0, false);
+        while let Some(&b) = bytes.get(i) {
+            i += 1;
+            match (in_string, b) {
+                (true, b'\\') => i += 1,
+                (true, b'"') | (false, b'"') => in_string = !in_string,
+                (true, _) => {}
+                (false, b'[' | b'{') => {
+                    depth += 1;
+                    shape.values += 1;
+                    if depth > shape.depth {
+                        shape.depth = depth;
+                        if depth > stop {
+                            break;
+                        }
+                    }
+                }
+                (false, b',') => shape.values += 1,
+                (false, b']' | b'}') => depth = depth.saturating_sub(1),
+                (false, _) => {}
+            }
+        }
+        shape
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn json_shape_is_the_bytewise_shape(
+            text in proptest::collection::vec(
+                proptest::sample::select(br#"{}[],"\ a:1"#.to_vec()), 0..200),
+            stop in 0usize..6,
+        ) {
+            proptest::prop_assert_eq!(json_shape(&text, stop), json_shape_bytewise(&text, stop));
+        }
     }
 
     #[test]
