@@ -628,8 +628,10 @@ pub struct Scanned {
     /// The verdict cache's key of the review, when its answer may be cached (of the
     /// object's text: [`verdicts::Streamed`]).
     pub key: Option<verdicts::Key>,
-    /// The body's shape, for [`decode_with_shape`], when it was needed (a body larger than a
-    /// tree budget's worth of values).
+    /// The body's shape, for [`decode_with_shape`]: measured for a body larger than a tree
+    /// budget's worth of values, bounded for a smaller one (a value per byte at most, and
+    /// [`SCANNED_DEPTH`] levels, the most a body the scan reads can nest), so that decoding
+    /// does not walk the body again.
     pub shape: Option<JsonShape>,
 }
 
@@ -652,13 +654,16 @@ pub fn scan(content_type: Option<&str>, body: &[u8], max_tree_bytes: usize) -> O
     // A body holds fewer values than bytes: a small one fits the budget unscanned. (Its depth
     // is another matter: skipped values nest without a limit, so decoding measures it.)
     let shape = if (body.len() + 1).saturating_mul(VALUE_BYTES) <= max_tree_bytes {
-        None
+        JsonShape {
+            depth: SCANNED_DEPTH,
+            values: body.len() + 1,
+        }
     } else {
         let shape = crate::document::json_shape(body, MAX_DEPTH);
         if shape.depth > MAX_DEPTH || shape.values.saturating_mul(VALUE_BYTES) > max_tree_bytes {
             return None;
         }
-        Some(shape)
+        shape
     };
     let mut echo = Echo::default();
     let mut key = None;
@@ -673,8 +678,21 @@ pub fn scan(content_type: Option<&str>, body: &[u8], max_tree_bytes: usize) -> O
     )
     .ok()?;
     de.end().ok()?;
-    Some(Scanned { echo, key, shape })
+    Some(Scanned {
+        echo,
+        key,
+        shape: Some(shape),
+    })
 }
+
+/// The deepest a body the scan reads may nest: serde_json's limit (128) on what it reads,
+/// plus as many for the values it skips below that (checked to nest no deeper).
+pub const SCANNED_DEPTH: usize = 128 + SHALLOW;
+
+const _: () = assert!(
+    SCANNED_DEPTH <= MAX_DEPTH,
+    "a scanned body is never too deep"
+);
 
 /// How deep a value the scan skips may nest (serde_json's limit for what it reads): a hit
 /// is answered only for a body that decoding would not refuse as too deep.
@@ -1442,6 +1460,33 @@ mod tests {
     }
 
     #[test]
+    fn a_scanned_body_nests_no_deeper_than_its_bound() {
+        // Arrays nested `n` deep wherever the scan reads, checks or skips a value.
+        let places = [
+            r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","x":N,"request":{"uid":"u","kind":{"group":"apiextensions.crossplane.io","version":"v1","kind":"Composition"},"operation":"CREATE","object":{"kind":"Composition","metadata":{"name":"c"},"spec":{}}}}"#,
+            r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"apiextensions.crossplane.io","version":"v1","kind":"Composition"},"operation":"CREATE","options":N,"object":{"kind":"Composition","metadata":{"name":"c"},"spec":{}}}}"#,
+            r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"apiextensions.crossplane.io","version":"v1","kind":"Composition"},"operation":"CREATE","object":{"kind":"Composition","metadata":{"name":"c","x":N,"managedFields":N},"spec":{}}}}"#,
+            r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"apiextensions.crossplane.io","version":"v1","kind":"Composition"},"operation":"CREATE","object":{"kind":"Composition","metadata":{"name":"c"},"spec":{"a":N}}}}"#,
+            r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"apiextensions.crossplane.io","version":"v1","kind":"Other"},"operation":"CREATE","object":{"kind":"Other","metadata":{"name":"c"},"spec":{"a":N}}}}"#,
+        ];
+        let mut scanned = 0;
+        for place in places {
+            for n in [1, 100, 120, 124, 125, 126, 127, 128, 129, 200, 300] {
+                let body = place.replace('N', &format!("{}{}", "[".repeat(n), "]".repeat(n)));
+                let Some(s) = scan(None, body.as_bytes(), usize::MAX) else {
+                    continue;
+                };
+                scanned += 1;
+                let depth = crate::document::json_shape(body.as_bytes(), MAX_DEPTH).depth;
+                assert!(depth <= SCANNED_DEPTH, "{n} in {place}: {depth}");
+                assert_eq!(s.shape.map(|s| s.depth), Some(SCANNED_DEPTH));
+                assert!(decode_with_shape(None, body.as_bytes(), usize::MAX, s.shape).is_ok());
+            }
+        }
+        assert!(scanned >= 25, "{scanned}");
+    }
+
+    #[test]
     fn scans_plain_reviews_as_salvage_and_the_key_read_them() {
         let scanned = |body: &str| scan(Some("application/json"), body.as_bytes(), usize::MAX);
         let same = |body: &str| {
@@ -1453,7 +1498,14 @@ mod tests {
             if s.key.is_some() {
                 assert_ne!(s.key, verdicts::key(&request));
             }
-            assert_eq!(s.shape, None, "small");
+            assert_eq!(
+                s.shape,
+                Some(JsonShape {
+                    depth: SCANNED_DEPTH,
+                    values: body.len() + 1
+                }),
+                "small: bounded"
+            );
             s
         };
         assert!(same(BODY).key.is_some(), "v1beta1 CREATE");
