@@ -20,6 +20,7 @@ use std::collections::HashMap;
 use serde_json::{Map, Value};
 
 use crate::findings::Path;
+use crate::json::{field, member};
 use crate::model::function::{FunctionPackage, FunctionSet, KnownFunction, Recognition};
 use crate::model::{self, ComposedTemplate, Composition, PatchAndTransformStep, ResourceSet};
 use patch::{Direction, Outcome};
@@ -494,13 +495,13 @@ fn metadata(object: &mut Value, xr: &Value, template: Option<&str>) {
     let Some(obj) = object.as_object_mut() else {
         return;
     };
-    let xr_meta = xr.get("metadata");
+    let xr_meta = field(xr, "metadata");
     let xr_name = xr_meta
-        .and_then(|m| m.get("name"))
+        .and_then(|m| field(m, "name"))
         .and_then(Value::as_str)
         .unwrap_or_default();
-    let xr_labels = xr_meta.and_then(|m| m.get("labels"));
-    if !obj.get("metadata").is_some_and(Value::is_object) {
+    let xr_labels = xr_meta.and_then(|m| field(m, "labels"));
+    if !member(obj, "metadata").is_some_and(Value::is_object) {
         // After apiVersion and kind, where kubectl prints it.
         let at = ["apiVersion", "kind"]
             .iter()
@@ -520,7 +521,7 @@ fn metadata(object: &mut Value, xr: &Value, template: Option<&str>) {
     // A namespaced XR's composed resources live in its namespace (Crossplane v2.3.4
     // `RenderComposedResourceMetadata`); a cluster scoped XR's keep theirs.
     if let Some(ns) = xr_meta
-        .and_then(|m| m.get("namespace"))
+        .and_then(|m| field(m, "namespace"))
         .and_then(Value::as_str)
         .filter(|ns| !ns.is_empty())
     {
@@ -531,12 +532,15 @@ fn metadata(object: &mut Value, xr: &Value, template: Option<&str>) {
         .or_insert_with(|| Value::Object(Map::new()));
     if let Some(labels) = labels.as_object_mut() {
         let composite = xr_labels
-            .and_then(|l| l.get(LABEL_COMPOSITE))
+            .and_then(|l| field(l, LABEL_COMPOSITE))
             .and_then(Value::as_str)
             .unwrap_or(xr_name);
         labels.insert(LABEL_COMPOSITE.into(), Value::String(composite.to_string()));
         for key in [LABEL_CLAIM_NAME, LABEL_CLAIM_NAMESPACE] {
-            if let Some(v) = xr_labels.and_then(|l| l.get(key)).and_then(Value::as_str) {
+            if let Some(v) = xr_labels
+                .and_then(|l| field(l, key))
+                .and_then(Value::as_str)
+            {
                 labels.insert(key.into(), Value::String(v.to_string()));
             }
         }
@@ -556,18 +560,18 @@ fn metadata(object: &mut Value, xr: &Value, template: Option<&str>) {
     let mut owner = Map::with_capacity(6);
     owner.insert(
         "apiVersion".into(),
-        xr.get("apiVersion").cloned().unwrap_or(Value::Null),
+        field(xr, "apiVersion").cloned().unwrap_or(Value::Null),
     );
     owner.insert(
         "kind".into(),
-        xr.get("kind").cloned().unwrap_or(Value::Null),
+        field(xr, "kind").cloned().unwrap_or(Value::Null),
     );
     owner.insert("name".into(), Value::String(xr_name.to_string()));
     // An XR read from a file may have no uid; the API server would refuse a null one.
     owner.insert(
         "uid".into(),
         xr_meta
-            .and_then(|m| m.get("uid"))
+            .and_then(|m| field(m, "uid"))
             .filter(|u| u.is_string())
             .cloned()
             .unwrap_or_else(|| Value::String(mock::MOCK_UID.to_string())),

@@ -85,7 +85,7 @@ pub fn get<'a>(object: &'a Value, path: &Segments) -> Result<&'a Value, GetError
                 let map = it
                     .as_object()
                     .ok_or_else(|| GetError::WrongKind(prefix(&segments[..i]), "object"))?;
-                map.get(name)
+                crate::json::member(map, name)
                     .ok_or_else(|| GetError::NoField(prefix(&segments[..=i])))?
             }
         };
@@ -101,7 +101,7 @@ pub fn find<'a>(object: &'a Value, path: &Segments) -> Result<Option<&'a Value>,
     for segment in path.as_slice() {
         let next = match (segment, it) {
             (Segment::Index(index), Value::Array(array)) => array.get(*index as usize),
-            (Segment::Field(name), Value::Object(map)) => map.get(name),
+            (Segment::Field(name), Value::Object(map)) => crate::json::member(map, name),
             // The same errors as `get`.
             _ => return get(object, path).map(Some),
         };
@@ -303,7 +303,7 @@ fn expand(
             _ => return Err(SetError::Wildcard(prefix(&done))),
         },
         Segment::Field(name) => {
-            if let Some(child) = it.as_object().and_then(|m| m.get(name)) {
+            if let Some(child) = it.as_object().and_then(|m| crate::json::member(m, name)) {
                 done.push(segment.clone());
                 expand(child, tail, done, out)?;
             }

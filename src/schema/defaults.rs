@@ -38,7 +38,7 @@ fn default_at(value: &mut Value, schema: &Schema, depth: usize) {
                 let Some(default) = &prop.default else {
                     continue;
                 };
-                let missing_or_null = match map.get(name) {
+                let missing_or_null = match crate::json::member(map, name) {
                     None => true,
                     Some(v) => is_non_nullable_null(v, Some(prop)),
                 };

@@ -35,7 +35,11 @@ pub fn validate(object: &Value, rules: &ObjectMetaRules, root: &Path) -> Vec<Fie
         .get("metadata")
         .and_then(Value::as_object)
         .unwrap_or(&empty);
-    let text = |key: &str| meta.get(key).and_then(Value::as_str).unwrap_or_default();
+    let text = |key: &str| {
+        crate::json::member(meta, key)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+    };
     let generate_name = text("generateName");
     if !generate_name.is_empty() {
         for msg in rules.name.check(generate_name, true) {
@@ -130,7 +134,7 @@ fn strings<'a>(
     at: &Path,
     errs: &mut Vec<FieldError>,
 ) -> Vec<(&'a str, &'a str)> {
-    let Some(map) = meta.get(key).and_then(Value::as_object) else {
+    let Some(map) = crate::json::member(meta, key).and_then(Value::as_object) else {
         return Vec::new();
     };
     // A patch set can put thousands of labels on each of thousands of resources.
