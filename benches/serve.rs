@@ -516,11 +516,14 @@ fn review_in_process(catalog: &Catalog, body: &[u8]) -> (bool, usize) {
     let json = Some("application/json");
     let limits = composition_webhook::budget::Limits::DEFAULT;
     let scanned = review::scan(json, body, limits.memory_bytes);
-    let (echo, shape) = match scanned {
-        Some(s) => (s.echo, s.shape),
-        None => (review::salvage(body), None),
+    let (echo, shape, unread) = match scanned {
+        Some(s) => (s.echo, s.shape, s.unread),
+        None => (review::salvage(body), None, Vec::new()),
     };
-    let request = review::decode_with_shape(json, body, limits.memory_bytes, shape)
+    // The server owns the body it blanks; here it is copied first.
+    let mut body = body.to_vec();
+    review::blank_unread(&mut body, &unread);
+    let request = review::decode_with_shape(json, &body, limits.memory_bytes, shape)
         .expect("the review decodes");
     let uid = request.uid.clone();
     let decision = admission::decide(

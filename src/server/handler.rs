@@ -14,7 +14,6 @@ use axum::body::Body;
 use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use bytes::Bytes;
 use http_body_util::BodyExt;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::{Instant, timeout_at};
@@ -208,7 +207,8 @@ async fn handle(
         None => review::salvage(&bytes),
     };
     tracing::trace!(uid = echo.uid.as_deref().unwrap_or_default(), body = %String::from_utf8_lossy(&bytes), "request body");
-    let (key, shape) = scanned.map_or((None, None), |s| (s.key, s.shape));
+    let (key, shape, unread) =
+        scanned.map_or((None, None, Vec::new()), |s| (s.key, s.shape, s.unread));
     // A Composition answered before, with the same schemas: answered now, without waiting
     // for a worker behind validations (before the deadline; after it, by the mode).
     if let Some(key) = key
@@ -255,6 +255,9 @@ async fn handle(
                 let limits = state.limits;
                 let ((decided, _), peak) = crate::budget::peak_during(|| review_budget.run(move || {
                 let max_tree = state.limits.memory_bytes;
+                // What the scan found decoding would only skip, it does not read again.
+                let mut bytes = bytes;
+                review::blank_unread(&mut bytes, &unread);
                 let request = match review::decode_with_shape(content_type.as_deref(), &bytes, max_tree, shape) {
                     Ok(request) => request,
                     // Too large to read within the budget: judged by the mode salvaged.
@@ -415,7 +418,7 @@ async fn read_body(
     mut body: Body,
     declared: Option<usize>,
     limits: &BodyLimits<'_>,
-) -> Result<(Bytes, Reserved), (ReviewError, Echo)> {
+) -> Result<(Vec<u8>, Reserved), (ReviewError, Echo)> {
     // Announced too large: read only a prefix, with memory to spare, to salvage the uid.
     let too_large = declared.is_some_and(|n| n > limits.max);
     let max = if too_large {
@@ -433,7 +436,7 @@ async fn read_body(
                 break ReviewError::Body("the body did not arrive before the deadline".to_string());
             }
             Ok(None) if too_large => break ReviewError::TooLarge { limit: limits.max },
-            Ok(None) => return Ok((Bytes::from(read.buf), read.reserved)),
+            Ok(None) => return Ok((read.buf, read.reserved)),
             Ok(Some(Err(e))) => break ReviewError::Body(e.to_string()),
             Ok(Some(Ok(frame))) => frame,
         };

@@ -9,6 +9,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::ops::Range;
 
 use k8s_openapi::api::authentication::v1::UserInfo;
 use kube_core::admission::{AdmissionResponse, Operation};
@@ -341,37 +342,55 @@ pub fn no_surrogate(raw: &[u8]) -> bool {
 }
 
 /// Whether skipping `raw` (JSON text that serde_json's skipping accepted, its UTF-8 checked)
-/// is as good as parsing it: [`no_surrogate`], and no number that may overflow a float (an
-/// exponent, or 300 digits or more). The text of a string may look like either: then it is
-/// parsed, to be sure.
+/// is as good as parsing it into a tree: no escape in a string that may be a surrogate
+/// (`\uD800`-`\uDFFF`, which a parse refuses unpaired), no number that may overflow a float
+/// (an exponent, or 300 digits or more), and nesting no deeper than 128 levels (serde_json's
+/// limit on what it reads; skipping has none). One pass, a string's bytes skipped with
+/// `memchr`.
 pub fn plain(raw: &[u8]) -> bool {
-    /// 1: a digit, 2: `e` or `E`.
-    const CLASS: [u8; 256] = {
-        let mut class = [0u8; 256];
-        let mut d = b'0';
-        while d <= b'9' {
-            class[d as usize] = 1;
-            d += 1;
-        }
-        class[b'e' as usize] = 2;
-        class[b'E' as usize] = 2;
-        class
-    };
-    let mut digits = 0u32;
-    for &b in raw {
-        match CLASS[b as usize] {
-            0 => digits = 0,
-            1 => {
+    let (mut i, mut depth, mut digits) = (0, 0usize, 0u32);
+    while let Some(&b) = raw.get(i) {
+        i += 1;
+        match b {
+            b'"' => loop {
+                let rest = raw.get(i..).unwrap_or_default();
+                let Some(at) = memchr::memchr2(b'"', b'\\', rest) else {
+                    return false;
+                };
+                if rest[at] == b'"' {
+                    i += at + 1;
+                    break;
+                }
+                // `\uD800` to `\uDFFF` may be half of a pair: a parse decides.
+                if rest.get(at + 1) == Some(&b'u')
+                    && matches!(rest.get(at + 2), Some(b'd' | b'D'))
+                    && !matches!(rest.get(at + 3), Some(b'0'..=b'7'))
+                {
+                    return false;
+                }
+                // Past the backslash and the byte it escapes.
+                i += at + 2;
+            },
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > SHALLOW {
+                    return false;
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            b'0'..=b'9' => {
                 digits += 1;
                 if digits >= 300 {
                     return false;
                 }
+                continue;
             }
-            _ if digits > 0 => return false,
+            b'e' | b'E' if digits > 0 => return false,
             _ => {}
         }
+        digits = 0;
     }
-    no_surrogate(raw)
+    true
 }
 
 /// Why a review could not be read.
@@ -633,6 +652,10 @@ pub struct Scanned {
     /// [`SCANNED_DEPTH`] levels, the most a body the scan reads can nest), so that decoding
     /// does not walk the body again.
     pub shape: Option<JsonShape>,
+    /// Where the body holds text that decoding reads only to skip (`oldObject`, and of a
+    /// Composition `metadata.managedFields` and the [`LAST_APPLIED`] annotation): checked by
+    /// the scan as decoding would, and blanked by [`blank_unread`] before decoding.
+    pub unread: Vec<Range<usize>>,
 }
 
 /// Reads a review the way the API server sends it without building a tree: its echo (as
@@ -667,6 +690,10 @@ pub fn scan(content_type: Option<&str>, body: &[u8], max_tree_bytes: usize) -> O
     };
     let mut echo = Echo::default();
     let mut key = None;
+    let mut unread = Unread {
+        base: body.as_ptr().addr(),
+        ranges: Vec::new(),
+    };
     // serde_json's own nesting limit (128) bounds the recursion here.
     let mut de = serde_json::Deserializer::from_slice(body);
     de::Deserializer::deserialize_map(
@@ -674,6 +701,7 @@ pub fn scan(content_type: Option<&str>, body: &[u8], max_tree_bytes: usize) -> O
         ScanReview {
             echo: &mut echo,
             key: &mut key,
+            unread: &mut unread,
         },
     )
     .ok()?;
@@ -682,7 +710,45 @@ pub fn scan(content_type: Option<&str>, body: &[u8], max_tree_bytes: usize) -> O
         echo,
         key,
         shape: Some(shape),
+        unread: unread.ranges,
     })
+}
+
+/// Blanks the text a scan found unread ([`Scanned::unread`]) in the body it scanned: a
+/// string, an array or an object becomes a string of spaces of the same length (so that every
+/// position in the body, and in an error about it, stays where it was, and skipping it is a
+/// search for its closing quote); other values are left as they are. Decoding the blanked
+/// body gives what decoding the body gives, without reading that text again.
+pub fn blank_unread(body: &mut [u8], unread: &[Range<usize>]) {
+    for range in unread {
+        let Some(text) = body.get_mut(range.clone()) else {
+            continue;
+        };
+        if !matches!(text.first(), Some(b'"' | b'[' | b'{')) {
+            continue;
+        }
+        if let Some((first, rest)) = text.split_first_mut()
+            && let Some((last, spaces)) = rest.split_last_mut()
+        {
+            *first = b'"';
+            spaces.fill(b' ');
+            *last = b'"';
+        }
+    }
+}
+
+/// Where the text decoding only skips lies, as a scan finds it.
+struct Unread {
+    /// The address of the body's first byte (raw values borrow from the body).
+    base: usize,
+    ranges: Vec<Range<usize>>,
+}
+
+impl Unread {
+    fn note(&mut self, raw: &RawValue) {
+        let start = raw.get().as_ptr().addr() - self.base;
+        self.ranges.push(start..start + raw.get().len());
+    }
 }
 
 /// The deepest a body the scan reads may nest: serde_json's limit (128) on what it reads,
@@ -704,9 +770,13 @@ fn shallow(raw: &RawValue) -> bool {
 }
 
 /// Skips a value the review does not read, checked to be UTF-8 and [`shallow`].
-fn skip<'de, A: MapAccess<'de>>(map: &mut A) -> Result<(), A::Error> {
+fn skip<'de, A: MapAccess<'de>>(map: &mut A) -> Result<&'de RawValue, A::Error> {
     let raw: &'de RawValue = map.next_value()?;
-    if shallow(raw) { Ok(()) } else { Err(unplain()) }
+    if shallow(raw) {
+        Ok(raw)
+    } else {
+        Err(unplain())
+    }
 }
 
 /// The error that ends a scan (the body goes the long way).
@@ -750,6 +820,7 @@ fn once<E: de::Error>(seen: &mut u32, field: usize) -> Result<(), E> {
 struct ScanReview<'e> {
     echo: &'e mut Echo,
     key: &'e mut Option<verdicts::Key>,
+    unread: &'e mut Unread,
 }
 
 impl<'de> Visitor<'de> for ScanReview<'_> {
@@ -790,6 +861,7 @@ impl<'de> Visitor<'de> for ScanReview<'_> {
                     map.next_value_seed(ScanRequest {
                         echo: &mut *self.echo,
                         key: &mut *self.key,
+                        unread: &mut *self.unread,
                     })?;
                 }
             }
@@ -804,6 +876,7 @@ impl<'de> Visitor<'de> for ScanReview<'_> {
 struct ScanRequest<'e> {
     echo: &'e mut Echo,
     key: &'e mut Option<verdicts::Key>,
+    unread: &'e mut Unread,
 }
 
 impl<'de> DeserializeSeed<'de> for ScanRequest<'_> {
@@ -863,12 +936,16 @@ impl<'de> Visitor<'de> for ScanRequest<'_> {
                     if seen & BEFORE_OBJECT != BEFORE_OBJECT {
                         return Err(unplain());
                     }
-                    let keyed = cacheable && self.echo.composition == Some(true);
-                    let (echo, key) = map.next_value_seed(ScanObject { keyed })?;
+                    let composition = self.echo.composition == Some(true);
+                    let (echo, key) = map.next_value_seed(ScanObject {
+                        keyed: cacheable && composition,
+                        // Decoding skips these only in a Composition (read slim).
+                        unread: composition.then_some(&mut *self.unread),
+                    })?;
                     self.echo.object = Some(echo);
                     *self.key = key;
                 }
-                6 => skip(&mut map)?,
+                6 => self.unread.note(skip(&mut map)?),
                 _ => {
                     map.next_value::<bool>()?;
                 }
@@ -882,11 +959,13 @@ impl<'de> Visitor<'de> for ScanRequest<'_> {
 }
 
 /// The object: its metadata read, everything hashed for the key when `keyed`, or checked.
-struct ScanObject {
+struct ScanObject<'e> {
     keyed: bool,
+    /// Where to note what decoding skips, when it reads the object slim.
+    unread: Option<&'e mut Unread>,
 }
 
-impl<'de> DeserializeSeed<'de> for ScanObject {
+impl<'de> DeserializeSeed<'de> for ScanObject<'_> {
     type Value = (ObjectEcho, Option<verdicts::Key>);
 
     fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
@@ -894,14 +973,14 @@ impl<'de> DeserializeSeed<'de> for ScanObject {
     }
 }
 
-impl<'de> Visitor<'de> for ScanObject {
+impl<'de> Visitor<'de> for ScanObject<'_> {
     type Value = (ObjectEcho, Option<verdicts::Key>);
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("an object")
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+    fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<Self::Value, A::Error> {
         let mut hash = self.keyed.then(Streamed::start);
         let mut echo = None;
         while let Some(key) = map.next_key::<Key<'de>>()? {
@@ -912,7 +991,7 @@ impl<'de> Visitor<'de> for ScanObject {
                 if echo.is_some() {
                     return Err(unplain());
                 }
-                let metadata: ScanMetadata = map.next_value()?;
+                let metadata = map.next_value_seed(MetadataSeed(self.unread.as_deref_mut()))?;
                 if let Some(h) = &mut hash {
                     h.metadata(metadata.fields());
                 }
@@ -921,7 +1000,7 @@ impl<'de> Visitor<'de> for ScanObject {
                 // The member's text: the same text is the same value (another text of the
                 // same value only misses).
                 let raw: &'de RawValue = map.next_value()?;
-                if !plain(raw.get().as_bytes()) || !shallow(raw) {
+                if !plain(raw.get().as_bytes()) {
                     return Err(unplain());
                 }
                 h.text(raw.get());
@@ -982,17 +1061,26 @@ impl ScanMetadata {
     }
 }
 
-impl<'de> Deserialize<'de> for ScanMetadata {
-    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
+/// Reads [`ScanMetadata`], noting in the [`Unread`] given where `managedFields` and
+/// [`LAST_APPLIED`] lie.
+struct MetadataSeed<'e>(Option<&'e mut Unread>);
+
+impl<'de> DeserializeSeed<'de> for MetadataSeed<'_> {
+    type Value = ScanMetadata;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<ScanMetadata, D::Error> {
+        struct V<'e>(Option<&'e mut Unread>);
+        impl<'de> Visitor<'de> for V<'_> {
             type Value = ScanMetadata;
 
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
                 f.write_str("metadata")
             }
 
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ScanMetadata, A::Error> {
+            fn visit_map<A: MapAccess<'de>>(
+                mut self,
+                mut map: A,
+            ) -> Result<ScanMetadata, A::Error> {
                 const FIELDS: &[&str] = &[
                     "name",
                     "generateName",
@@ -1011,64 +1099,83 @@ impl<'de> Deserialize<'de> for ScanMetadata {
                     match field {
                         0 => m.name = Some(map.next_value()?),
                         1 => m.generate_name = Some(map.next_value()?),
-                        2 => m.annotations = Some(map.next_value::<ScanStrings<true>>()?.0),
+                        2 => {
+                            let seed = ScanStrings::<true>(self.0.as_deref_mut());
+                            m.annotations = Some(map.next_value_seed(seed)?);
+                        }
                         3 => {
-                            map.next_value::<ScanStrings<false>>()?;
+                            map.next_value_seed(ScanStrings::<false>(None))?;
                             m.labels = true;
                         }
-                        _ => {
-                            map.next_value::<Checked>()?;
-                        }
+                        _ => match self.0.as_deref_mut() {
+                            // Skipped when decoding would parse it without error.
+                            Some(unread) => {
+                                let raw: &'de RawValue = map.next_value()?;
+                                if !plain(raw.get().as_bytes()) {
+                                    return Err(unplain());
+                                }
+                                unread.note(raw);
+                            }
+                            None => {
+                                map.next_value::<Checked>()?;
+                            }
+                        },
                     }
                 }
                 Ok(m)
             }
         }
-        d.deserialize_map(V)
+        d.deserialize_map(V(self.0))
     }
 }
 
 /// A map of strings (the annotations when `MODES`: their mode annotations kept, a
-/// [`LAST_APPLIED`] skipped when [`plain`]).
-struct ScanStrings<const MODES: bool>([Option<String>; 2]);
+/// [`LAST_APPLIED`] skipped when [`no_surrogate`], and noted in the [`Unread`] given), read
+/// as its mode annotations.
+struct ScanStrings<'e, const MODES: bool>(Option<&'e mut Unread>);
 
-impl<'de, const MODES: bool> Deserialize<'de> for ScanStrings<MODES> {
-    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V<const MODES: bool>;
-        impl<'de, const MODES: bool> Visitor<'de> for V<MODES> {
-            type Value = ScanStrings<MODES>;
+impl<'de, const MODES: bool> DeserializeSeed<'de> for ScanStrings<'_, MODES> {
+    type Value = [Option<String>; 2];
 
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a map of strings")
-            }
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_map(self)
+    }
+}
 
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-                const NAMES: &[&str] = &[MODE_ANNOTATION, LEGACY_MODE_ANNOTATION, LAST_APPLIED];
-                let mut modes = [None, None];
-                let mut seen = 0;
-                let names: &'static [&'static str] = if MODES { NAMES } else { &[] };
-                while let Some(name) = map.next_key_seed(Name(names))? {
-                    match name {
-                        Some(i @ (0 | 1)) => {
-                            once(&mut seen, i)?;
-                            modes[i] = Some(map.next_value()?);
-                        }
-                        Some(_) => {
-                            let raw: &'de RawValue = map.next_value()?;
-                            let raw = raw.get().as_bytes();
-                            if raw.first() != Some(&b'"') || !no_surrogate(raw) {
-                                return Err(unplain());
-                            }
-                        }
-                        None => {
-                            map.next_value::<StrOnly>()?;
-                        }
+impl<'de, const MODES: bool> Visitor<'de> for ScanStrings<'_, MODES> {
+    type Value = [Option<String>; 2];
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a map of strings")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<Self::Value, A::Error> {
+        const NAMES: &[&str] = &[MODE_ANNOTATION, LEGACY_MODE_ANNOTATION, LAST_APPLIED];
+        let mut modes = [None, None];
+        let mut seen = 0;
+        let names: &'static [&'static str] = if MODES { NAMES } else { &[] };
+        while let Some(name) = map.next_key_seed(Name(names))? {
+            match name {
+                Some(i @ (0 | 1)) => {
+                    once(&mut seen, i)?;
+                    modes[i] = Some(map.next_value()?);
+                }
+                Some(_) => {
+                    let raw: &'de RawValue = map.next_value()?;
+                    let text = raw.get().as_bytes();
+                    if text.first() != Some(&b'"') || !no_surrogate(text) {
+                        return Err(unplain());
+                    }
+                    if let Some(unread) = self.0.as_deref_mut() {
+                        unread.note(raw);
                     }
                 }
-                Ok(ScanStrings(modes))
+                None => {
+                    map.next_value::<StrOnly>()?;
+                }
             }
         }
-        d.deserialize_map(V::<MODES>)
+        Ok(modes)
     }
 }
 
@@ -1457,6 +1564,159 @@ mod tests {
             .unwrap();
         assert_eq!(object["metadata"]["managedFields"], json!([]));
         assert_eq!(object["metadata"]["annotations"][LAST_APPLIED], "{}");
+    }
+
+    #[test]
+    fn plain_text_is_text_a_parse_accepts() {
+        let deep = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+        let cases = [
+            (r#"{"a":[1,-2,3.5,true,null,"x"]}"#.to_string(), true),
+            // In a string, what looks like an exponent or a surrogate is text.
+            (
+                r#"["1e5 and 1E5",{"2e":"\\uD800 \"\\\uD7FF"}]"#.into(),
+                true,
+            ),
+            ("1e5".into(), false),
+            ("[1.5E3]".into(), false),
+            ("-2e-3".into(), false),
+            (r#""\uD800""#.into(), false),
+            (r#"["\udc00"]"#.into(), false),
+            (r#""\"\\\uDBFF""#.into(), false),
+            ("9".repeat(299), true),
+            ("9".repeat(300), false),
+            (format!("\"{}\"", "9".repeat(400)), true),
+            (deep(SHALLOW), true),
+            (deep(SHALLOW + 1), false),
+            (format!("\"{}\"", deep(SHALLOW + 1)), true),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(plain(text.as_bytes()), expected, "{text}");
+            let mut de = serde_json::Deserializer::from_str(&text);
+            de.disable_recursion_limit();
+            if expected {
+                assert!(Value::deserialize(&mut de).is_ok(), "{text}");
+            }
+        }
+        // What plain refuses, a parse may refuse.
+        for text in [r#""\uD800""#, &"9".repeat(400), "1e999"] {
+            assert!(serde_json::from_str::<Value>(text).is_err(), "{text}");
+            assert!(!plain(text.as_bytes()), "{text}");
+        }
+    }
+
+    /// JSON texts with what [`plain`] looks for: exponents, long numbers, escapes.
+    fn json_text() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        let piece = prop_oneof![
+            Just("a"),
+            Just("1e5"),
+            Just(r"\uD800"),
+            Just(r"\udc01"),
+            Just(r"\u0041"),
+            Just(r"\\"),
+            Just(r#"\""#),
+            Just(r"\n"),
+        ];
+        let leaf = prop_oneof![
+            Just("1".to_string()),
+            Just("-0.5".to_string()),
+            Just("1e999".to_string()),
+            Just("2E-3".to_string()),
+            Just("true".to_string()),
+            Just("null".to_string()),
+            proptest::collection::vec(piece, 0..6).prop_map(|p| format!("\"{}\"", p.concat())),
+            (1usize..400).prop_map(|n| "9".repeat(n)),
+        ];
+        leaf.prop_recursive(8, 64, 6, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..6)
+                    .prop_map(|v| format!("[{}]", v.join(","))),
+                proptest::collection::vec(inner, 0..6).prop_map(|v| {
+                    let members: Vec<String> = v
+                        .iter()
+                        .enumerate()
+                        .map(|(i, x)| format!("\"k{i}\":{x}"))
+                        .collect();
+                    format!("{{{}}}", members.join(","))
+                }),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn a_plain_text_parses(text in json_text()) {
+            let parsed = serde_json::from_str::<Value>(&text);
+            if plain(text.as_bytes()) {
+                proptest::prop_assert!(parsed.is_ok(), "{}: {:?}", text, parsed);
+            } else {
+                // Refused only for what it looks for.
+                proptest::prop_assert!(
+                    text.contains(['e', 'E']) || text.contains(r"\u") || text.contains(&"9".repeat(300)),
+                    "{}", text
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn decoding_a_blanked_body_reads_what_the_body_reads() {
+        let last_applied = "{\"big\":\"\\u00e9\\\"\"}\n";
+        let metadata = json!({"name": "c", "uid": "x",
+            "annotations": {"a": "b", LAST_APPLIED: last_applied, MODE_ANNOTATION: "warn"},
+            "managedFields": [{"manager": "kubectl", "fieldsV1": {"f:spec": {".": {}}}, "n": -1}],
+            "labels": {"l": "v"}});
+        let create = applied(metadata.clone());
+        let mut update = create.clone();
+        update["request"]["operation"] = json!("UPDATE");
+        update["request"]["oldObject"] = create["request"]["object"].clone();
+        let mut other = update.clone();
+        other["request"]["kind"]["kind"] = json!("CompositeResourceDefinition");
+        let mut v1beta1 = update.clone();
+        v1beta1["apiVersion"] = json!(V1BETA1);
+        let text = |v: &Value| v.to_string();
+        let old = text(&create["request"]["object"]);
+        let (applied_text, managed) =
+            (text(&json!(last_applied)), text(&metadata["managedFields"]));
+        let cases = [
+            (
+                create,
+                vec![applied_text.clone(), managed.clone(), "null".into()],
+            ),
+            (
+                update,
+                vec![applied_text.clone(), managed.clone(), old.clone()],
+            ),
+            // Another kind's object is read in full: only its oldObject is skipped.
+            (other, vec![old.clone()]),
+            (v1beta1, vec![applied_text, managed, old]),
+        ];
+        for (review, expected) in cases {
+            let body = review.to_string();
+            let scanned = scan(None, body.as_bytes(), usize::MAX).expect("a plain review");
+            let texts: Vec<&str> = scanned.unread.iter().map(|r| &body[r.clone()]).collect();
+            assert_eq!(texts, expected);
+            let mut blanked = body.clone().into_bytes();
+            blank_unread(&mut blanked, &scanned.unread);
+            assert_eq!(blanked.len(), body.len());
+            let read = decode_with_shape(None, &blanked, usize::MAX, scanned.shape).unwrap();
+            let full = decode(None, body.as_bytes(), usize::MAX).unwrap();
+            assert_eq!(format!("{read:?}"), format!("{full:?}"));
+        }
+        // What blanking writes.
+        let original = br#"["x\"",{"a":1},[2],7,null,"",[]]"#;
+        let value: Vec<&RawValue> = serde_json::from_slice(original).unwrap();
+        let base = original.as_ptr().addr();
+        let ranges: Vec<Range<usize>> = value
+            .iter()
+            .map(|raw| {
+                let start = raw.get().as_ptr().addr() - base;
+                start..start + raw.get().len()
+            })
+            .collect();
+        let mut text = original.to_vec();
+        blank_unread(&mut text, &ranges);
+        assert_eq!(text, br#"["   ","     "," ",7,null,"",""]"#);
     }
 
     #[test]
