@@ -305,7 +305,8 @@ fn render_set(set: &ResourceSet<'_>, out: &mut Rendered) {
     let environment = environment(set, &mut out.composite, &mut out.environment_not_rendered);
     // Each patch's paths parsed once per set, by the patch's address: a patch set's patches
     // are applied to every template that uses it.
-    let mut parsed: HashMap<*const model::Patch, patch::ParsedPaths> = HashMap::new();
+    let mut parsed: HashMap<*const model::Patch, patch::ParsedPaths, foldhash::fast::FixedState> =
+        HashMap::default();
     for (i, template) in set.resources.iter().enumerate() {
         if crate::budget::step().is_err() {
             return;

@@ -3,7 +3,6 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::marker::PhantomData;
 
 use serde_json::Value;
@@ -81,7 +80,8 @@ pub struct Resolved<'p> {
 
 /// Resolutions by the addresses of the schema (0: none) and of the path, and the path's
 /// length.
-type ResolvedPaths = HashMap<(usize, usize, usize), Result<FieldType, PathError>, AddressHash>;
+type ResolvedPaths =
+    HashMap<(usize, usize, usize), Result<FieldType, PathError>, foldhash::fast::FixedState>;
 
 impl<'p> Resolved<'p> {
     /// [`resolve`]: the same result, worked out once per schema and path string.
@@ -101,33 +101,6 @@ impl<'p> Resolved<'p> {
         let result = resolve(schema, path);
         self.paths.borrow_mut().insert(key, result.clone());
         result
-    }
-}
-
-/// Hashes addresses (`FxHash`'s mixing step).
-type AddressHash = BuildHasherDefault<AddressHasher>;
-
-/// See [`AddressHash`].
-#[derive(Debug, Default)]
-struct AddressHasher(u64);
-
-impl Hasher for AddressHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(u64::from(b));
-        }
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-
-    fn write_usize(&mut self, n: usize) {
-        self.write_u64(n as u64);
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
     }
 }
 

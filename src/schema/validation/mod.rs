@@ -303,29 +303,9 @@ pub fn validate_object(
 #[derive(Debug, Default)]
 pub(crate) struct Subtrees(AddressSet);
 
-/// A set of node addresses, hashed with one multiplication (SipHash is most of a lookup
-/// for a `usize`, and the walks look up every object and array they meet).
-type AddressSet = std::collections::HashSet<usize, std::hash::BuildHasherDefault<AddressHasher>>;
-
-/// Fibonacci hashing of an address; other input (never given) is folded in byte by byte.
-#[derive(Debug, Default)]
-struct AddressHasher(u64);
-
-impl std::hash::Hasher for AddressHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(*b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-
-    fn write_usize(&mut self, n: usize) {
-        self.0 = (self.0 ^ n as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-}
+/// A set of node addresses, hashed by foldhash (SipHash is most of a lookup for a `usize`,
+/// and the walks look up every object and array they meet).
+type AddressSet = std::collections::HashSet<usize, foldhash::fast::FixedState>;
 
 impl Subtrees {
     fn of(schema: &Schema, has: fn(&Schema) -> bool) -> Self {
