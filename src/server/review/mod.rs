@@ -761,6 +761,24 @@ mod tests {
     }
 
     #[test]
+    fn text_like_a_number_in_a_composition_is_keyed() {
+        let review = |spec: Value| {
+            let mut review = applied(json!({"name": "c"}));
+            review["request"]["object"]["spec"] = spec;
+            review.to_string()
+        };
+        // A zone or a digest is text: the review is keyed for the verdict cache.
+        let body = review(json!({"zone": "us-east-1e", "digest": "9e107d9d372bb682"}));
+        let scanned = scan(None, body.as_bytes(), usize::MAX).expect("a plain review");
+        assert!(scanned.key.is_some());
+        // A number with an exponent may overflow: it is read the long way.
+        let body = review(json!({"x": "X"})).replace(r#""X""#, "2.5E3");
+        assert!(body.contains(r#""x":2.5E3"#), "{body}");
+        assert!(scan(None, body.as_bytes(), usize::MAX).is_none());
+        assert!(decode(None, body.as_bytes(), usize::MAX).is_ok());
+    }
+
+    #[test]
     fn decoding_a_blanked_body_reads_what_the_body_reads() {
         let last_applied = "{\"big\":\"\\u00e9\\\"\"}\n";
         let metadata = json!({"name": "c", "uid": "x",
