@@ -53,21 +53,8 @@ pub fn json_shape(bytes: &[u8], stop: usize) -> JsonShape {
     while let Some(&b) = bytes.get(i) {
         i += 1;
         match b {
-            b'"' => loop {
-                // A string's bytes skipped by memchr (SIMD): most of a review is strings.
-                let rest = bytes.get(i..).unwrap_or_default();
-                let Some(at) = memchr::memchr2(b'"', b'\\', rest) else {
-                    // Unterminated: the rest is the string's.
-                    i = bytes.len();
-                    break;
-                };
-                let quote = rest[at] == b'"';
-                // Past the quote, or past the backslash and the byte it escapes.
-                i += at + if quote { 1 } else { 2 };
-                if quote {
-                    break;
-                }
-            },
+            // Unterminated: the rest is the string's.
+            b'"' => i = json_string_end(bytes, i, |_| true).unwrap_or(bytes.len()),
             b'[' | b'{' => {
                 depth += 1;
                 // The container's first element or member.
@@ -85,6 +72,30 @@ pub fn json_shape(bytes: &[u8], stop: usize) -> JsonShape {
         }
     }
     shape
+}
+
+/// Where the JSON string whose text starts at `start` (just past its opening quote) ends: just
+/// past its closing quote. `None` when it is unterminated, or when `escape`, given the bytes
+/// from each backslash on, returns false. Its bytes are skipped by memchr (SIMD): most of a
+/// review is strings.
+pub fn json_string_end(
+    bytes: &[u8],
+    start: usize,
+    mut escape: impl FnMut(&[u8]) -> bool,
+) -> Option<usize> {
+    let mut i = start;
+    loop {
+        let rest = bytes.get(i..)?;
+        let at = memchr::memchr2(b'"', b'\\', rest)?;
+        if rest[at] == b'"' {
+            return Some(i + at + 1);
+        }
+        if !escape(&rest[at..]) {
+            return None;
+        }
+        // Past the backslash and the byte it escapes.
+        i += at + 2;
+    }
 }
 
 /// Deepest nesting of sequences and mappings accepted.

@@ -340,9 +340,15 @@ std::thread_local! {
 /// escape that may be a surrogate (`\uD800`-`\uDFFF`, which a parse refuses unpaired). The
 /// text of a string may look like one: then it is parsed, to be sure.
 pub fn no_surrogate(raw: &[u8]) -> bool {
-    memchr::memmem::find_iter(raw, br"\u").all(|i| {
-        !matches!(raw.get(i + 2), Some(b'd' | b'D')) || matches!(raw.get(i + 3), Some(b'0'..=b'7'))
-    })
+    memchr::memmem::find_iter(raw, br"\u").all(|i| !may_be_surrogate(&raw[i..]))
+}
+
+/// Whether the escape at the start of `escape` (its backslash first) may be half of a
+/// surrogate pair, `\uD800` to `\uDFFF`: a parse decides.
+fn may_be_surrogate(escape: &[u8]) -> bool {
+    escape.get(1) == Some(&b'u')
+        && matches!(escape.get(2), Some(b'd' | b'D'))
+        && !matches!(escape.get(3), Some(b'0'..=b'7'))
 }
 
 /// Keys are borrowed from the body unless they hold escapes.

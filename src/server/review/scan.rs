@@ -15,9 +15,9 @@ use std::fmt;
 
 use super::{
     Checked, Echo, KIND, Key, LAST_APPLIED, MAX_DEPTH, ObjectEcho, V1, V1BETA1, VALUE_BYTES,
-    is_json, no_surrogate,
+    is_json, may_be_surrogate, no_surrogate,
 };
-use crate::document::JsonShape;
+use crate::document::{JsonShape, json_string_end};
 use crate::model::{APIEXTENSIONS_GROUP, LEGACY_MODE_ANNOTATION, MODE_ANNOTATION};
 use crate::server::verdicts::{self, Field, Streamed};
 
@@ -32,24 +32,9 @@ pub fn plain(raw: &[u8]) -> bool {
     while let Some(&b) = raw.get(i) {
         i += 1;
         match b {
-            b'"' => loop {
-                let rest = raw.get(i..).unwrap_or_default();
-                let Some(at) = memchr::memchr2(b'"', b'\\', rest) else {
-                    return false;
-                };
-                if rest[at] == b'"' {
-                    i += at + 1;
-                    break;
-                }
-                // `\uD800` to `\uDFFF` may be half of a pair: a parse decides.
-                if rest.get(at + 1) == Some(&b'u')
-                    && matches!(rest.get(at + 2), Some(b'd' | b'D'))
-                    && !matches!(rest.get(at + 3), Some(b'0'..=b'7'))
-                {
-                    return false;
-                }
-                // Past the backslash and the byte it escapes.
-                i += at + 2;
+            b'"' => match json_string_end(raw, i, |escape| !may_be_surrogate(escape)) {
+                Some(end) => i = end,
+                None => return false,
             },
             b'[' | b'{' => {
                 depth += 1;
@@ -180,8 +165,10 @@ struct Unread {
 
 impl Unread {
     fn note(&mut self, raw: &RawValue) {
-        let start = raw.get().as_ptr().addr() - self.base;
-        self.ranges.push(start..start + raw.get().len());
+        // A raw value borrows from the body it was read from.
+        if let Some(start) = raw.get().as_ptr().addr().checked_sub(self.base) {
+            self.ranges.push(start..start + raw.get().len());
+        }
     }
 }
 
