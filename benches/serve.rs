@@ -55,7 +55,7 @@
 //!   (`handler::validate`, its verdict cache, worker permits and metrics) in-process after one
 //!   warm-up review, without TCP and TLS, print the mean per review and exit. Warm: the same
 //!   body every time (verdict-cache hits); cold: distinct names (misses). The handler
-//!   validates on the blocking pool's thread, so for instruction counts run callgrind with
+//!   validates on a review thread, so for instruction counts run callgrind with
 //!   collection on from the start at N and at 0, and subtract.
 //!
 //! Run with `cargo bench --bench serve`.
@@ -585,6 +585,13 @@ fn handler_only(case: &Case, template: &Template, n: usize, bodies: Bodies) {
         max_body_bytes: 3 << 20,
         body_memory: Arc::new(tokio::sync::Semaphore::new(64 << 20)),
         workers: Arc::new(tokio::sync::Semaphore::new(2)),
+        review_threads: Arc::new(
+            composition_webhook::server::review_threads::ReviewThreads::start(
+                2,
+                composition_webhook::server::review_threads::REVIEW_STACK_BYTES,
+            )
+            .expect("the review threads"),
+        ),
         limits: composition_webhook::budget::Limits::DEFAULT,
         verdicts: Verdicts::new(verdicts::DEFAULT_BYTES, metrics.clone()),
         release_memory: None,

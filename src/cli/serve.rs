@@ -388,9 +388,9 @@ pub(super) fn run(args: &ServeArgs) -> u8 {
         // Objects nest as deep as the API server allows (10,000 levels), and some walks of
         // them recurse: room for that on every thread (address space, not memory).
         .thread_stack_size(REVIEW_STACK_BYTES)
-        // Reviews hold at most `workers` blocking threads; the rest is for the clients'
-        // DNS lookups and files. Bounded, so the stacks' address space is.
-        .max_blocking_threads(workers + 32)
+        // Reviews run on threads of their own (`server::review_threads`); the blocking pool
+        // is for the clients' DNS lookups and files. Bounded, so the stacks' address space is.
+        .max_blocking_threads(32)
         .build()
     {
         Ok(rt) => rt,
@@ -465,10 +465,8 @@ pub(super) fn run(args: &ServeArgs) -> u8 {
     code
 }
 
-/// The stack of the server's threads: a review nested 10,002 levels deep needs between 32
-/// and 96 MiB in a debug build (tests/bounded.rs), much less in release. Address space,
-/// touched only as deep as a review goes.
-pub const REVIEW_STACK_BYTES: usize = 256 * 1024 * 1024;
+/// The stack of the server's threads, a review's (its walks of an object recurse).
+pub use crate::server::review_threads::REVIEW_STACK_BYTES;
 
 /// The `--crds` files as a catalog; `None` (after logging why) when one cannot be loaded.
 fn file_schemas(paths: &[PathBuf], functions: &FunctionFiles) -> Option<FileSchemas> {
@@ -500,7 +498,7 @@ fn file_schemas(paths: &[PathBuf], functions: &FunctionFiles) -> Option<FileSche
 }
 
 /// Returns what the calling thread's mimalloc heap has freed to the system: after a review
-/// of tens of MiB, the blocking thread that ran it may idle for long with those pages
+/// of tens of MiB, the review thread that ran it may idle for long with those pages
 /// resident.
 fn release_memory() {
     // SAFETY: collects the calling thread's heap; no pointer is passed.

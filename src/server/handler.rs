@@ -2,7 +2,7 @@
 //!
 //! Every request gets HTTP 200 and an AdmissionReview echoing the uid (salvaged from the body
 //! when the review cannot be read). The body is read as bytes up to a limit, within a memory
-//! budget shared by all requests; decoding and validation run on the blocking pool behind a
+//! budget shared by all requests; decoding and validation run on the review threads behind a
 //! semaphore (CPU work never stalls the reactor, and at most `workers` run at once); and the
 //! answer comes before the API server's deadline, by the mode, when validation would not.
 
@@ -22,6 +22,7 @@ use super::admission::{self, Decision};
 use super::deadline;
 use super::metrics::{Metrics, Outcome, ReviewLabels};
 use super::review::{self, Answer, Echo, ReviewError};
+use super::review_threads::ReviewThreads;
 use super::schemas::ServedSchemas;
 use crate::budget::{Budget, Cancel, Limits};
 use crate::checks::schema_aware::lookup::SchemaSource;
@@ -41,6 +42,8 @@ pub struct ReviewState {
     pub body_memory: Arc<Semaphore>,
     /// Reviews that may be decoded and validated at once.
     pub workers: Arc<Semaphore>,
+    /// The threads that decode and validate them (as many as `workers` has permits).
+    pub review_threads: Arc<ReviewThreads>,
     /// The memory and work one review may take.
     pub limits: Limits,
     /// Answers of Compositions reviewed before.
@@ -243,7 +246,8 @@ async fn handle(
         async move {
             let permit = state.workers.clone().acquire_owned().await;
             working.store(true, Ordering::Release);
-            tokio::task::spawn_blocking(move || {
+            let threads = state.review_threads.clone();
+            threads.run(move || {
                 let _permit = permit;
                 // The body's memory stays reserved until the review is done, however late.
                 let _memory = memory;
@@ -357,10 +361,10 @@ async fn handle(
             decision: Some(decision),
         },
         Some(Ok(Err(error))) => Handled::unreadable(echo, &error),
-        Some(Err(join)) => {
+        Some(Err(failed)) => {
             // A panic in validation is a bug; the caller still gets an answer.
-            tracing::error!(error = %join, "validation task failed");
-            let error = ReviewError::Internal(join.to_string());
+            tracing::error!(error = %failed, "validation task failed");
+            let error = ReviewError::Internal(failed.to_string());
             Handled::unreadable(echo, &error)
         }
         None => {

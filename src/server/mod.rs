@@ -6,7 +6,9 @@
 //! - [`answer`]: a validation report as a Status with causes, and warnings;
 //! - [`warnings`]: warnings shaped as the API server and kubectl need them;
 //! - [`deadline`]: the time a review may take (`?timeout=`);
-//! - [`handler`]: `POST /validate` (body limits, blocking pool, deadline);
+//! - [`handler`]: `POST /validate` (body limits, workers, deadline);
+//! - [`review_threads`]: the threads that decode and validate reviews, the most recently
+//!   idle first;
 //! - [`verdicts`]: the verdict cache (answers again for a Composition reviewed before, while
 //!   the schemas it used are unchanged);
 //! - [`connections`]: the accept loop of both ports (connection cap, timeouts, room made by
@@ -34,6 +36,7 @@ pub mod logging;
 pub mod metrics;
 pub mod operations;
 pub mod review;
+pub mod review_threads;
 pub mod schemas;
 pub mod tls;
 pub mod verdicts;
@@ -154,6 +157,9 @@ pub enum ServeError {
     /// rustls refused the configuration.
     #[error("TLS configuration: {0}")]
     Rustls(#[from] rustls::Error),
+    /// The review threads could not be started.
+    #[error("cannot start the review threads: {0}")]
+    Threads(std::io::Error),
     /// A port could not be bound.
     #[error("cannot listen on {address}: {source}")]
     Bind {
@@ -246,6 +252,13 @@ pub async fn run(
             config.body_memory_bytes.max(config.max_body_bytes),
         )),
         workers: Arc::new(Semaphore::new(config.workers.max(1))),
+        review_threads: Arc::new(
+            review_threads::ReviewThreads::start(
+                config.workers.max(1),
+                review_threads::REVIEW_STACK_BYTES,
+            )
+            .map_err(ServeError::Threads)?,
+        ),
         limits: config.review_limits,
         verdicts: verdicts::Verdicts::new(config.verdict_cache_bytes, metrics.clone()),
         release_memory: config.release_memory,
