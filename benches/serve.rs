@@ -584,7 +584,6 @@ fn handler_only(case: &Case, template: &Template, n: usize, bodies: Bodies) {
         rendered: true,
         max_body_bytes: 3 << 20,
         body_memory: Arc::new(tokio::sync::Semaphore::new(64 << 20)),
-        workers: Arc::new(tokio::sync::Semaphore::new(2)),
         review_threads: Arc::new(
             composition_webhook::server::review_threads::ReviewThreads::start(
                 2,

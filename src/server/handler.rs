@@ -2,8 +2,8 @@
 //!
 //! Every request gets HTTP 200 and an AdmissionReview echoing the uid (salvaged from the body
 //! when the review cannot be read). The body is read as bytes up to a limit, within a memory
-//! budget shared by all requests; decoding and validation run on the review threads behind a
-//! semaphore (CPU work never stalls the reactor, and at most `workers` run at once); and the
+//! budget shared by all requests; decoding and validation run on `workers` review threads
+//! (CPU work never stalls the reactor, and at most `workers` run at once); and the
 //! answer comes before the API server's deadline, by the mode, when validation would not.
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -40,9 +40,7 @@ pub struct ReviewState {
     pub max_body_bytes: usize,
     /// Bytes of request bodies that may be held at once, across requests.
     pub body_memory: Arc<Semaphore>,
-    /// Reviews that may be decoded and validated at once.
-    pub workers: Arc<Semaphore>,
-    /// The threads that decode and validate them (as many as `workers` has permits).
+    /// The threads that decode and validate reviews, as many as may run at once.
     pub review_threads: Arc<ReviewThreads>,
     /// The memory and work one review may take.
     pub limits: Limits,
@@ -235,7 +233,7 @@ async fn handle(
     let _cancel_on_drop = CancelOnDrop(cancel.clone());
     // Known once the object is decoded: the mode and name a late answer goes by.
     let known: Arc<OnceLock<(Mode, String)>> = Arc::new(OnceLock::new());
-    // Set once a worker has the review: from then on it is decoded without waiting.
+    // Set once a review thread has the review: from then on it is decoded without waiting.
     let working = Arc::new(AtomicBool::new(false));
     let salvaged = echo.composition(state.default_mode);
     let salvaged_operation = echo.operation.unwrap_or("unknown");
@@ -243,97 +241,97 @@ async fn handle(
         let state = state.clone();
         let known = known.clone();
         let working = working.clone();
-        async move {
-            let permit = state.workers.clone().acquire_owned().await;
+        let threads = state.review_threads.clone();
+        threads.run(move || {
+            // Answered already (by the deadline) or its caller gone before a thread was
+            // free: nothing to do, and nobody reads this.
+            if cancel.is_cancelled() {
+                return Err(ReviewError::Internal("cancelled before it started".into()));
+            }
             working.store(true, Ordering::Release);
-            let threads = state.review_threads.clone();
-            threads.run(move || {
-                let _permit = permit;
-                // The body's memory stays reserved until the review is done, however late.
-                let _memory = memory;
-                // Decoding counts against the review's memory too.
-                let review_budget = Budget::new(state.limits)
-                    .with_deadline(deadline.into_std())
-                    .with_cancel(cancel);
-                let release = state.release_memory;
-                let limits = state.limits;
-                let ((decided, _), peak) = crate::budget::peak_during(|| review_budget.run(move || {
-                let max_tree = state.limits.memory_bytes;
-                // What the scan found decoding would only skip, it does not read again.
-                let mut bytes = bytes;
-                review::blank_unread(&mut bytes, &unread);
-                let request = match review::decode_with_shape(content_type.as_deref(), &bytes, max_tree, shape) {
-                    Ok(request) => request,
-                    // Too large to read within the budget: judged by the mode salvaged.
-                    Err(ReviewError::OverBudget { values }) => {
-                        let (mode, name) =
-                            salvaged.unwrap_or_else(|| (state.default_mode, String::new()));
-                        let decision = admission::over_budget(mode, &name, values, state.limits);
-                        return Ok((salvaged_operation, decision));
-                    }
-                    Err(e) => return Err(e),
-                };
-                let size = bytes.len();
-                drop(bytes);
-                let operation = admission::operation_name(&request.operation);
-                tracing::debug!(
-                    uid = %request.uid,
-                    operation,
-                    kind = %format!("{}/{}, Kind={}", request.kind.group, request.kind.version, request.kind.kind),
-                    name = %request.name,
-                    user = request.user_info.username.as_deref().unwrap_or_default(),
-                    dry_run = request.dry_run,
-                    bytes = size,
-                    "reviewing"
-                );
-                let schemas = state.schemas.for_request(schemas_until);
-                if let Some(impact) = &state.change_impact
-                    && request.operation == kube_core::admission::Operation::Update
-                    && let Some(label) = super::impact::definition_label(&request.kind.group, &request.kind.kind)
-                    && let Some(object) = request.object
-                {
-                    let decision = super::impact::decide(
-                        label,
-                        object,
-                        schemas.as_ref(),
-                        impact,
-                        state.default_mode,
-                        state.rendered,
-                    );
-                    return Ok((operation, decision));
+            // The body's memory stays reserved until the review is done, however late.
+            let _memory = memory;
+            // Decoding counts against the review's memory too.
+            let review_budget = Budget::new(state.limits)
+                .with_deadline(deadline.into_std())
+                .with_cancel(cancel);
+            let release = state.release_memory;
+            let limits = state.limits;
+            let ((decided, _), peak) = crate::budget::peak_during(|| review_budget.run(move || {
+            let max_tree = state.limits.memory_bytes;
+            // What the scan found decoding would only skip, it does not read again.
+            let mut bytes = bytes;
+            review::blank_unread(&mut bytes, &unread);
+            let request = match review::decode_with_shape(content_type.as_deref(), &bytes, max_tree, shape) {
+                Ok(request) => request,
+                // Too large to read within the budget: judged by the mode salvaged.
+                Err(ReviewError::OverBudget { values }) => {
+                    let (mode, name) =
+                        salvaged.unwrap_or_else(|| (state.default_mode, String::new()));
+                    let decision = admission::over_budget(mode, &name, values, state.limits);
+                    return Ok((salvaged_operation, decision));
                 }
-                let decide = |request: review::Request, schemas: &dyn SchemaSource| admission::decide(
-                    request,
-                    schemas,
+                Err(e) => return Err(e),
+            };
+            let size = bytes.len();
+            drop(bytes);
+            let operation = admission::operation_name(&request.operation);
+            tracing::debug!(
+                uid = %request.uid,
+                operation,
+                kind = %format!("{}/{}, Kind={}", request.kind.group, request.kind.version, request.kind.kind),
+                name = %request.name,
+                user = request.user_info.username.as_deref().unwrap_or_default(),
+                dry_run = request.dry_run,
+                bytes = size,
+                "reviewing"
+            );
+            let schemas = state.schemas.for_request(schemas_until);
+            if let Some(impact) = &state.change_impact
+                && request.operation == kube_core::admission::Operation::Update
+                && let Some(label) = super::impact::definition_label(&request.kind.group, &request.kind.kind)
+                && let Some(object) = request.object
+            {
+                let decision = super::impact::decide(
+                    label,
+                    object,
+                    schemas.as_ref(),
+                    impact,
                     state.default_mode,
                     state.rendered,
-                    budget,
-                    |mode, name| {
-                        let _ = known.set((mode, name.to_string()));
-                        // Past the deadline (a zero budget, or a long wait for a worker) the
-                        // answer goes by the mode: validating would only make it late.
-                        (Instant::now() >= deadline)
-                            .then(|| admission::deadline_answer(mode, name, budget))
-                    },
                 );
-                // Past the deadline the answer goes by the mode, even for a Composition
-                // answered before.
-                let decision = if Instant::now() >= deadline {
-                    decide(request, schemas.as_ref())
-                } else {
-                    state.verdicts.decide_keyed(key, request, state.schemas.as_ref(), schemas.as_ref(), decide)
-                };
-                Ok::<_, ReviewError>((operation, decision))
-                }));
-                if peak > limits.memory_bytes / 4
-                    && let Some(release) = release
-                {
-                    release();
-                }
-                decided
-            })
-            .await
-        }
+                return Ok((operation, decision));
+            }
+            let decide = |request: review::Request, schemas: &dyn SchemaSource| admission::decide(
+                request,
+                schemas,
+                state.default_mode,
+                state.rendered,
+                budget,
+                |mode, name| {
+                    let _ = known.set((mode, name.to_string()));
+                    // Past the deadline (a zero budget, or a long wait for a worker) the
+                    // answer goes by the mode: validating would only make it late.
+                    (Instant::now() >= deadline)
+                        .then(|| admission::deadline_answer(mode, name, budget))
+                },
+            );
+            // Past the deadline the answer goes by the mode, even for a Composition
+            // answered before.
+            let decision = if Instant::now() >= deadline {
+                decide(request, schemas.as_ref())
+            } else {
+                state.verdicts.decide_keyed(key, request, state.schemas.as_ref(), schemas.as_ref(), decide)
+            };
+            Ok::<_, ReviewError>((operation, decision))
+            }));
+            if peak > limits.memory_bytes / 4
+                && let Some(release) = release
+            {
+                release();
+            }
+            decided
+        })
     };
     tokio::pin!(job);
     let finished = match timeout_at(deadline, &mut job).await {

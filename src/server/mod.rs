@@ -251,7 +251,6 @@ pub async fn run(
         body_memory: Arc::new(Semaphore::new(
             config.body_memory_bytes.max(config.max_body_bytes),
         )),
-        workers: Arc::new(Semaphore::new(config.workers.max(1))),
         review_threads: Arc::new(
             review_threads::ReviewThreads::start(
                 config.workers.max(1),
