@@ -52,7 +52,7 @@
 //!   server (for profiles: `valgrind --tool=callgrind --toggle-collect='*serve::repeat*'`).
 //! - `SERVE_BENCH_HANDLER` (`--handler N`) with `SERVE_BENCH_BODIES` (`--bodies warm|cold`,
 //!   default warm): only send the review N times through the server's own handler
-//!   (`handler::validate`, its verdict cache, worker permits and metrics) in-process after one
+//!   (`handler::validate`, its verdict cache, review threads and metrics) in-process after one
 //!   warm-up review, without TCP and TLS, print the mean per review and exit. Warm: the same
 //!   body every time (verdict-cache hits); cold: distinct names (misses). The handler
 //!   validates on a review thread, so for instruction counts run callgrind with

@@ -465,7 +465,7 @@ pub(super) fn run(args: &ServeArgs) -> u8 {
     code
 }
 
-/// The stack of the server's threads, a review's (its walks of an object recurse).
+/// The stack of every server thread: a review's walks of an object recurse.
 pub use crate::server::review_threads::REVIEW_STACK_BYTES;
 
 /// The `--crds` files as a catalog; `None` (after logging why) when one cannot be loaded.
