@@ -14,7 +14,7 @@ use kube_core::admission::Operation;
 
 use super::answer;
 use super::metrics::Outcome;
-use super::review::{Answer, Request, ReviewError};
+use super::review::{self, Answer, Request, ReviewError};
 use super::warnings::{self, Warning};
 use crate::budget::{Exceeded, Limits};
 use crate::checks::schema_aware::lookup::SchemaSource;
@@ -69,7 +69,7 @@ pub fn decide(
         };
     }
     let kind = &request.kind;
-    if kind.group != APIEXTENSIONS_GROUP || kind.kind != "Composition" {
+    if !review::is_composition(&kind.group, &kind.kind) {
         let what = if kind.group.is_empty() {
             format!("{}/{}", kind.version, kind.kind)
         } else {

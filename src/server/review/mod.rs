@@ -37,6 +37,17 @@ pub const V1BETA1: &str = "admission.k8s.io/v1beta1";
 /// The kind of the envelope.
 pub const KIND: &str = "AdmissionReview";
 
+/// The envelope's `apiVersion`, when it is one this webhook answers ([`V1`], [`V1BETA1`]).
+pub fn answered_version(api_version: &str) -> Option<&'static str> {
+    [V1, V1BETA1].into_iter().find(|v| *v == api_version)
+}
+
+/// Whether a request's group and kind are a Composition's (the only kind validated; v1 and
+/// v2 Compositions share them).
+pub fn is_composition(group: &str, kind: &str) -> bool {
+    group == APIEXTENSIONS_GROUP && kind == "Composition"
+}
+
 /// The part of an AdmissionReview's request the webhook reads.
 ///
 /// kube-core's `AdmissionRequest` reads objects into `DynamicObject`s (a typed `ObjectMeta`
@@ -101,9 +112,7 @@ std::thread_local! {
 /// Reads `request.kind`, noting whether it is a Composition's.
 fn kind<'de, D: de::Deserializer<'de>>(d: D) -> Result<GroupVersionKind, D::Error> {
     let kind = GroupVersionKind::deserialize(d)?;
-    let slim = ALLOW_SLIM.with(std::cell::Cell::get)
-        && kind.group == APIEXTENSIONS_GROUP
-        && kind.kind == "Composition";
+    let slim = ALLOW_SLIM.with(std::cell::Cell::get) && is_composition(&kind.group, &kind.kind);
     SLIM.with(|s| s.set(slim));
     Ok(kind)
 }
@@ -571,9 +580,8 @@ fn read(body: &[u8], slim: bool) -> Result<Review, serde_json::Error> {
 
 /// The envelope must be an AdmissionReview of a version this webhook answers.
 fn check_types(api_version: &str, kind: &str) -> Result<(), ReviewError> {
-    match api_version {
-        V1 | V1BETA1 => {}
-        other => return Err(ReviewError::ApiVersion(other.to_string())),
+    if answered_version(api_version).is_none() {
+        return Err(ReviewError::ApiVersion(api_version.to_string()));
     }
     if kind != KIND {
         return Err(ReviewError::Kind(kind.to_string()));

@@ -6,8 +6,8 @@ use std::fmt;
 use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 
-use super::{Echo, Key, ObjectEcho, V1, V1BETA1};
-use crate::model::{APIEXTENSIONS_GROUP, LEGACY_MODE_ANNOTATION, MODE_ANNOTATION};
+use super::{Echo, Key, ObjectEcho, answered_version, is_composition};
+use crate::model::{LEGACY_MODE_ANNOTATION, MODE_ANNOTATION};
 
 /// Salvages the apiVersion, `request.uid`, `request.kind` and the object's name and mode
 /// annotations from a body, reading as far as it parses and no further than needed: one
@@ -40,11 +40,7 @@ impl<'de> Visitor<'de> for Salvage<'_> {
             match key.as_ref() {
                 "apiVersion" => {
                     let v: Key<'de> = map.next_value()?;
-                    self.0.api_version = match v.as_ref() {
-                        V1 => Some(V1),
-                        V1BETA1 => Some(V1BETA1),
-                        _ => None,
-                    };
+                    self.0.api_version = answered_version(&v);
                 }
                 "request" => map.next_value_seed(SalvageRequest(&mut *self.0))?,
                 _ => {
@@ -96,8 +92,7 @@ impl<'de> Visitor<'de> for SalvageRequest<'_> {
                 }
                 "kind" => {
                     let kind: Kind<'de> = map.next_value()?;
-                    self.0.composition =
-                        Some(kind.group == APIEXTENSIONS_GROUP && kind.kind == "Composition");
+                    self.0.composition = Some(is_composition(&kind.group, &kind.kind));
                 }
                 "object" => map.next_value_seed(SalvageObject(&mut *self.0))?,
                 _ => {

@@ -14,11 +14,11 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use super::{
-    Checked, Echo, KIND, Key, LAST_APPLIED, MAX_DEPTH, ObjectEcho, V1, V1BETA1, VALUE_BYTES,
-    is_json, may_be_surrogate, no_surrogate,
+    Checked, Echo, KIND, Key, LAST_APPLIED, MAX_DEPTH, ObjectEcho, VALUE_BYTES, answered_version,
+    is_composition, is_json, may_be_surrogate, no_surrogate,
 };
 use crate::document::{JsonShape, json_string_end};
-use crate::model::{APIEXTENSIONS_GROUP, LEGACY_MODE_ANNOTATION, MODE_ANNOTATION};
+use crate::model::{LEGACY_MODE_ANNOTATION, MODE_ANNOTATION};
 use crate::server::verdicts::{self, Field, Streamed};
 
 /// Whether skipping `raw` (JSON text that serde_json's skipping accepted, its UTF-8 checked)
@@ -238,6 +238,7 @@ fn once<E: de::Error>(seen: &mut u32, field: usize) -> Result<(), E> {
     Ok(())
 }
 
+/// The review, read into its echo, its key and the places of the text decoding skips.
 struct ScanReview<'e> {
     echo: &'e mut Echo,
     key: &'e mut Option<verdicts::Key>,
@@ -251,7 +252,7 @@ impl<'de> Visitor<'de> for ScanReview<'_> {
         f.write_str("an AdmissionReview")
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+    fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<(), A::Error> {
         const FIELDS: &[&str] = &["apiVersion", "kind", "request"];
         let mut seen = 0;
         while let Some(field) = map.next_key_seed(Name(FIELDS))? {
@@ -263,11 +264,7 @@ impl<'de> Visitor<'de> for ScanReview<'_> {
             match field {
                 0 => {
                     let v: Key<'de> = map.next_value()?;
-                    self.echo.api_version = Some(match v.as_ref() {
-                        V1 => V1,
-                        V1BETA1 => V1BETA1,
-                        _ => return Err(unplain()),
-                    });
+                    self.echo.api_version = Some(answered_version(&v).ok_or_else(unplain)?);
                 }
                 1 => {
                     let v: Key<'de> = map.next_value()?;
@@ -279,11 +276,7 @@ impl<'de> Visitor<'de> for ScanReview<'_> {
                     if seen != 0b111 {
                         return Err(unplain());
                     }
-                    map.next_value_seed(ScanRequest {
-                        echo: &mut *self.echo,
-                        key: &mut *self.key,
-                        unread: &mut *self.unread,
-                    })?;
+                    map.next_value_seed(ScanRequest(&mut self))?;
                 }
             }
         }
@@ -294,13 +287,10 @@ impl<'de> Visitor<'de> for ScanReview<'_> {
     }
 }
 
-struct ScanRequest<'e> {
-    echo: &'e mut Echo,
-    key: &'e mut Option<verdicts::Key>,
-    unread: &'e mut Unread,
-}
+/// The request, read into its review's echo, key and unread places.
+struct ScanRequest<'a, 'e>(&'a mut ScanReview<'e>);
 
-impl<'de> DeserializeSeed<'de> for ScanRequest<'_> {
+impl<'de> DeserializeSeed<'de> for ScanRequest<'_, '_> {
     type Value = ();
 
     fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
@@ -308,7 +298,7 @@ impl<'de> DeserializeSeed<'de> for ScanRequest<'_> {
     }
 }
 
-impl<'de> Visitor<'de> for ScanRequest<'_> {
+impl<'de> Visitor<'de> for ScanRequest<'_, '_> {
     type Value = ();
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
@@ -336,18 +326,17 @@ impl<'de> Visitor<'de> for ScanRequest<'_> {
             };
             once(&mut seen, field)?;
             match field {
-                0 => self.echo.uid = Some(map.next_value()?),
+                0 => self.0.echo.uid = Some(map.next_value()?),
                 1 => {
                     let kind: GroupVersionKind = map.next_value()?;
-                    self.echo.composition =
-                        Some(kind.group == APIEXTENSIONS_GROUP && kind.kind == "Composition");
+                    self.0.echo.composition = Some(is_composition(&kind.group, &kind.kind));
                 }
                 2 => {
                     map.next_value::<String>()?;
                 }
                 3 => {
                     let operation: Operation = map.next_value()?;
-                    self.echo.operation =
+                    self.0.echo.operation =
                         Some(crate::server::admission::operation_name(&operation));
                     cacheable = matches!(operation, Operation::Create | Operation::Update);
                 }
@@ -358,16 +347,16 @@ impl<'de> Visitor<'de> for ScanRequest<'_> {
                     if seen & BEFORE_OBJECT != BEFORE_OBJECT {
                         return Err(unplain());
                     }
-                    let composition = self.echo.composition == Some(true);
+                    let composition = self.0.echo.composition == Some(true);
                     let (echo, key) = map.next_value_seed(ScanObject {
                         keyed: cacheable && composition,
                         // Decoding skips these only in a Composition (read slim).
-                        unread: composition.then_some(&mut *self.unread),
+                        unread: composition.then_some(&mut *self.0.unread),
                     })?;
-                    self.echo.object = Some(echo);
-                    *self.key = key;
+                    self.0.echo.object = Some(echo);
+                    *self.0.key = key;
                 }
-                6 => self.unread.note(skip(&mut map)?),
+                6 => self.0.unread.note(skip(&mut map)?),
                 _ => {
                     map.next_value::<bool>()?;
                 }
