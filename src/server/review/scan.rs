@@ -228,6 +228,27 @@ impl<'de> Visitor<'de> for Name {
     }
 }
 
+/// The index among `fields` of the next of them in `map`, the fields not among them
+/// skipped, each field at most once.
+fn next_field<'de, A: MapAccess<'de>>(
+    map: &mut A,
+    fields: &'static [&'static str],
+    seen: &mut u32,
+) -> Result<Option<usize>, A::Error> {
+    while let Some(field) = map.next_key_seed(Name(fields))? {
+        match field {
+            None => {
+                skip(map)?;
+            }
+            Some(field) => {
+                once(seen, field)?;
+                return Ok(Some(field));
+            }
+        }
+    }
+    Ok(None)
+}
+
 /// Marks a field seen; a second time is no plain review.
 fn once<E: de::Error>(seen: &mut u32, field: usize) -> Result<(), E> {
     let bit = 1 << field;
@@ -255,12 +276,7 @@ impl<'de> Visitor<'de> for ScanReview<'_> {
     fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<(), A::Error> {
         const FIELDS: &[&str] = &["apiVersion", "kind", "request"];
         let mut seen = 0;
-        while let Some(field) = map.next_key_seed(Name(FIELDS))? {
-            let Some(field) = field else {
-                skip(&mut map)?;
-                continue;
-            };
-            once(&mut seen, field)?;
+        while let Some(field) = next_field(&mut map, FIELDS, &mut seen)? {
             match field {
                 0 => {
                     let v: Key<'de> = map.next_value()?;
@@ -319,12 +335,7 @@ impl<'de> Visitor<'de> for ScanRequest<'_, '_> {
         const BEFORE_OBJECT: u32 = 0b1011;
         let mut seen = 0;
         let mut cacheable = false;
-        while let Some(field) = map.next_key_seed(Name(FIELDS))? {
-            let Some(field) = field else {
-                skip(&mut map)?;
-                continue;
-            };
-            once(&mut seen, field)?;
+        while let Some(field) = next_field(&mut map, FIELDS, &mut seen)? {
             match field {
                 0 => self.0.echo.uid = Some(map.next_value()?),
                 1 => {
