@@ -21,6 +21,16 @@ use crate::document::{JsonShape, json_string_end};
 use crate::model::{LEGACY_MODE_ANNOTATION, MODE_ANNOTATION};
 use crate::server::verdicts::{self, Field, Streamed};
 
+/// Reads a review with `de`; `None` if it is not JSON. serde_json's own nesting limit (128)
+/// bounds the recursion.
+fn scan_from<'de, R: serde_json::de::Read<'de>>(
+    mut de: serde_json::Deserializer<R>,
+    review: ScanReview<'_>,
+) -> Option<()> {
+    de::Deserializer::deserialize_map(&mut de, review).ok()?;
+    de.end().ok()
+}
+
 /// Whether skipping `raw` (JSON text that serde_json's skipping accepted, its UTF-8 checked)
 /// is as good as parsing it into a tree: no escape in a string that may be a surrogate
 /// (`\uD800`-`\uDFFF`, which a parse refuses unpaired), no number that may overflow a float
@@ -113,18 +123,17 @@ pub fn scan(content_type: Option<&str>, body: &[u8], max_tree_bytes: usize) -> O
         base: body.as_ptr().addr(),
         ranges: Vec::new(),
     };
-    // serde_json's own nesting limit (128) bounds the recursion here.
-    let mut de = serde_json::Deserializer::from_slice(body);
-    de::Deserializer::deserialize_map(
-        &mut de,
-        ScanReview {
-            echo: &mut echo,
-            key: &mut key,
-            unread: &mut unread,
-        },
-    )
-    .ok()?;
-    de.end().ok()?;
+    let review = ScanReview {
+        echo: &mut echo,
+        key: &mut key,
+        unread: &mut unread,
+    };
+    // A body of valid UTF-8 is checked once, whole, and read as text: serde_json then does
+    // not check each string again (about 100 instructions a string).
+    match std::str::from_utf8(body) {
+        Ok(text) => scan_from(serde_json::Deserializer::from_str(text), review),
+        Err(_) => scan_from(serde_json::Deserializer::from_slice(body), review),
+    }?;
     Some(Scanned {
         echo,
         key,
@@ -190,7 +199,8 @@ fn shallow(raw: &RawValue) -> bool {
     crate::document::json_shape(raw.get().as_bytes(), SHALLOW).depth <= SHALLOW
 }
 
-/// Skips a value the review does not read, checked to be UTF-8 and [`shallow`].
+/// Skips a value the review does not read, checked to be UTF-8 (by the scan, with the whole
+/// body, or by serde_json) and [`shallow`].
 fn skip<'de, A: MapAccess<'de>>(map: &mut A) -> Result<&'de RawValue, A::Error> {
     let raw: &'de RawValue = map.next_value()?;
     if shallow(raw) {
