@@ -130,7 +130,14 @@ pub fn set(object: &mut Value, path: &Segments, value: Value) -> Result<(), SetE
             let map = it
                 .as_object_mut()
                 .ok_or_else(|| SetError::WrongKind(prefix(parents), "object"))?;
-            map.insert(name.clone(), value);
+            // A member that is there is replaced in place, as `insert` would, without
+            // hashing or copying its name.
+            match crate::json::member_mut(map, name) {
+                Some(member) => *member = value,
+                None => {
+                    map.insert(name.clone(), value);
+                }
+            }
         }
         Segment::Index(index) => {
             let array = it
@@ -163,11 +170,20 @@ fn child_mut<'a>(
         })
     };
     let child = match segment {
-        Segment::Field(name) => it
-            .as_object_mut()
-            .ok_or_else(|| SetError::WrongKind(prefix(before), "object"))?
-            .entry(name.clone())
-            .or_insert(Value::Null),
+        Segment::Field(name) => {
+            let map = it
+                .as_object_mut()
+                .ok_or_else(|| SetError::WrongKind(prefix(before), "object"))?;
+            // Most are there already: found without hashing or copying the name.
+            match crate::json::scanned_position(map, name) {
+                Some(i) => match map.values_mut().nth(i) {
+                    Some(member) => member,
+                    // Cannot be: the member was just found at `i`.
+                    None => return Err(SetError::WrongKind(prefix(before), "object")),
+                },
+                None => map.entry(name.clone()).or_insert(Value::Null),
+            }
+        }
         Segment::Index(index) => {
             let array = it
                 .as_array_mut()
