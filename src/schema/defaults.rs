@@ -34,31 +34,36 @@ fn default_at(value: &mut Value, schema: &Schema, depth: usize) {
     }
     match value {
         Value::Object(map) => {
+            // In the properties' order, only those with a default on or below them: the
+            // members are looked up by name (a scan), not each property by a member's.
             for (name, prop) in &schema.properties {
-                let Some(default) = &prop.default else {
-                    continue;
-                };
-                let missing_or_null = match crate::json::member(map, name) {
-                    None => true,
-                    Some(v) => is_non_nullable_null(v, Some(prop)),
-                };
-                if missing_or_null {
-                    map.insert(name.clone(), default.clone());
+                if let Some(default) = &prop.default {
+                    let missing_or_null = match crate::json::member(map, name) {
+                        None => true,
+                        Some(v) => is_non_nullable_null(v, Some(prop)),
+                    };
+                    if missing_or_null {
+                        map.insert(name.clone(), default.clone());
+                    }
+                }
+                // A freshly defaulted value is visited too.
+                if prop.defaults_below
+                    && let Some(member) = crate::json::member_mut(map, name)
+                {
+                    default_at(member, prop, depth + 1);
                 }
             }
-            let additional = schema.additional_properties_schema();
-            for (name, member) in map.iter_mut() {
-                // A scalar has nothing below it to default and is no null to replace.
-                if !(member.is_object() || member.is_array() || member.is_null()) {
-                    continue;
-                }
-                if let Some(prop) = schema.properties.get(name) {
-                    default_at(member, prop, depth + 1);
-                } else if let Some(add) = additional {
-                    // `additionalProperties: true` has no schema, so nothing to default.
+            // `additionalProperties` without a default on or below it changes nothing (a
+            // `null` member would take its absent default: `null`).
+            let additional = schema
+                .additional_properties_schema()
+                .filter(|add| add.default.is_some() || add.defaults_below);
+            if let Some(add) = additional {
+                for (name, member) in map.iter_mut() {
+                    if schema.properties.contains_key(name) {
+                        continue;
+                    }
                     if is_non_nullable_null(member, Some(add)) {
-                        // Upstream copies the default even when there is none, which
-                        // leaves the null in place.
                         *member = add.default.clone().unwrap_or(Value::Null);
                     }
                     default_at(member, add, depth + 1);
@@ -201,5 +206,126 @@ mod tests {
         let mut v = json!({"base": {"spec": null}});
         apply_defaults(&mut v, &s);
         assert_eq!(v, json!({"base": {"spec": null}}));
+    }
+
+    /// Go's `Default` as written (`algorithm.go`), every property and member visited: what
+    /// the walk must agree with.
+    fn go_default(x: &mut Value, s: &Schema) {
+        match x {
+            Value::Object(map) => {
+                for (k, prop) in &s.properties {
+                    let Some(default) = &prop.default else {
+                        continue;
+                    };
+                    if map
+                        .get(k)
+                        .is_none_or(|v| is_non_nullable_null(v, Some(prop)))
+                    {
+                        map.insert(k.clone(), default.clone());
+                    }
+                }
+                for (k, v) in map.iter_mut() {
+                    if let Some(prop) = s.properties.get(k) {
+                        go_default(v, prop);
+                    } else if let Some(add) = s.additional_properties_schema() {
+                        if is_non_nullable_null(v, Some(add)) {
+                            *v = add.default.clone().unwrap_or(Value::Null);
+                        }
+                        go_default(v, add);
+                    }
+                }
+            }
+            Value::Array(items) => {
+                let Some(item) = s.items_schema() else {
+                    return;
+                };
+                for v in items.iter_mut() {
+                    if is_non_nullable_null(v, Some(item)) {
+                        *v = item.default.clone().unwrap_or(Value::Null);
+                    }
+                    go_default(v, item);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Object schemas over the names `a`, `b`, `c`, with defaults, `nullable`,
+    /// `additionalProperties` and `items` here and there.
+    fn schemas() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let default = prop_oneof![
+            Just(None),
+            Just(Some(json!("d"))),
+            Just(Some(json!({}))),
+            Just(Some(json!({"a": null}))),
+            Just(Some(json!([null]))),
+        ];
+        let leaf = (default.clone(), any::<bool>()).prop_map(|(d, nullable)| {
+            let mut s = json!({"type": "string", "nullable": nullable});
+            if let Some(d) = d {
+                s["default"] = d;
+            }
+            s
+        });
+        leaf.prop_recursive(4, 24, 3, move |inner| {
+            (
+                proptest::collection::btree_map(
+                    prop_oneof![Just("a"), Just("b"), Just("c")],
+                    inner.clone(),
+                    0..3,
+                ),
+                proptest::option::of(inner.clone()),
+                proptest::option::of(inner),
+                default.clone(),
+                any::<bool>(),
+            )
+                .prop_map(|(properties, additional, items, d, nullable)| {
+                    let mut s = json!({"type": "object", "properties": properties,
+                        "nullable": nullable});
+                    if let Some(a) = additional {
+                        s["additionalProperties"] = a;
+                    }
+                    if let Some(i) = items {
+                        // An array schema instead, its items the generated schema.
+                        s = json!({"type": "array", "items": i, "nullable": nullable});
+                    }
+                    if let Some(d) = d {
+                        s["default"] = d;
+                    }
+                    s
+                })
+        })
+    }
+
+    /// Values over the names `a` to `e`, with nulls.
+    fn values() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![Just(Value::Null), Just(json!("v")), Just(json!(1))];
+        leaf.prop_recursive(4, 32, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..3).prop_map(Value::Array),
+                proptest::collection::btree_map(
+                    prop_oneof![Just("a"), Just("b"), Just("c"), Just("d"), Just("e")],
+                    inner,
+                    0..4,
+                )
+                .prop_map(|m| Value::Object(m.into_iter().map(|(k, v)| (k.into(), v)).collect())),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        // Enough cases that a null member meets an `additionalProperties` default.
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(4096))]
+        #[test]
+        fn defaults_as_go_does(s in schemas(), v in values()) {
+            let s = schema(s);
+            let (mut walked, mut expected) = (v.clone(), v);
+            apply_defaults(&mut walked, &s);
+            go_default(&mut expected, &s);
+            // The same members in the same order.
+            proptest::prop_assert_eq!(walked.to_string(), expected.to_string());
+        }
     }
 }
