@@ -201,13 +201,13 @@ impl<'a> Validator<'a> {
     /// list keyed by a field at the item), is the same problem seen twice: it is dropped,
     /// except that its words replace a bare `Required value`.
     fn validate_with(&self, c: &Composition, mut findings: Vec<Finding>) -> Report {
-        let (steps, step_errors) = checks::patch_and_transform::read_steps(c);
+        let (mut steps, step_errors) = checks::patch_and_transform::read_steps(c);
         let logical = checks::logical::validate(c, self.options.as_api_server)
             .into_iter()
             .chain(step_errors)
             .chain(
                 steps
-                    .iter()
+                    .iter_mut()
                     .flat_map(checks::patch_and_transform::validate_logical),
             );
         let _ = budget::check();

@@ -29,6 +29,9 @@ pub fn read_steps(c: &Composition) -> (Vec<PatchAndTransformStep>, Vec<FieldErro
         };
         let at = Path::new("spec").child("pipeline").index(i).child("input");
         let mut defaulted = with_input_defaults(input);
+        // The model reads the input with its defaults, before validation prunes it: fields
+        // of later versions of the function, which its CRD here does not know, are read too.
+        let read = PatchAndTransformInput::from_defaulted(&defaulted);
         // The embedded schema always compiles (a test guards it).
         let found = schema::patch_and_transform_input_validator()
             .map(|compiled| {
@@ -47,7 +50,7 @@ pub fn read_steps(c: &Composition) -> (Vec<PatchAndTransformStep>, Vec<FieldErro
         if wrong_types {
             continue;
         }
-        match PatchAndTransformInput::from_value(input) {
+        match read {
             Ok(input) => steps.push(PatchAndTransformStep { at, input }),
             Err(e) => errs.push(FieldError::new(
                 ErrorType::TypeInvalid,
@@ -64,22 +67,32 @@ pub fn read_steps(c: &Composition) -> (Vec<PatchAndTransformStep>, Vec<FieldErro
 }
 
 /// The logical errors of a step's input: those of a Resources-mode Composition with the
-/// same resources, patch sets and environment patches.
-pub fn validate_logical(step: &PatchAndTransformStep) -> Vec<FieldError> {
-    let c = Composition {
+/// same resources, patch sets and environment patches (lent to it, not copied: the step has
+/// them back when this returns).
+pub fn validate_logical(step: &mut PatchAndTransformStep) -> Vec<FieldError> {
+    let mut c = Composition {
         spec: CompositionSpec {
             mode: MODE_RESOURCES.to_string(),
-            patch_sets: step.input.patch_sets.clone(),
-            environment: step.input.environment.clone(),
-            resources: step.input.resources.clone(),
+            patch_sets: std::mem::take(&mut step.input.patch_sets),
+            environment: step.input.environment.take(),
+            resources: std::mem::take(&mut step.input.resources),
             ..CompositionSpec::default()
         },
         ..Composition::default()
     };
+    let errs = logical_of(&c, step);
+    step.input.patch_sets = std::mem::take(&mut c.spec.patch_sets);
+    step.input.environment = c.spec.environment.take();
+    step.input.resources = std::mem::take(&mut c.spec.resources);
+    errs
+}
+
+/// [`validate_logical`] of `c`, the Composition standing in for `step`'s input.
+fn logical_of(c: &Composition, step: &PatchAndTransformStep) -> Vec<FieldError> {
     let spec = Path::new("spec");
-    let mut errs = logical::validate_patch_sets(&c);
-    errs.extend(logical::validate_resources(&c));
-    errs.extend(logical::validate_environment(&c));
+    let mut errs = logical::validate_patch_sets(c);
+    errs.extend(logical::validate_resources(c));
+    errs.extend(logical::validate_environment(c));
     // A template without a base patches the resource an earlier step composed (P&T's
     // README, "use P&T with other functions"); only a base that is there is checked.
     let with_base: Vec<_> = c
@@ -99,7 +112,7 @@ pub fn validate_logical(step: &PatchAndTransformStep) -> Vec<FieldError> {
                 })
             }),
     );
-    errs.extend(logical::validate_field_paths(&c));
+    errs.extend(logical::validate_field_paths(c));
     for e in &mut errs {
         // Move `spec.x` to `spec.pipeline[i].input.x`.
         if let Some(rest) = e.field.strip_prefix("spec") {
@@ -282,4 +295,46 @@ pub fn resolve_baseless(
         }
     }
     unknown
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_step_has_its_input_back_after_its_logical_checks() {
+        let v2 = crate::schema::CompositionApi::embedded(crate::schema::CrossplaneVersion::V2);
+        let c = Composition::from_defaulted_value(&crate::model::with_api_defaults(
+            &json!({
+                "apiVersion": "apiextensions.crossplane.io/v1", "kind": "Composition",
+                "metadata": {"name": "c"},
+                "spec": {"compositeTypeRef": {"apiVersion": "example.org/v1", "kind": "XDb"},
+                    "mode": "Pipeline",
+                    "pipeline": [{"step": "pt",
+                        "functionRef": {"name": "function-patch-and-transform"},
+                        "input": {"apiVersion": "pt.fn.crossplane.io/v1beta1", "kind": "Resources",
+                            "patchSets": [{"name": "common", "patches": [
+                                {"fromFieldPath": "spec.region", "toFieldPath": "spec.forProvider.region"}]}],
+                            "environment": {"patches": [{"type": "FromCompositeFieldPath",
+                                "fromFieldPath": "spec.size", "toFieldPath": "size"}]},
+                            "resources": [{"name": "db",
+                                "base": {"apiVersion": "rds.aws/v1", "kind": "Instance"},
+                                "patches": [{"type": "PatchSet", "patchSetName": "missing"}]}]}}]}
+            }),
+            &v2,
+        ))
+        .expect("model");
+        let (mut steps, errors) = read_steps(&c);
+        assert!(errors.is_empty(), "{errors:?}");
+        let before = format!("{steps:?}");
+        let found = validate_logical(&mut steps[0]);
+        // Checked as a Resources-mode Composition, reported at the step's input.
+        assert_eq!(
+            found.iter().map(|e| e.field.as_str()).collect::<Vec<_>>(),
+            ["spec.pipeline[0].input.resources[0].patches[0].patchSetName"],
+            "{found:?}"
+        );
+        assert_eq!(format!("{steps:?}"), before);
+    }
 }

@@ -76,12 +76,17 @@ impl PatchAndTransformInput {
     /// patch type FromCompositeFieldPath, string transform Format, ...). Errors name fields
     /// relative to the input.
     pub fn from_value(input: &Value) -> Result<PatchAndTransformInput, ModelError> {
-        let defaulted = with_input_defaults(input);
+        Self::from_defaulted(&with_input_defaults(input))
+    }
+
+    /// As [`PatchAndTransformInput::from_value`], of an input whose defaults are applied
+    /// already ([`with_input_defaults`]).
+    pub fn from_defaulted(defaulted: &Value) -> Result<PatchAndTransformInput, ModelError> {
         // Plain serde first; a failure is read again for its path (see `Composition`).
-        let mut read = match PatchAndTransformInput::deserialize(&defaulted) {
+        let mut read = match PatchAndTransformInput::deserialize(defaulted) {
             Ok(read) => read,
-            Err(_) => serde_path_to_error::deserialize(&defaulted)
-                .map_err(|e| super::composition::model_error(&defaulted, e))?,
+            Err(_) => serde_path_to_error::deserialize(defaulted)
+                .map_err(|e| super::composition::model_error(defaulted, e))?,
         };
         read.mark_runtime();
         Ok(read)
