@@ -31,7 +31,7 @@ pub fn read_steps(c: &Composition) -> (Vec<PatchAndTransformStep>, Vec<FieldErro
         let mut defaulted = with_input_defaults(input);
         // The model reads the input with its defaults, before validation prunes it: fields
         // of later versions of the function, which its CRD here does not know, are read too.
-        let read = PatchAndTransformInput::from_defaulted(&defaulted);
+        let read = PatchAndTransformInput::from_defaulted_mut(&mut defaulted);
         // The embedded schema always compiles (a test guards it).
         let found = schema::patch_and_transform_input_validator()
             .map(|compiled| {

@@ -338,9 +338,22 @@ impl Composition {
 /// Takes member `member` of every object item of `spec.<list>`, leaving `null`; a `null`
 /// member is left alone (the model reads it as absent).
 fn take_members(value: &mut Value, list: &str, member: &str) -> Vec<(usize, Value)> {
-    let Some(Value::Array(items)) = value.get_mut("spec").and_then(|s| s.get_mut(list)) else {
-        return Vec::new();
-    };
+    match value.get_mut("spec").and_then(|s| s.get_mut(list)) {
+        Some(Value::Array(items)) => take_from(items, member),
+        _ => Vec::new(),
+    }
+}
+
+/// Puts back what [`take_members`] took.
+fn put_members(value: &mut Value, list: &str, member: &str, taken: Vec<(usize, Value)>) {
+    if let Some(Value::Array(items)) = value.get_mut("spec").and_then(|s| s.get_mut(list)) {
+        put_into(items, member, taken);
+    }
+}
+
+/// Takes member `member` of every object of `items`, leaving `null`, with its index; a
+/// `null` member is left alone.
+pub(super) fn take_from(items: &mut [Value], member: &str) -> Vec<(usize, Value)> {
     items
         .iter_mut()
         .enumerate()
@@ -351,11 +364,8 @@ fn take_members(value: &mut Value, list: &str, member: &str) -> Vec<(usize, Valu
         .collect()
 }
 
-/// Puts back what [`take_members`] took.
-fn put_members(value: &mut Value, list: &str, member: &str, taken: Vec<(usize, Value)>) {
-    let Some(Value::Array(items)) = value.get_mut("spec").and_then(|s| s.get_mut(list)) else {
-        return;
-    };
+/// Puts back what [`take_from`] took.
+pub(super) fn put_into(items: &mut [Value], member: &str, taken: Vec<(usize, Value)>) {
     for (i, v) in taken {
         if let Some(slot) = items
             .get_mut(i)

@@ -79,6 +79,31 @@ impl PatchAndTransformInput {
         Self::from_defaulted(&with_input_defaults(input))
     }
 
+    /// As [`PatchAndTransformInput::from_defaulted`], the resources' bases copied as they are
+    /// rather than read through serde (which builds every object again, hashing its keys):
+    /// they are taken out of `defaulted` while the rest is read, and put back.
+    pub fn from_defaulted_mut(defaulted: &mut Value) -> Result<PatchAndTransformInput, ModelError> {
+        let Some(Value::Array(items)) = defaulted.get_mut("resources") else {
+            return Self::from_defaulted(defaulted);
+        };
+        let bases = super::composition::take_from(items, "base");
+        // A base is any value: without them the rest reads as it would with them.
+        let read = Self::from_defaulted(defaulted);
+        let read = read.map(|mut read| {
+            // Each item became one template, at its index.
+            for (i, base) in &bases {
+                if let Some(t) = read.resources.get_mut(*i) {
+                    t.base = base.clone();
+                }
+            }
+            read
+        });
+        if let Some(Value::Array(items)) = defaulted.get_mut("resources") {
+            super::composition::put_into(items, "base", bases);
+        }
+        read
+    }
+
     /// As [`PatchAndTransformInput::from_value`], of an input whose defaults are applied
     /// already ([`with_input_defaults`]).
     pub fn from_defaulted(defaulted: &Value) -> Result<PatchAndTransformInput, ModelError> {
@@ -131,4 +156,48 @@ pub fn with_input_defaults(input: &Value) -> Value {
     let mut defaulted = input.clone();
     schema::apply_defaults(&mut defaulted, schema::patch_and_transform_input_schema());
     defaulted
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// What each read gives, as text: the model, or the error (its field, message and value).
+    fn read(result: Result<PatchAndTransformInput, ModelError>) -> String {
+        match result {
+            Ok(input) => format!("{input:?}"),
+            Err(e) => format!("{e:?}"),
+        }
+    }
+
+    #[test]
+    fn bases_copied_aside_read_as_through_serde() {
+        let base = json!({"apiVersion": "ec2.aws.upbound.io/v1beta1", "kind": "VPC",
+            "spec": {"forProvider": {"region": "eu-west-1", "tags": {"a": "b"}}}});
+        let patch =
+            json!({"fromFieldPath": "spec.region", "toFieldPath": "spec.forProvider.region"});
+        for input in [
+            json!({"apiVersion": "pt.fn.crossplane.io/v1beta1", "kind": "Resources",
+                "resources": [
+                    {"name": "vpc", "base": base, "patches": [patch]},
+                    {"name": "no-base", "patches": [patch]},
+                    {"name": "null-base", "base": null},
+                    "not an object",
+                    {"name": "last", "base": "not an object either"}]}),
+            // A field of the wrong type: the same error, its path and value.
+            json!({"apiVersion": "pt.fn.crossplane.io/v1beta1", "kind": "Resources",
+                "resources": [{"name": "vpc", "base": base, "patches": "x"}]}),
+            json!({"apiVersion": "pt.fn.crossplane.io/v1beta1", "kind": "Resources",
+                "resources": {"vpc": base}}),
+        ] {
+            let mut defaulted = with_input_defaults(&input);
+            let before = defaulted.clone();
+            let expected = read(PatchAndTransformInput::from_defaulted(&defaulted));
+            let got = read(PatchAndTransformInput::from_defaulted_mut(&mut defaulted));
+            assert_eq!(got, expected, "{input}");
+            // Put back as it was.
+            assert_eq!(defaulted.to_string(), before.to_string(), "{input}");
+        }
+    }
 }
