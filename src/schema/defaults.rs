@@ -64,6 +64,8 @@ fn default_at(value: &mut Value, schema: &Schema, depth: usize) {
                         continue;
                     }
                     if is_non_nullable_null(member, Some(add)) {
+                        // Upstream copies the default even when there is none, which
+                        // leaves the null in place.
                         *member = add.default.clone().unwrap_or(Value::Null);
                     }
                     default_at(member, add, depth + 1);
