@@ -31,7 +31,9 @@ pub fn read_steps(c: &Composition) -> (Vec<PatchAndTransformStep>, Vec<FieldErro
         let mut defaulted = with_input_defaults(input);
         // The model reads the input with its defaults, before validation prunes it: fields
         // of later versions of the function, which its CRD here does not know, are read too.
-        let read = PatchAndTransformInput::from_defaulted_mut(&mut defaulted);
+        // Its bases are moved in after validation, which leaves them as they are (they
+        // preserve unknown fields, and nothing below them has a default or a schema).
+        let read = PatchAndTransformInput::from_defaulted_without_bases(&mut defaulted);
         // The embedded schema always compiles (a test guards it).
         let found = schema::patch_and_transform_input_validator()
             .map(|compiled| {
@@ -51,7 +53,10 @@ pub fn read_steps(c: &Composition) -> (Vec<PatchAndTransformStep>, Vec<FieldErro
             continue;
         }
         match read {
-            Ok(input) => steps.push(PatchAndTransformStep { at, input }),
+            Ok(mut input) => {
+                input.move_bases_from(&mut defaulted);
+                steps.push(PatchAndTransformStep { at, input });
+            }
             Err(e) => errs.push(FieldError::new(
                 ErrorType::TypeInvalid,
                 crate::findings::join_path(at.as_str(), &e.field),
@@ -300,7 +305,7 @@ pub fn resolve_baseless(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     #[test]
     fn a_step_has_its_input_back_after_its_logical_checks() {
@@ -336,5 +341,49 @@ mod tests {
             "{found:?}"
         );
         assert_eq!(format!("{steps:?}"), before);
+    }
+
+    /// The bases are moved into the model after the input is validated: validation must
+    /// leave them as written (unknown fields and members, nulls, labels; an item without a
+    /// base, a null one), as the model read before validation had them.
+    #[test]
+    fn a_step_reads_its_bases_as_written_around_validation() {
+        let v2 = crate::schema::CompositionApi::embedded(crate::schema::CrossplaneVersion::V2);
+        let bases = [
+            json!({"apiVersion": "ec2.aws.m.upbound.io/v1beta1", "kind": "VPC",
+                "metadata": {"labels": {"a": "b"}, "annotations": null, "unknownMeta": {"x": 1}},
+                "spec": {"forProvider": {"region": null, "cidrBlock": "10.0.0.0/16",
+                    "tags": {"k": null}}, "unknown": [null, {"a": null}]},
+                "status": {"atProvider": {}}}),
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"k": "v"}}),
+        ];
+        let c = Composition::from_defaulted_value(&crate::model::with_api_defaults(
+            &json!({
+                "apiVersion": "apiextensions.crossplane.io/v1", "kind": "Composition",
+                "metadata": {"name": "c"},
+                "spec": {"compositeTypeRef": {"apiVersion": "example.org/v1", "kind": "XNet"},
+                    "mode": "Pipeline",
+                    "pipeline": [{"step": "pt",
+                        "functionRef": {"name": "function-patch-and-transform"},
+                        "input": {"apiVersion": "pt.fn.crossplane.io/v1beta1", "kind": "Resources",
+                            "resources": [
+                                {"name": "vpc", "base": bases[0],
+                                    "patches": [{"fromFieldPath": "spec.region",
+                                        "toFieldPath": "spec.forProvider.region"}]},
+                                {"name": "later"},
+                                {"name": "null", "base": null},
+                                {"name": "cm", "base": bases[1]}]}}]}
+            }),
+            &v2,
+        ))
+        .expect("model");
+        let (steps, errors) = read_steps(&c);
+        assert!(errors.is_empty(), "{errors:?}");
+        let read: Vec<_> = steps[0].input.resources.iter().map(|t| &t.base).collect();
+        assert_eq!(read, [&bases[0], &Value::Null, &Value::Null, &bases[1]]);
+        // As the whole input read through serde, before validation, has them.
+        let input = c.spec.pipeline[0].input.as_ref().expect("input");
+        let whole = PatchAndTransformInput::from_value(input).expect("input model");
+        assert_eq!(format!("{:?}", steps[0].input), format!("{whole:?}"));
     }
 }

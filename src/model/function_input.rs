@@ -79,29 +79,38 @@ impl PatchAndTransformInput {
         Self::from_defaulted(&with_input_defaults(input))
     }
 
-    /// As [`PatchAndTransformInput::from_defaulted`], the resources' bases copied as they are
-    /// rather than read through serde (which builds every object again, hashing its keys):
-    /// they are taken out of `defaulted` while the rest is read, and put back.
-    pub fn from_defaulted_mut(defaulted: &mut Value) -> Result<PatchAndTransformInput, ModelError> {
+    /// As [`PatchAndTransformInput::from_defaulted`], except the resources' bases: they are
+    /// taken out of `defaulted` while the rest is read, and put back, and the templates' bases
+    /// stay null until [`PatchAndTransformInput::move_bases_from`] moves them in. Reading them
+    /// through serde would build every object again, hashing its keys; copying them would
+    /// copy what the caller drops.
+    pub fn from_defaulted_without_bases(
+        defaulted: &mut Value,
+    ) -> Result<PatchAndTransformInput, ModelError> {
         let Some(Value::Array(items)) = defaulted.get_mut("resources") else {
             return Self::from_defaulted(defaulted);
         };
         let bases = super::composition::take_from(items, "base");
         // A base is any value: without them the rest reads as it would with them.
         let read = Self::from_defaulted(defaulted);
-        let read = read.map(|mut read| {
-            // Each item became one template, at its index.
-            for (i, base) in &bases {
-                if let Some(t) = read.resources.get_mut(*i) {
-                    t.base = base.clone();
-                }
-            }
-            read
-        });
         if let Some(Value::Array(items)) = defaulted.get_mut("resources") {
             super::composition::put_into(items, "base", bases);
         }
         read
+    }
+
+    /// Moves the resources' bases of `defaulted` (the input this model was read from with
+    /// [`PatchAndTransformInput::from_defaulted_without_bases`]) into the templates: each item
+    /// of `resources` became the template at its index. `defaulted` is left without them.
+    pub fn move_bases_from(&mut self, defaulted: &mut Value) {
+        let Some(Value::Array(items)) = defaulted.get_mut("resources") else {
+            return;
+        };
+        for (i, base) in super::composition::take_from(items, "base") {
+            if let Some(t) = self.resources.get_mut(i) {
+                t.base = base;
+            }
+        }
     }
 
     /// As [`PatchAndTransformInput::from_value`], of an input whose defaults are applied
@@ -172,7 +181,7 @@ mod tests {
     }
 
     #[test]
-    fn bases_copied_aside_read_as_through_serde() {
+    fn bases_moved_in_read_as_through_serde() {
         let base = json!({"apiVersion": "ec2.aws.upbound.io/v1beta1", "kind": "VPC",
             "spec": {"forProvider": {"region": "eu-west-1", "tags": {"a": "b"}}}});
         let patch =
@@ -194,10 +203,14 @@ mod tests {
             let mut defaulted = with_input_defaults(&input);
             let before = defaulted.clone();
             let expected = read(PatchAndTransformInput::from_defaulted(&defaulted));
-            let got = read(PatchAndTransformInput::from_defaulted_mut(&mut defaulted));
-            assert_eq!(got, expected, "{input}");
+            let got = PatchAndTransformInput::from_defaulted_without_bases(&mut defaulted);
             // Put back as it was.
             assert_eq!(defaulted.to_string(), before.to_string(), "{input}");
+            let got = read(got.map(|mut model| {
+                model.move_bases_from(&mut defaulted);
+                model
+            }));
+            assert_eq!(got, expected, "{input}");
         }
     }
 }

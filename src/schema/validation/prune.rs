@@ -188,6 +188,11 @@ pub(super) fn prune_nulls(value: &mut Value, schema: &Schema) {
 }
 
 fn prune_nulls_at(value: &mut Value, schema: Option<&Schema>, depth: usize) {
+    // Without a schema nothing below is pruned (`getSchemaForField` finds none): an
+    // embedded resource's body, or what preserves unknown fields, is not walked.
+    let Some(schema) = schema else {
+        return;
+    };
     if depth > MAX_SCHEMA_DEPTH {
         return;
     }
@@ -198,18 +203,18 @@ fn prune_nulls_at(value: &mut Value, schema: Option<&Schema>, depth: usize) {
             if map.values().any(Value::is_null) {
                 map.retain(|key, member| {
                     !(member.is_null()
-                        && field_schema(key, schema)
+                        && field_schema(key, Some(schema))
                             .is_some_and(|s| !s.nullable && s.default.is_none()))
                 });
             }
             for (key, member) in map.iter_mut() {
                 if member.is_object() || member.is_array() {
-                    prune_nulls_at(member, field_schema(key, schema), depth + 1);
+                    prune_nulls_at(member, field_schema(key, Some(schema)), depth + 1);
                 }
             }
         }
         Value::Array(items) => {
-            let item = schema.and_then(Schema::items_schema);
+            let item = schema.items_schema();
             for member in items {
                 if member.is_object() || member.is_array() {
                     prune_nulls_at(member, item, depth + 1);
