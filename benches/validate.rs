@@ -269,13 +269,13 @@ fn bench_corpus(c: &mut Criterion) {
 /// Rendering every composed resource from the mock XR and validating each against its CRD
 /// (compiled validators warm), alone: the third level's own cost.
 fn bench_rendered(c: &mut Criterion, id: &str, case: &CorpusCase) {
-    let Ok(composition) = Composition::from_defaulted_value(&model::with_api_defaults(
+    let Ok(mut composition) = Composition::from_defaulted_value(&model::with_api_defaults(
         &case.composition,
         &CompositionApi::embedded(CrossplaneVersion::V1),
     )) else {
         return;
     };
-    let (steps, _) = patch_and_transform::read_steps(&composition);
+    let (steps, _) = patch_and_transform::read_steps(&mut composition);
     let t = &composition.spec.composite_type_ref;
     let xr_schema = split_api_version(&t.api_version)
         .and_then(|(g, v)| case.catalog.resolve(g, &t.kind, v).ok())

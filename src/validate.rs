@@ -157,7 +157,7 @@ impl<'a> Validator<'a> {
         // into the model: its name and mode are read below, and the finding says why.
         if !wrong_types && budget::check().is_ok() {
             match Composition::from_defaulted_value_mut(defaulted) {
-                Ok(c) => return self.validate_with(&c, findings),
+                Ok(mut c) => return self.validate_with(&mut c, findings),
                 Err(e) => {
                     let bad = e
                         .value
@@ -192,7 +192,10 @@ impl<'a> Validator<'a> {
 
     /// Validates a parsed Composition (defaults already applied).
     pub fn validate(&self, c: &Composition) -> Report {
-        self.budget.run(|| self.validate_with(c, Vec::new())).0
+        // The checks read patch-and-transform inputs in place.
+        self.budget
+            .run(|| self.validate_with(&mut c.clone(), Vec::new()))
+            .0
     }
 
     /// Runs the checks on a parsed Composition after `earlier` findings (the API server's). A
@@ -200,16 +203,17 @@ impl<'a> Validator<'a> {
     /// the same words (a CEL rule of the CRD reports at the object it is on, a duplicate in a
     /// list keyed by a field at the item), is the same problem seen twice: it is dropped,
     /// except that its words replace a bare `Required value`.
-    fn validate_with(&self, c: &Composition, mut findings: Vec<Finding>) -> Report {
+    /// The patch-and-transform inputs are read in place
+    /// ([`checks::patch_and_transform::read_steps`]), after the logical checks.
+    fn validate_with(&self, c: &mut Composition, mut findings: Vec<Finding>) -> Report {
+        let logical = checks::logical::validate(c, self.options.as_api_server);
         let (mut steps, step_errors) = checks::patch_and_transform::read_steps(c);
-        let logical = checks::logical::validate(c, self.options.as_api_server)
-            .into_iter()
-            .chain(step_errors)
-            .chain(
-                steps
-                    .iter_mut()
-                    .flat_map(checks::patch_and_transform::validate_logical),
-            );
+        let c = &*c;
+        let logical = logical.into_iter().chain(step_errors).chain(
+            steps
+                .iter_mut()
+                .flat_map(checks::patch_and_transform::validate_logical),
+        );
         let _ = budget::check();
         for e in logical {
             let same = |f: &&mut Finding| {

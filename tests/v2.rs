@@ -636,3 +636,30 @@ fn built_in_kinds_quantities_are_decoded_as_the_api_server_decodes_them() {
         )
     );
 }
+
+/// A `step:` indented into a patch-and-transform input, through the whole validator: the
+/// input is read (defaulted, pruned) in place, so the logical checks that look for it must
+/// run first. The finding is the one `tests/logical_extras.rs` expects of the model.
+#[test]
+fn a_step_name_indented_into_the_input_is_found_by_the_validator() {
+    let mut c = pipeline(
+        "validation.example.org/v1alpha1",
+        "NamespacedTest",
+        json!([bucket("s3.aws.m.upbound.io/v1beta1", Value::Null)]),
+    );
+    let step = &mut c["spec"]["pipeline"][0];
+    step.as_object_mut().expect("step").remove("step");
+    step["input"]["step"] = json!("patch-and-transform");
+    let found = messages(&catalog(&[NAMESPACED_XRD, M_BUCKETS]), &c);
+    assert!(
+        found.contains(&"spec.pipeline[0].step: Required value: every pipeline step needs a name; `step` is set inside `input` instead: is it indented one level too deep?".to_string()),
+        "{found:?}"
+    );
+    // Said once, not again as an unknown field of the input.
+    assert!(
+        !found
+            .iter()
+            .any(|m| m.starts_with("spec.pipeline[0].input.step")),
+        "{found:?}"
+    );
+}

@@ -12,7 +12,7 @@ use std::sync::{Arc, OnceLock};
 
 use crate::model::{
     ComposedTemplate, Composition, CompositionSpec, MODE_RESOURCES, PatchAndTransformInput,
-    PatchAndTransformStep, ResourceSet, is_patch_and_transform, with_input_defaults,
+    PatchAndTransformStep, ResourceSet, is_patch_and_transform,
 };
 use crate::schema::{self, Schema, validation};
 
@@ -20,25 +20,31 @@ use super::{logical, schema_aware};
 
 /// The patch-and-transform steps of a Composition, and the errors of inputs that do not
 /// match their CRD (an input with a field of the wrong type is not read further).
-pub fn read_steps(c: &Composition) -> (Vec<PatchAndTransformStep>, Vec<FieldError>) {
+///
+/// Each such input is defaulted and validated in place, not copied: it is left in `c` as
+/// the API server would store an object of its CRD (defaulted, unknown fields pruned), and,
+/// once read, without its bases, which its model holds. Later checks read only its
+/// `apiVersion` and `kind`; the logical checks, which look for a `step:` indented into an
+/// input, run before.
+pub fn read_steps(c: &mut Composition) -> (Vec<PatchAndTransformStep>, Vec<FieldError>) {
     let mut steps = Vec::new();
     let mut errs = Vec::new();
-    for (i, step) in c.spec.pipeline.iter().enumerate() {
-        let Some(input) = step.input.as_ref().filter(|v| is_patch_and_transform(v)) else {
+    for (i, step) in c.spec.pipeline.iter_mut().enumerate() {
+        let Some(defaulted) = step.input.as_mut().filter(|v| is_patch_and_transform(v)) else {
             continue;
         };
         let at = Path::new("spec").child("pipeline").index(i).child("input");
-        let mut defaulted = with_input_defaults(input);
+        schema::apply_defaults(defaulted, schema::patch_and_transform_input_schema());
         // The model reads the input with its defaults, before validation prunes it: fields
         // of later versions of the function, which its CRD here does not know, are read too.
         // Its bases are moved in after validation, which leaves them as they are (they
         // preserve unknown fields, and nothing below them has a default or a schema).
-        let read = PatchAndTransformInput::from_defaulted_without_bases(&mut defaulted);
+        let read = PatchAndTransformInput::from_defaulted_without_bases(defaulted);
         // The embedded schema always compiles (a test guards it).
         let found = schema::patch_and_transform_input_validator()
             .map(|compiled| {
                 let limits = validation::CelLimits::default();
-                validation::validate_resource(compiled, &mut defaulted, &at, &limits).errors
+                validation::validate_resource(compiled, defaulted, &at, &limits).errors
             })
             .unwrap_or_default();
         let wrong_types = found.iter().any(|e| e.error_type == ErrorType::TypeInvalid);
@@ -54,7 +60,7 @@ pub fn read_steps(c: &Composition) -> (Vec<PatchAndTransformStep>, Vec<FieldErro
         }
         match read {
             Ok(mut input) => {
-                input.move_bases_from(&mut defaulted);
+                input.move_bases_from(defaulted);
                 steps.push(PatchAndTransformStep { at, input });
             }
             Err(e) => errs.push(FieldError::new(
@@ -310,7 +316,7 @@ mod tests {
     #[test]
     fn a_step_has_its_input_back_after_its_logical_checks() {
         let v2 = crate::schema::CompositionApi::embedded(crate::schema::CrossplaneVersion::V2);
-        let c = Composition::from_defaulted_value(&crate::model::with_api_defaults(
+        let mut c = Composition::from_defaulted_value(&crate::model::with_api_defaults(
             &json!({
                 "apiVersion": "apiextensions.crossplane.io/v1", "kind": "Composition",
                 "metadata": {"name": "c"},
@@ -330,7 +336,7 @@ mod tests {
             &v2,
         ))
         .expect("model");
-        let (mut steps, errors) = read_steps(&c);
+        let (mut steps, errors) = read_steps(&mut c);
         assert!(errors.is_empty(), "{errors:?}");
         let before = format!("{steps:?}");
         let found = validate_logical(&mut steps[0]);
@@ -357,7 +363,7 @@ mod tests {
                 "status": {"atProvider": {}}}),
             json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"k": "v"}}),
         ];
-        let c = Composition::from_defaulted_value(&crate::model::with_api_defaults(
+        let mut c = Composition::from_defaulted_value(&crate::model::with_api_defaults(
             &json!({
                 "apiVersion": "apiextensions.crossplane.io/v1", "kind": "Composition",
                 "metadata": {"name": "c"},
@@ -377,13 +383,28 @@ mod tests {
             &v2,
         ))
         .expect("model");
-        let (steps, errors) = read_steps(&c);
+        let input = c.spec.pipeline[0].input.clone().expect("input");
+        let (steps, errors) = read_steps(&mut c);
         assert!(errors.is_empty(), "{errors:?}");
         let read: Vec<_> = steps[0].input.resources.iter().map(|t| &t.base).collect();
         assert_eq!(read, [&bases[0], &Value::Null, &Value::Null, &bases[1]]);
         // As the whole input read through serde, before validation, has them.
-        let input = c.spec.pipeline[0].input.as_ref().expect("input");
-        let whole = PatchAndTransformInput::from_value(input).expect("input model");
+        let whole = PatchAndTransformInput::from_value(&input).expect("input model");
         assert_eq!(format!("{:?}", steps[0].input), format!("{whole:?}"));
+        // Left in the Composition defaulted (a patch's type), without its bases.
+        let left = c.spec.pipeline[0].input.as_ref().expect("input");
+        assert_eq!(left["apiVersion"], input["apiVersion"]);
+        assert_eq!(left["kind"], input["kind"]);
+        assert_eq!(
+            left["resources"][0]["patches"][0]["type"],
+            "FromCompositeFieldPath"
+        );
+        assert!(
+            left["resources"]
+                .as_array()
+                .expect("resources")
+                .iter()
+                .all(|r| r.get("base").is_none_or(Value::is_null))
+        );
     }
 }

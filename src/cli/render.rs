@@ -90,7 +90,7 @@ pub fn run(args: &RenderArgs) -> u8 {
         );
         return EXIT_INPUT_ERROR;
     };
-    let composition = match Composition::from_value(value, &args.api.choose(&catalog)) {
+    let mut composition = match Composition::from_value(value, &args.api.choose(&catalog)) {
         Ok(c) => c,
         Err(e) => {
             let _ = writeln!(
@@ -103,7 +103,7 @@ pub fn run(args: &RenderArgs) -> u8 {
             return EXIT_INPUT_ERROR;
         }
     };
-    let (steps, _) = read_steps(&composition);
+    let (steps, _) = read_steps(&mut composition);
     let xr_schema = {
         let t = &composition.spec.composite_type_ref;
         split_api_version(&t.api_version)
