@@ -313,29 +313,40 @@ mod tests {
     use super::*;
     use serde_json::{Value, json};
 
-    #[test]
-    fn a_step_has_its_input_back_after_its_logical_checks() {
+    /// A v2 Composition of one function-patch-and-transform step with `input` (its
+    /// `apiVersion` and `kind` added), for an XR of `xr_kind`.
+    fn one_step(xr_kind: &str, mut input: Value) -> Composition {
+        input["apiVersion"] = json!("pt.fn.crossplane.io/v1beta1");
+        input["kind"] = json!("Resources");
         let v2 = crate::schema::CompositionApi::embedded(crate::schema::CrossplaneVersion::V2);
-        let mut c = Composition::from_defaulted_value(&crate::model::with_api_defaults(
+        Composition::from_defaulted_value(&crate::model::with_api_defaults(
             &json!({
                 "apiVersion": "apiextensions.crossplane.io/v1", "kind": "Composition",
                 "metadata": {"name": "c"},
-                "spec": {"compositeTypeRef": {"apiVersion": "example.org/v1", "kind": "XDb"},
+                "spec": {"compositeTypeRef": {"apiVersion": "example.org/v1", "kind": xr_kind},
                     "mode": "Pipeline",
                     "pipeline": [{"step": "pt",
                         "functionRef": {"name": "function-patch-and-transform"},
-                        "input": {"apiVersion": "pt.fn.crossplane.io/v1beta1", "kind": "Resources",
-                            "patchSets": [{"name": "common", "patches": [
-                                {"fromFieldPath": "spec.region", "toFieldPath": "spec.forProvider.region"}]}],
-                            "environment": {"patches": [{"type": "FromCompositeFieldPath",
-                                "fromFieldPath": "spec.size", "toFieldPath": "size"}]},
-                            "resources": [{"name": "db",
-                                "base": {"apiVersion": "rds.aws/v1", "kind": "Instance"},
-                                "patches": [{"type": "PatchSet", "patchSetName": "missing"}]}]}}]}
+                        "input": input}]}
             }),
             &v2,
         ))
-        .expect("model");
+        .expect("model")
+    }
+
+    #[test]
+    fn a_step_has_its_input_back_after_its_logical_checks() {
+        let mut c = one_step(
+            "XDb",
+            json!({
+                "patchSets": [{"name": "common", "patches": [
+                    {"fromFieldPath": "spec.region", "toFieldPath": "spec.forProvider.region"}]}],
+                "environment": {"patches": [{"type": "FromCompositeFieldPath",
+                    "fromFieldPath": "spec.size", "toFieldPath": "size"}]},
+                "resources": [{"name": "db",
+                    "base": {"apiVersion": "rds.aws/v1", "kind": "Instance"},
+                    "patches": [{"type": "PatchSet", "patchSetName": "missing"}]}]}),
+        );
         let (mut steps, errors) = read_steps(&mut c);
         assert!(errors.is_empty(), "{errors:?}");
         let before = format!("{steps:?}");
@@ -354,7 +365,6 @@ mod tests {
     /// base, a null one), as the model read before validation had them.
     #[test]
     fn a_step_reads_its_bases_as_written_around_validation() {
-        let v2 = crate::schema::CompositionApi::embedded(crate::schema::CrossplaneVersion::V2);
         let bases = [
             json!({"apiVersion": "ec2.aws.m.upbound.io/v1beta1", "kind": "VPC",
                 "metadata": {"labels": {"a": "b"}, "annotations": null, "unknownMeta": {"x": 1}},
@@ -363,26 +373,16 @@ mod tests {
                 "status": {"atProvider": {}}}),
             json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"k": "v"}}),
         ];
-        let mut c = Composition::from_defaulted_value(&crate::model::with_api_defaults(
-            &json!({
-                "apiVersion": "apiextensions.crossplane.io/v1", "kind": "Composition",
-                "metadata": {"name": "c"},
-                "spec": {"compositeTypeRef": {"apiVersion": "example.org/v1", "kind": "XNet"},
-                    "mode": "Pipeline",
-                    "pipeline": [{"step": "pt",
-                        "functionRef": {"name": "function-patch-and-transform"},
-                        "input": {"apiVersion": "pt.fn.crossplane.io/v1beta1", "kind": "Resources",
-                            "resources": [
-                                {"name": "vpc", "base": bases[0],
-                                    "patches": [{"fromFieldPath": "spec.region",
-                                        "toFieldPath": "spec.forProvider.region"}]},
-                                {"name": "later"},
-                                {"name": "null", "base": null},
-                                {"name": "cm", "base": bases[1]}]}}]}
-            }),
-            &v2,
-        ))
-        .expect("model");
+        let mut c = one_step(
+            "XNet",
+            json!({"resources": [
+                {"name": "vpc", "base": bases[0],
+                    "patches": [{"fromFieldPath": "spec.region",
+                        "toFieldPath": "spec.forProvider.region"}]},
+                {"name": "later"},
+                {"name": "null", "base": null},
+                {"name": "cm", "base": bases[1]}]}),
+        );
         let input = c.spec.pipeline[0].input.clone().expect("input");
         let (steps, errors) = read_steps(&mut c);
         assert!(errors.is_empty(), "{errors:?}");
