@@ -44,7 +44,7 @@ pub fn read_steps(c: &mut Composition) -> (Vec<PatchAndTransformStep>, Vec<Field
         let found = schema::patch_and_transform_input_validator()
             .map(|compiled| {
                 let limits = validation::CelLimits::default();
-                validation::validate_resource(compiled, defaulted, &at, &limits).errors
+                validation::validate_defaulted_resource(compiled, defaulted, &at, &limits).errors
             })
             .unwrap_or_default();
         let wrong_types = found.iter().any(|e| e.error_type == ErrorType::TypeInvalid);
@@ -406,5 +406,54 @@ mod tests {
                 .iter()
                 .all(|r| r.get("base").is_none_or(Value::is_null))
         );
+    }
+
+    /// A P&T input defaulted before pruning is not defaulted again by its validation: the
+    /// errors and the object left are those of defaulting again. The input holds what
+    /// pruning and defaulting meet: members that take a default (absent, or null where the
+    /// field is not nullable), nulls without a default, unknown fields, wrong types.
+    #[test]
+    fn an_input_defaulted_before_pruning_validates_as_if_defaulted_again() {
+        let compiled = schema::patch_and_transform_input_validator().expect("compiles");
+        let limits = validation::CelLimits::default();
+        let at = Path::new("spec").child("pipeline").index(0).child("input");
+        let (mut defaulted, mut errors) = (false, 0);
+        for input in [
+            json!({"apiVersion": "pt.fn.crossplane.io/v1beta1", "kind": "Resources",
+                "unknown": {"a": null},
+                "resources": [{"name": "a", "base": {"apiVersion": "v1", "kind": "ConfigMap"},
+                    "readinessChecks": [{"type": "None", "unknown": 1}],
+                    "patches": [
+                        {"fromFieldPath": "spec.a", "toFieldPath": null, "type": null,
+                            "transforms": [
+                                {"type": "string", "string": {"fmt": "%s", "type": null}},
+                                {"type": "math", "math": {"multiply": 2}},
+                                {"type": "match", "match": {"patterns": [
+                                    {"regexp": "a.*", "result": "x"}], "fallbackTo": null}}]},
+                        {"type": "CombineFromComposite", "combine": {"variables": null},
+                            "unknownPatchField": "x", "policy": null}]}]}),
+            json!({"apiVersion": "pt.fn.crossplane.io/v1beta1", "kind": "Resources",
+                "patchSets": [{"name": "p", "patches": [{"fromFieldPath": 3}]}],
+                "environment": {"patches": [{"fromFieldPath": "a", "unknown": null}]},
+                "resources": "not a list"}),
+        ] {
+            let mut once = input.clone();
+            schema::apply_defaults(&mut once, schema::patch_and_transform_input_schema());
+            let mut twice = once.clone();
+            let kept = validation::validate_defaulted_resource(compiled, &mut once, &at, &limits);
+            let again = validation::validate_resource(compiled, &mut twice, &at, &limits);
+            assert_eq!(once, twice, "{input}");
+            assert_eq!(
+                format!("{:?}", kept.errors),
+                format!("{:?}", again.errors),
+                "{input}"
+            );
+            assert_eq!(kept.notes, again.notes, "{input}");
+            defaulted |= once.pointer("/resources/0/patches/0/type")
+                == Some(&json!("FromCompositeFieldPath"));
+            errors += kept.errors.len();
+        }
+        // Not vacuous: a null took its default before pruning, and errors were found.
+        assert!(defaulted && errors > 0);
     }
 }

@@ -222,7 +222,35 @@ pub fn validate_resource(
     root: &Path,
     limits: &CelLimits,
 ) -> ResourceValidation {
-    validate_with(compiled, object, Vec::new(), root, limits)
+    validate_with(compiled, object, Vec::new(), root, limits, Defaults::Apply)
+}
+
+/// [`validate_resource`] of an object that was given its defaults before it was pruned (a
+/// function-patch-and-transform input, read with its defaults before pruning): it is not
+/// defaulted again. Pruning removes only unknown members and nulls that have no default, so
+/// defaulting again would change nothing.
+pub fn validate_defaulted_resource(
+    compiled: &CompiledSchema,
+    object: &mut Value,
+    root: &Path,
+    limits: &CelLimits,
+) -> ResourceValidation {
+    validate_with(
+        compiled,
+        object,
+        Vec::new(),
+        root,
+        limits,
+        Defaults::Applied,
+    )
+}
+
+/// Whether [`validate_with`] applies the schema's defaults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Defaults {
+    Apply,
+    /// Applied before pruning ([`validate_defaulted_resource`]).
+    Applied,
 }
 
 /// [`validate_resource`] after `errors` found before it (the metadata's).
@@ -232,6 +260,7 @@ fn validate_with(
     errors: Vec<FieldError>,
     root: &Path,
     limits: &CelLimits,
+    defaults: Defaults,
 ) -> ResourceValidation {
     let mut result = ResourceValidation {
         errors,
@@ -242,7 +271,9 @@ fn validate_with(
     let schema = &compiled.schema;
     prune::prune_unknown_fields(object, schema, root, &mut result.errors);
     prune::prune_nulls(object, schema);
-    apply_defaults(object, schema);
+    if defaults == Defaults::Apply {
+        apply_defaults(object, schema);
+    }
     quantity::validate(
         object,
         schema,
@@ -295,7 +326,7 @@ pub fn validate_object(
             ..ResourceValidation::default()
         };
     };
-    validate_with(compiled, object, meta_errors, root, limits)
+    validate_with(compiled, object, meta_errors, root, limits, Defaults::Apply)
 }
 
 /// The schema nodes whose subtree (the node included) has some property, by address: walks
