@@ -190,14 +190,6 @@ impl<'a> Validator<'a> {
         self.finish(name, choice, findings)
     }
 
-    /// Validates a parsed Composition (defaults already applied).
-    pub fn validate(&self, c: &Composition) -> Report {
-        // The checks read patch-and-transform inputs in place.
-        self.budget
-            .run(|| self.validate_with(&mut c.clone(), Vec::new()))
-            .0
-    }
-
     /// Runs the checks on a parsed Composition after `earlier` findings (the API server's). A
     /// logical finding at a field an earlier one already reports, or at a related field with
     /// the same words (a CEL rule of the CRD reports at the object it is on, a duplicate in a

@@ -305,11 +305,7 @@ impl Composition {
             Ok(mut c) => {
                 // Each item became one template or step, at its index: null where the member
                 // was taken, as the model reads a null base or input.
-                for (i, base) in bases {
-                    if let Some(t) = c.spec.resources.get_mut(i) {
-                        t.base = base;
-                    }
-                }
+                give_bases(&mut c.spec.resources, bases);
                 for (i, input) in inputs {
                     if let Some(step) = c.spec.pipeline.get_mut(i) {
                         step.input = Some(input);
@@ -362,6 +358,16 @@ pub(super) fn take_from(items: &mut [Value], member: &str) -> Vec<(usize, Value)
             (!slot.is_null()).then(|| (i, slot.take()))
         })
         .collect()
+}
+
+/// Gives each template the base [`take_from`] took from the item it was read from (the
+/// item at its index).
+pub(super) fn give_bases(templates: &mut [ComposedTemplate], bases: Vec<(usize, Value)>) {
+    for (i, base) in bases {
+        if let Some(t) = templates.get_mut(i) {
+            t.base = base;
+        }
+    }
 }
 
 /// Puts back what [`take_from`] took.

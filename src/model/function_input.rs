@@ -106,11 +106,8 @@ impl PatchAndTransformInput {
         let Some(Value::Array(items)) = defaulted.get_mut("resources") else {
             return;
         };
-        for (i, base) in super::composition::take_from(items, "base") {
-            if let Some(t) = self.resources.get_mut(i) {
-                t.base = base;
-            }
-        }
+        let bases = super::composition::take_from(items, "base");
+        super::composition::give_bases(&mut self.resources, bases);
     }
 
     /// As [`PatchAndTransformInput::from_value`], of an input whose defaults are applied

@@ -184,15 +184,13 @@ fn is_container(v: &Value) -> bool {
 /// schema is not nullable and has no default (a defaulted one gets its default next).
 /// Array items are left alone.
 pub(super) fn prune_nulls(value: &mut Value, schema: &Schema) {
-    prune_nulls_at(value, Some(schema), 0);
+    prune_nulls_at(value, schema, 0);
 }
 
-fn prune_nulls_at(value: &mut Value, schema: Option<&Schema>, depth: usize) {
-    // Without a schema nothing below is pruned (`getSchemaForField` finds none): an
-    // embedded resource's body, or what preserves unknown fields, is not walked.
-    let Some(schema) = schema else {
-        return;
-    };
+/// Below a member or an item without a schema nothing is pruned (`getSchemaForField` finds
+/// none, and so on down): an embedded resource's body, or what preserves unknown fields, is
+/// not walked.
+fn prune_nulls_at(value: &mut Value, schema: &Schema, depth: usize) {
     if depth > MAX_SCHEMA_DEPTH {
         return;
     }
@@ -203,21 +201,24 @@ fn prune_nulls_at(value: &mut Value, schema: Option<&Schema>, depth: usize) {
             if map.values().any(Value::is_null) {
                 map.retain(|key, member| {
                     !(member.is_null()
-                        && field_schema(key, Some(schema))
+                        && field_schema(key, schema)
                             .is_some_and(|s| !s.nullable && s.default.is_none()))
                 });
             }
             for (key, member) in map.iter_mut() {
-                if member.is_object() || member.is_array() {
-                    prune_nulls_at(member, field_schema(key, Some(schema)), depth + 1);
+                if is_container(member)
+                    && let Some(s) = field_schema(key, schema)
+                {
+                    prune_nulls_at(member, s, depth + 1);
                 }
             }
         }
         Value::Array(items) => {
-            let item = schema.items_schema();
-            for member in items {
-                if member.is_object() || member.is_array() {
-                    prune_nulls_at(member, item, depth + 1);
+            if let Some(item) = schema.items_schema() {
+                for member in items {
+                    if is_container(member) {
+                        prune_nulls_at(member, item, depth + 1);
+                    }
                 }
             }
         }
@@ -226,8 +227,7 @@ fn prune_nulls_at(value: &mut Value, schema: Option<&Schema>, depth: usize) {
 }
 
 /// `getSchemaForField`: the property's schema, else the `additionalProperties` schema.
-fn field_schema<'a>(key: &str, schema: Option<&'a Schema>) -> Option<&'a Schema> {
-    let schema = schema?;
+fn field_schema<'a>(key: &str, schema: &'a Schema) -> Option<&'a Schema> {
     schema
         .properties
         .get(key)
