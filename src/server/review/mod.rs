@@ -26,9 +26,11 @@ use crate::model::APIEXTENSIONS_GROUP;
 
 mod salvage;
 mod scan;
+mod walk;
 
 pub use salvage::salvage;
-pub use scan::{SCANNED_DEPTH, Scanned, blank_unread, plain, scan};
+pub use scan::{SCANNED_DEPTH, Scanned, blank_unread, scan};
+pub use walk::plain;
 
 /// `admission.k8s.io/v1`.
 pub const V1: &str = "admission.k8s.io/v1";

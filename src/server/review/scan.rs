@@ -7,66 +7,16 @@ use std::ops::Range;
 use k8s_openapi::api::authentication::v1::UserInfo;
 use kube_core::admission::Operation;
 use kube_core::gvk::GroupVersionKind;
-use serde::Deserialize;
-use serde::de::{self, DeserializeSeed, MapAccess, Visitor};
-use serde_json::value::RawValue;
 use std::collections::BTreeMap;
-use std::fmt;
 
+use super::walk::{SHALLOW, Walk};
 use super::{
-    Checked, Echo, KIND, Key, LAST_APPLIED, MAX_DEPTH, ObjectEcho, VALUE_BYTES, answered_version,
-    is_composition, is_json, may_be_surrogate, no_surrogate,
+    Echo, KIND, LAST_APPLIED, MAX_DEPTH, ObjectEcho, VALUE_BYTES, answered_version, is_composition,
+    is_json,
 };
-use crate::document::{JsonShape, json_string_end};
+use crate::document::JsonShape;
 use crate::model::{LEGACY_MODE_ANNOTATION, MODE_ANNOTATION};
 use crate::server::verdicts::{self, Field, Streamed};
-
-/// Reads a review with `de`; `None` if it is not JSON. serde_json's own nesting limit (128)
-/// bounds the recursion.
-fn scan_from<'de, R: serde_json::de::Read<'de>>(
-    mut de: serde_json::Deserializer<R>,
-    review: ScanReview<'_>,
-) -> Option<()> {
-    de::Deserializer::deserialize_map(&mut de, review).ok()?;
-    de.end().ok()
-}
-
-/// Whether skipping `raw` (JSON text that serde_json's skipping accepted, its UTF-8 checked)
-/// is as good as parsing it into a tree: no escape in a string that may be a surrogate
-/// (`\uD800`-`\uDFFF`, which a parse refuses unpaired), no number that may overflow a float
-/// (an exponent, or 300 digits or more), and nesting no deeper than 128 levels (serde_json's
-/// limit on what it reads; skipping has none). One pass, a string's bytes skipped with
-/// `memchr`.
-pub fn plain(raw: &[u8]) -> bool {
-    let (mut i, mut depth, mut digits) = (0, 0usize, 0u32);
-    while let Some(&b) = raw.get(i) {
-        i += 1;
-        match b {
-            b'"' => match json_string_end(raw, i, |escape| !may_be_surrogate(escape)) {
-                Some(end) => i = end,
-                None => return false,
-            },
-            b'[' | b'{' => {
-                depth += 1;
-                if depth > SHALLOW {
-                    return false;
-                }
-            }
-            b']' | b'}' => depth = depth.saturating_sub(1),
-            b'0'..=b'9' => {
-                digits += 1;
-                if digits >= 300 {
-                    return false;
-                }
-                continue;
-            }
-            b'e' | b'E' if digits > 0 => return false,
-            _ => {}
-        }
-        digits = 0;
-    }
-    true
-}
 
 /// A review read in one streaming pass that builds no tree ([`scan`]).
 #[derive(Debug, Clone)]
@@ -87,7 +37,7 @@ pub struct Scanned {
     pub unread: Vec<Range<usize>>,
 }
 
-/// Reads a review the way the API server sends it without building a tree: its echo (as
+/// Reads a review the way the API server sends it without building a tree (one walk of its text): its echo (as
 /// [`salvage`](super::salvage) reads it) and the verdict cache's key, so that an answer cached before can be
 /// given before the review waits for a worker, and a body read once where it used to be read
 /// three times (salvage, the shape, the key's walk of the tree).
@@ -97,8 +47,8 @@ pub struct Scanned {
 /// right types; and unless the body is plain: the fields in the API server's order
 /// (`apiVersion` and `kind` before `request`; `uid`, `kind` and `operation` before `object`),
 /// no field repeated, the object a map with `metadata` whose name and generateName are
-/// strings and whose annotations and labels are maps of strings, nested at most 128 levels
-/// deep. Any other body goes the long way (salvage, decode).
+/// strings and whose annotations and labels are maps of strings, every key without an escape,
+/// every value [`plain`](super::plain). Any other body goes the long way (salvage, decode).
 pub fn scan(content_type: Option<&str>, body: &[u8], max_tree_bytes: usize) -> Option<Scanned> {
     if content_type.is_some_and(|ct| !is_json(ct)) {
         return None;
@@ -123,17 +73,10 @@ pub fn scan(content_type: Option<&str>, body: &[u8], max_tree_bytes: usize) -> O
         base: body.as_ptr().addr(),
         ranges: Vec::new(),
     };
-    let review = ScanReview {
-        echo: &mut echo,
-        key: &mut key,
-        unread: &mut unread,
-    };
-    // A body of valid UTF-8 is checked once, whole, and read as text: serde_json then does
-    // not check each string again (about 100 instructions a string).
-    match std::str::from_utf8(body) {
-        Ok(text) => scan_from(serde_json::Deserializer::from_str(text), review),
-        Err(_) => scan_from(serde_json::Deserializer::from_slice(body), review),
-    }?;
+    // Only text is plain: a body of invalid UTF-8 goes the long way, which says where.
+    let mut walk = Walk::new(std::str::from_utf8(body).ok()?);
+    review(&mut walk, &mut echo, &mut key, &mut unread)?;
+    walk.end()?;
     Some(Scanned {
         echo,
         key,
@@ -173,16 +116,16 @@ struct Unread {
 }
 
 impl Unread {
-    fn note(&mut self, raw: &RawValue) {
-        // A raw value borrows from the body it was read from.
-        if let Some(start) = raw.get().as_ptr().addr().checked_sub(self.base) {
-            self.ranges.push(start..start + raw.get().len());
+    fn note(&mut self, raw: &str) {
+        // A value's text borrows from the body it was read from.
+        if let Some(start) = raw.as_ptr().addr().checked_sub(self.base) {
+            self.ranges.push(start..start + raw.len());
         }
     }
 }
 
-/// The deepest a body the scan reads may nest: serde_json's limit (128) on what it reads,
-/// plus as many for the values it skips below that (checked to nest no deeper).
+/// The deepest a body the scan reads may nest: a few levels of envelope and metadata, and
+/// 128 levels below any value (a bound, with room to spare).
 pub const SCANNED_DEPTH: usize = 128 + SHALLOW;
 
 const _: () = assert!(
@@ -190,263 +133,155 @@ const _: () = assert!(
     "a scanned body is never too deep"
 );
 
-/// How deep a value the scan skips may nest (serde_json's limit for what it reads): a hit
-/// is answered only for a body that decoding would not refuse as too deep.
-const SHALLOW: usize = 128;
-
-/// Whether a skipped value nests at most [`SHALLOW`] levels (skipping has no limit).
-fn shallow(raw: &RawValue) -> bool {
-    crate::document::json_shape(raw.get().as_bytes(), SHALLOW).depth <= SHALLOW
-}
-
-/// Skips a value the review does not read, checked to be UTF-8 (by the scan, with the whole
-/// body, or by serde_json) and [`shallow`].
-fn skip<'de, A: MapAccess<'de>>(map: &mut A) -> Result<&'de RawValue, A::Error> {
-    let raw: &'de RawValue = map.next_value()?;
-    if shallow(raw) {
-        Ok(raw)
-    } else {
-        Err(unplain())
-    }
-}
-
-/// The error that ends a scan (the body goes the long way).
-fn unplain<E: de::Error>() -> E {
-    E::custom("not a plain review")
-}
-
-/// A field's name, matched without a copy: its index among `names`, or `None`.
-struct Name(&'static [&'static str]);
-
-impl<'de> DeserializeSeed<'de> for Name {
-    type Value = Option<usize>;
-
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Option<usize>, D::Error> {
-        d.deserialize_str(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Name {
-    type Value = Option<usize>;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a field name")
-    }
-
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<Option<usize>, E> {
-        Ok(self.0.iter().position(|n| *n == v))
-    }
-}
-
-/// The index among `fields` of the next of them in `map`, the fields not among them
-/// skipped, each field at most once.
-fn next_field<'de, A: MapAccess<'de>>(
-    map: &mut A,
-    fields: &'static [&'static str],
-    seen: &mut u32,
-) -> Result<Option<usize>, A::Error> {
-    while let Some(field) = map.next_key_seed(Name(fields))? {
-        match field {
-            None => {
-                skip(map)?;
-            }
-            Some(field) => {
-                once(seen, field)?;
-                return Ok(Some(field));
-            }
-        }
-    }
-    Ok(None)
-}
-
 /// Marks a field seen; a second time is no plain review.
-fn once<E: de::Error>(seen: &mut u32, field: usize) -> Result<(), E> {
+fn once(seen: &mut u32, field: usize) -> Option<()> {
     let bit = 1 << field;
     if *seen & bit != 0 {
-        return Err(unplain());
+        return None;
     }
     *seen |= bit;
-    Ok(())
+    Some(())
 }
 
-/// The review, read into its echo, its key and the places of the text decoding skips.
-struct ScanReview<'e> {
-    echo: &'e mut Echo,
-    key: &'e mut Option<verdicts::Key>,
-    unread: &'e mut Unread,
-}
-
-impl<'de> Visitor<'de> for ScanReview<'_> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("an AdmissionReview")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<(), A::Error> {
-        const FIELDS: &[&str] = &["apiVersion", "kind", "request"];
-        let mut seen = 0;
-        while let Some(field) = next_field(&mut map, FIELDS, &mut seen)? {
-            match field {
-                0 => {
-                    let v: Key<'de> = map.next_value()?;
-                    self.echo.api_version = Some(answered_version(&v).ok_or_else(unplain)?);
+/// The review: its apiVersion and kind, then its request.
+fn review(
+    walk: &mut Walk<'_>,
+    echo: &mut Echo,
+    key: &mut Option<verdicts::Key>,
+    unread: &mut Unread,
+) -> Option<()> {
+    let mut seen = 0;
+    walk.object(|walk, name| {
+        match name {
+            "apiVersion" => {
+                once(&mut seen, 0)?;
+                echo.api_version = Some(answered_version(&walk.string()?)?);
+            }
+            "kind" => {
+                once(&mut seen, 1)?;
+                (walk.string()? == KIND).then_some(())?;
+            }
+            "request" => {
+                once(&mut seen, 2)?;
+                if seen != 0b111 {
+                    return None;
                 }
-                1 => {
-                    let v: Key<'de> = map.next_value()?;
-                    if v != KIND {
-                        return Err(unplain());
-                    }
-                }
-                _ => {
-                    if seen != 0b111 {
-                        return Err(unplain());
-                    }
-                    map.next_value_seed(ScanRequest(&mut self))?;
-                }
+                request(walk, echo, key, unread)?;
+            }
+            _ => {
+                walk.value()?;
             }
         }
-        if seen != 0b111 {
-            return Err(unplain());
-        }
-        Ok(())
-    }
+        Some(())
+    })?;
+    (seen == 0b111).then_some(())
 }
 
 /// The request, read into its review's echo, key and unread places.
-struct ScanRequest<'a, 'e>(&'a mut ScanReview<'e>);
-
-impl<'de> DeserializeSeed<'de> for ScanRequest<'_, '_> {
-    type Value = ();
-
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_map(self)
-    }
-}
-
-impl<'de> Visitor<'de> for ScanRequest<'_, '_> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("an AdmissionRequest")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        const FIELDS: &[&str] = &[
-            "uid",
-            "kind",
-            "name",
-            "operation",
-            "userInfo",
-            "object",
-            "oldObject",
-            "dryRun",
-        ];
-        const BEFORE_OBJECT: u32 = 0b1011;
-        let mut seen = 0;
-        let mut cacheable = false;
-        while let Some(field) = next_field(&mut map, FIELDS, &mut seen)? {
-            match field {
-                0 => self.0.echo.uid = Some(map.next_value()?),
-                1 => {
-                    let kind: GroupVersionKind = map.next_value()?;
-                    self.0.echo.composition = Some(is_composition(&kind.group, &kind.kind));
+fn request(
+    walk: &mut Walk<'_>,
+    echo: &mut Echo,
+    key: &mut Option<verdicts::Key>,
+    unread: &mut Unread,
+) -> Option<()> {
+    const FIELDS: &[&str] = &[
+        "uid",
+        "kind",
+        "name",
+        "operation",
+        "userInfo",
+        "object",
+        "oldObject",
+        "dryRun",
+    ];
+    const BEFORE_OBJECT: u32 = 0b1011;
+    const OBJECT: usize = 5;
+    let mut seen = 0;
+    let mut cacheable = false;
+    walk.object(|walk, name| {
+        let Some(field) = FIELDS.iter().position(|f| *f == name) else {
+            return walk.value().map(drop);
+        };
+        once(&mut seen, field)?;
+        match field {
+            0 => echo.uid = Some(walk.string()?.into_owned()),
+            1 => {
+                let kind: GroupVersionKind = walk.read()?;
+                echo.composition = Some(is_composition(&kind.group, &kind.kind));
+            }
+            2 => {
+                walk.string()?;
+            }
+            3 => {
+                let operation: Operation = walk.read()?;
+                echo.operation = Some(crate::server::admission::operation_name(&operation));
+                cacheable = matches!(operation, Operation::Create | Operation::Update);
+            }
+            4 => {
+                walk.read::<UserInfo>()?;
+            }
+            OBJECT => {
+                if seen & BEFORE_OBJECT != BEFORE_OBJECT {
+                    return None;
                 }
-                2 => {
-                    map.next_value::<String>()?;
-                }
-                3 => {
-                    let operation: Operation = map.next_value()?;
-                    self.0.echo.operation =
-                        Some(crate::server::admission::operation_name(&operation));
-                    cacheable = matches!(operation, Operation::Create | Operation::Update);
-                }
-                4 => {
-                    map.next_value::<UserInfo>()?;
-                }
-                5 => {
-                    if seen & BEFORE_OBJECT != BEFORE_OBJECT {
-                        return Err(unplain());
-                    }
-                    let composition = self.0.echo.composition == Some(true);
-                    let (echo, key) = map.next_value_seed(ScanObject {
-                        keyed: cacheable && composition,
-                        // Decoding skips these only in a Composition (read slim).
-                        unread: composition.then_some(&mut *self.0.unread),
-                    })?;
-                    self.0.echo.object = Some(echo);
-                    *self.0.key = key;
-                }
-                6 => self.0.unread.note(skip(&mut map)?),
-                _ => {
-                    map.next_value::<bool>()?;
-                }
+                let composition = echo.composition == Some(true);
+                // Decoding skips these only in a Composition (read slim).
+                let (object, k) = object(
+                    walk,
+                    cacheable && composition,
+                    composition.then_some(&mut *unread),
+                )?;
+                echo.object = Some(object);
+                *key = k;
+            }
+            6 => unread.note(walk.value()?),
+            _ => {
+                walk.read::<bool>()?;
             }
         }
-        if seen & (BEFORE_OBJECT | 1 << 5) != (BEFORE_OBJECT | 1 << 5) {
-            return Err(unplain());
-        }
-        Ok(())
-    }
+        Some(())
+    })?;
+    let needed = BEFORE_OBJECT | 1 << OBJECT;
+    (seen & needed == needed).then_some(())
 }
 
-/// The object: its metadata read, everything hashed for the key when `keyed`, or checked.
-struct ScanObject<'e> {
+/// The object: its metadata read, everything hashed for the key when `keyed`, noting in the
+/// [`Unread`] given where what decoding skips lies.
+fn object(
+    walk: &mut Walk<'_>,
     keyed: bool,
-    /// Where to note what decoding skips, when it reads the object slim.
-    unread: Option<&'e mut Unread>,
-}
-
-impl<'de> DeserializeSeed<'de> for ScanObject<'_> {
-    type Value = (ObjectEcho, Option<verdicts::Key>);
-
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_map(self)
-    }
-}
-
-impl<'de> Visitor<'de> for ScanObject<'_> {
-    type Value = (ObjectEcho, Option<verdicts::Key>);
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("an object")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut hash = self.keyed.then(Streamed::start);
-        let mut echo = None;
-        while let Some(key) = map.next_key::<Key<'de>>()? {
-            if let Some(h) = &mut hash {
-                h.member(&key);
+    mut unread: Option<&mut Unread>,
+) -> Option<(ObjectEcho, Option<verdicts::Key>)> {
+    let mut hash = keyed.then(Streamed::start);
+    let mut echo = None;
+    walk.object(|walk, name| {
+        if let Some(h) = &mut hash {
+            h.member(name);
+        }
+        if name == "metadata" {
+            if echo.is_some() {
+                return None;
             }
-            if key == "metadata" {
-                if echo.is_some() {
-                    return Err(unplain());
-                }
-                let metadata = map.next_value_seed(MetadataSeed(self.unread.as_deref_mut()))?;
-                if let Some(h) = &mut hash {
-                    h.metadata(metadata.fields());
-                }
-                echo = Some(metadata.echo());
-            } else if let Some(h) = &mut hash {
-                // The member's text: the same text is the same value (another text of the
-                // same value only misses).
-                let raw: &'de RawValue = map.next_value()?;
-                if !plain(raw.get().as_bytes()) {
-                    return Err(unplain());
-                }
-                h.text(raw.get());
-            } else {
-                map.next_value::<Checked>()?;
+            let metadata = metadata(walk, unread.as_deref_mut())?;
+            if let Some(h) = &mut hash {
+                h.metadata(metadata.fields());
+            }
+            echo = Some(metadata.echo());
+        } else {
+            // The member's text: the same text is the same value (another text of the same
+            // value only misses).
+            let text = walk.value()?;
+            if let Some(h) = &mut hash {
+                h.text(text);
             }
         }
-        let echo = echo.ok_or_else(unplain)?;
-        Ok((echo, hash.map(Streamed::finish)))
-    }
+        Some(())
+    })?;
+    Some((echo?, hash.map(Streamed::finish)))
 }
 
 /// What the key and the echo read of `metadata`; the rest is checked, `managedFields`
-/// skipped when [`plain`].
+/// skipped.
 #[derive(Default)]
 struct ScanMetadata {
     name: Option<String>,
@@ -495,238 +330,70 @@ impl ScanMetadata {
 
 /// Reads [`ScanMetadata`], noting in the [`Unread`] given where `managedFields` and
 /// [`LAST_APPLIED`] lie.
-struct MetadataSeed<'e>(Option<&'e mut Unread>);
-
-impl<'de> DeserializeSeed<'de> for MetadataSeed<'_> {
-    type Value = ScanMetadata;
-
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<ScanMetadata, D::Error> {
-        struct V<'e>(Option<&'e mut Unread>);
-        impl<'de> Visitor<'de> for V<'_> {
-            type Value = ScanMetadata;
-
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("metadata")
+fn metadata(walk: &mut Walk<'_>, mut unread: Option<&mut Unread>) -> Option<ScanMetadata> {
+    const FIELDS: &[&str] = &[
+        "name",
+        "generateName",
+        "annotations",
+        "labels",
+        "managedFields",
+    ];
+    let mut m = ScanMetadata::default();
+    let mut seen = 0;
+    walk.object(|walk, name| {
+        let Some(field) = FIELDS.iter().position(|f| *f == name) else {
+            return walk.value().map(drop);
+        };
+        once(&mut seen, field)?;
+        match field {
+            0 => m.name = Some(walk.string()?.into_owned()),
+            1 => m.generate_name = Some(walk.string()?.into_owned()),
+            2 => m.annotations = Some(strings(walk, true, unread.as_deref_mut())?),
+            3 => {
+                strings(walk, false, None)?;
+                m.labels = true;
             }
-
-            fn visit_map<A: MapAccess<'de>>(
-                mut self,
-                mut map: A,
-            ) -> Result<ScanMetadata, A::Error> {
-                const FIELDS: &[&str] = &[
-                    "name",
-                    "generateName",
-                    "annotations",
-                    "labels",
-                    "managedFields",
-                ];
-                let mut m = ScanMetadata::default();
-                let mut seen = 0;
-                while let Some(field) = map.next_key_seed(Name(FIELDS))? {
-                    let Some(field) = field else {
-                        map.next_value::<Checked>()?;
-                        continue;
-                    };
-                    once(&mut seen, field)?;
-                    match field {
-                        0 => m.name = Some(map.next_value()?),
-                        1 => m.generate_name = Some(map.next_value()?),
-                        2 => {
-                            let seed = ScanStrings::<true>(self.0.as_deref_mut());
-                            m.annotations = Some(map.next_value_seed(seed)?);
-                        }
-                        3 => {
-                            map.next_value_seed(ScanStrings::<false>(None))?;
-                            m.labels = true;
-                        }
-                        _ => match self.0.as_deref_mut() {
-                            // Skipped when decoding would parse it without error.
-                            Some(unread) => {
-                                let raw: &'de RawValue = map.next_value()?;
-                                if !plain(raw.get().as_bytes()) {
-                                    return Err(unplain());
-                                }
-                                unread.note(raw);
-                            }
-                            None => {
-                                map.next_value::<Checked>()?;
-                            }
-                        },
-                    }
-                }
-                Ok(m)
-            }
-        }
-        d.deserialize_map(V(self.0))
-    }
-}
-
-/// A map of strings (the annotations when `MODES`: their mode annotations kept, a
-/// [`LAST_APPLIED`] skipped when [`no_surrogate`], and noted in the [`Unread`] given), read
-/// as its mode annotations.
-struct ScanStrings<'e, const MODES: bool>(Option<&'e mut Unread>);
-
-impl<'de, const MODES: bool> DeserializeSeed<'de> for ScanStrings<'_, MODES> {
-    type Value = [Option<String>; 2];
-
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_map(self)
-    }
-}
-
-impl<'de, const MODES: bool> Visitor<'de> for ScanStrings<'_, MODES> {
-    type Value = [Option<String>; 2];
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a map of strings")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<Self::Value, A::Error> {
-        const NAMES: &[&str] = &[MODE_ANNOTATION, LEGACY_MODE_ANNOTATION, LAST_APPLIED];
-        let mut modes = [None, None];
-        let mut seen = 0;
-        let names: &'static [&'static str] = if MODES { NAMES } else { &[] };
-        while let Some(name) = map.next_key_seed(Name(names))? {
-            match name {
-                Some(i @ (0 | 1)) => {
-                    once(&mut seen, i)?;
-                    modes[i] = Some(map.next_value()?);
-                }
-                Some(_) => {
-                    let raw: &'de RawValue = map.next_value()?;
-                    let text = raw.get().as_bytes();
-                    if text.first() != Some(&b'"') || !no_surrogate(text) {
-                        return Err(unplain());
-                    }
-                    if let Some(unread) = self.0.as_deref_mut() {
-                        unread.note(raw);
-                    }
-                }
-                None => {
-                    map.next_value::<StrOnly>()?;
+            _ => {
+                let text = walk.value()?;
+                if let Some(unread) = unread.as_deref_mut() {
+                    unread.note(text);
                 }
             }
         }
-        Ok(modes)
-    }
+        Some(())
+    })?;
+    Some(m)
 }
 
-/// A string, checked and not kept.
-struct StrOnly;
-
-impl<'de> Deserialize<'de> for StrOnly {
-    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = StrOnly;
-
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a string")
-            }
-
-            fn visit_str<E: de::Error>(self, _: &str) -> Result<StrOnly, E> {
-                Ok(StrOnly)
-            }
+/// A map of strings (the annotations when `modes`: their mode annotations kept, and a
+/// [`LAST_APPLIED`] noted in the [`Unread`] given), read as its mode annotations.
+fn strings(
+    walk: &mut Walk<'_>,
+    modes: bool,
+    mut unread: Option<&mut Unread>,
+) -> Option<[Option<String>; 2]> {
+    let mut found = [None, None];
+    let mut seen = 0;
+    walk.object(|walk, name| {
+        let mode = [MODE_ANNOTATION, LEGACY_MODE_ANNOTATION]
+            .iter()
+            .position(|m| modes && *m == name);
+        if let Some(i) = mode {
+            once(&mut seen, i)?;
+            found[i] = Some(walk.string()?.into_owned());
+            return Some(());
         }
-        d.deserialize_str(V)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::Value;
-
-    #[test]
-    fn plain_text_is_text_a_parse_accepts() {
-        let deep = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
-        let cases = [
-            (r#"{"a":[1,-2,3.5,true,null,"x"]}"#.to_string(), true),
-            // In a string, what looks like an exponent or a surrogate is text.
-            (
-                r#"["1e5 and 1E5",{"2e":"\\uD800 \"\\\uD7FF"}]"#.into(),
-                true,
-            ),
-            ("1e5".into(), false),
-            ("[1.5E3]".into(), false),
-            ("-2e-3".into(), false),
-            (r#""\uD800""#.into(), false),
-            (r#"["\udc00"]"#.into(), false),
-            (r#""\"\\\uDBFF""#.into(), false),
-            ("9".repeat(299), true),
-            ("9".repeat(300), false),
-            (format!("\"{}\"", "9".repeat(400)), true),
-            (deep(SHALLOW), true),
-            (deep(SHALLOW + 1), false),
-            (format!("\"{}\"", deep(SHALLOW + 1)), true),
-        ];
-        for (text, expected) in cases {
-            assert_eq!(plain(text.as_bytes()), expected, "{text}");
-            let mut de = serde_json::Deserializer::from_str(&text);
-            de.disable_recursion_limit();
-            if expected {
-                assert!(Value::deserialize(&mut de).is_ok(), "{text}");
-            }
+        let text = walk.value()?;
+        if !text.starts_with('"') {
+            return None;
         }
-        // What plain refuses, a parse may refuse.
-        for text in [r#""\uD800""#, &"9".repeat(400), "1e999"] {
-            assert!(serde_json::from_str::<Value>(text).is_err(), "{text}");
-            assert!(!plain(text.as_bytes()), "{text}");
+        if modes
+            && name == LAST_APPLIED
+            && let Some(unread) = unread.as_deref_mut()
+        {
+            unread.note(text);
         }
-    }
-
-    /// JSON texts with what [`plain`] looks for: exponents, long numbers, escapes.
-    fn json_text() -> impl proptest::strategy::Strategy<Value = String> {
-        use proptest::prelude::*;
-        let piece = prop_oneof![
-            Just("a"),
-            Just("1e5"),
-            Just(r"\uD800"),
-            Just(r"\udc01"),
-            Just(r"\u0041"),
-            Just(r"\\"),
-            Just(r#"\""#),
-            Just(r"\n"),
-        ];
-        let leaf = prop_oneof![
-            Just("1".to_string()),
-            Just("-0.5".to_string()),
-            Just("1e999".to_string()),
-            Just("2E-3".to_string()),
-            Just("true".to_string()),
-            Just("null".to_string()),
-            proptest::collection::vec(piece, 0..6).prop_map(|p| format!("\"{}\"", p.concat())),
-            (1usize..400).prop_map(|n| "9".repeat(n)),
-        ];
-        leaf.prop_recursive(8, 64, 6, |inner| {
-            prop_oneof![
-                proptest::collection::vec(inner.clone(), 0..6)
-                    .prop_map(|v| format!("[{}]", v.join(","))),
-                proptest::collection::vec(inner, 0..6).prop_map(|v| {
-                    let members: Vec<String> = v
-                        .iter()
-                        .enumerate()
-                        .map(|(i, x)| format!("\"k{i}\":{x}"))
-                        .collect();
-                    format!("{{{}}}", members.join(","))
-                }),
-            ]
-        })
-    }
-
-    proptest::proptest! {
-        #[test]
-        fn a_plain_text_parses(text in json_text()) {
-            let parsed = serde_json::from_str::<Value>(&text);
-            if plain(text.as_bytes()) {
-                proptest::prop_assert!(parsed.is_ok(), "{}: {:?}", text, parsed);
-            } else {
-                // Refused only for what it looks for.
-                proptest::prop_assert!(
-                    text.contains(['e', 'E']) || text.contains(r"\u") || text.contains(&"9".repeat(300)),
-                    "{}", text
-                );
-            }
-        }
-    }
+        Some(())
+    })?;
+    Some(found)
 }

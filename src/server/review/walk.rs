@@ -1,0 +1,525 @@
+//! Plain JSON text walked without a tree: each value checked as a parse would check it, and
+//! found where it starts and ends, so that the scan reads a review in one pass over its
+//! bytes. serde_json's skipping restarts its search at every escape (about 100 instructions
+//! an escaped quote, and a last-applied annotation has thousands of them); a string here is
+//! searched eight bytes at a time, an escape costing a few instructions.
+//!
+//! A value is *plain* when reading it into a tree cannot fail: valid JSON, with no escape
+//! that may be half of a surrogate pair (`\uD800`-`\uDFFF`, which a parse refuses unpaired),
+//! no number that may overflow a float (an exponent, or a run of 300 digits), nested at most
+//! [`SHALLOW`] levels deep. Anything else is refused, and the review goes the long way.
+
+use std::borrow::Cow;
+
+use serde::Deserialize;
+
+/// How deep a value may nest (serde_json's limit on what it reads).
+pub const SHALLOW: usize = 128;
+
+/// A run of this many digits may overflow a float.
+const LONG_DIGITS: usize = 300;
+
+/// Whether `raw` is one plain JSON value (whitespace around it allowed).
+pub fn plain(raw: &[u8]) -> bool {
+    std::str::from_utf8(raw).is_ok_and(|text| {
+        let mut walk = Walk::new(text);
+        walk.value().is_some() && walk.end().is_some()
+    })
+}
+
+/// A position in a JSON text, moved past what is read. Every method returns `None` when the
+/// text there is not plain, the position then left anywhere.
+pub struct Walk<'t> {
+    text: &'t str,
+    at: usize,
+}
+
+impl<'t> Walk<'t> {
+    /// At the start of `text`.
+    pub fn new(text: &'t str) -> Self {
+        Walk { text, at: 0 }
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.text.as_bytes().get(self.at).copied()
+    }
+
+    fn whitespace(&mut self) {
+        while matches!(self.peek(), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+            self.at += 1;
+        }
+    }
+
+    /// Past whitespace and then `b`.
+    fn eat(&mut self, b: u8) -> Option<()> {
+        self.whitespace();
+        (self.peek() == Some(b)).then(|| self.at += 1)
+    }
+
+    /// Whether only whitespace is left.
+    pub fn end(mut self) -> Option<()> {
+        self.whitespace();
+        (self.at == self.text.len()).then_some(())
+    }
+
+    /// The object that comes next, each member given to `member` with its key and the walk
+    /// at its value, which `member` must read. A key with an escape is not plain (rare, and
+    /// it would have to be decoded to be matched).
+    pub fn object(
+        &mut self,
+        mut member: impl FnMut(&mut Self, &'t str) -> Option<()>,
+    ) -> Option<()> {
+        self.eat(b'{')?;
+        self.whitespace();
+        if self.peek() == Some(b'}') {
+            self.at += 1;
+            return Some(());
+        }
+        loop {
+            self.whitespace();
+            if self.peek() != Some(b'"') {
+                return None;
+            }
+            self.at += 1;
+            let start = self.at;
+            if self.string_rest()? {
+                return None;
+            }
+            let key = self.text.get(start..self.at - 1)?;
+            self.eat(b':')?;
+            member(self, key)?;
+            self.whitespace();
+            match self.peek()? {
+                b',' => self.at += 1,
+                b'}' => {
+                    self.at += 1;
+                    return Some(());
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// The text of the value that comes next (without the whitespace around it).
+    pub fn value(&mut self) -> Option<&'t str> {
+        self.whitespace();
+        let start = self.at;
+        self.skip()?;
+        self.text.get(start..self.at)
+    }
+
+    /// The string that comes next, borrowed from the text unless it holds an escape.
+    pub fn string(&mut self) -> Option<Cow<'t, str>> {
+        self.whitespace();
+        if self.peek() != Some(b'"') {
+            return None;
+        }
+        let start = self.at;
+        self.at += 1;
+        let escaped = self.string_rest()?;
+        let raw = self.text.get(start..self.at)?;
+        if escaped {
+            serde_json::from_str::<String>(raw).ok().map(Cow::Owned)
+        } else {
+            raw.get(1..raw.len() - 1).map(Cow::Borrowed)
+        }
+    }
+
+    /// The value that comes next, read by serde_json as a `T` once it is found plain.
+    pub fn read<T: Deserialize<'t>>(&mut self) -> Option<T> {
+        serde_json::from_str(self.value()?).ok()
+    }
+
+    /// Past the value that comes next. Containers are followed on a stack of one bit a
+    /// level (set for an object), not by recursion.
+    fn skip(&mut self) -> Option<()> {
+        let mut objects: u128 = 0;
+        let mut depth = 0usize;
+        loop {
+            self.whitespace();
+            match self.peek()? {
+                b'"' => {
+                    self.at += 1;
+                    self.string_rest()?;
+                }
+                open @ (b'{' | b'[') => {
+                    self.at += 1;
+                    if depth == SHALLOW {
+                        return None;
+                    }
+                    let object = open == b'{';
+                    if object {
+                        objects |= 1 << depth;
+                    } else {
+                        objects &= !(1 << depth);
+                    }
+                    depth += 1;
+                    self.whitespace();
+                    if self.peek() == Some(if object { b'}' } else { b']' }) {
+                        self.at += 1;
+                        depth -= 1;
+                    } else {
+                        if object {
+                            self.member_key()?;
+                        }
+                        continue;
+                    }
+                }
+                b't' => self.literal(b"true")?,
+                b'f' => self.literal(b"false")?,
+                b'n' => self.literal(b"null")?,
+                b'-' | b'0'..=b'9' => self.number()?,
+                _ => return None,
+            }
+            // A value ended: close the containers it ends, or go on to the next element.
+            loop {
+                if depth == 0 {
+                    return Some(());
+                }
+                self.whitespace();
+                let object = objects & (1 << (depth - 1)) != 0;
+                match (self.peek()?, object) {
+                    (b',', _) => {
+                        self.at += 1;
+                        if object {
+                            self.member_key()?;
+                        }
+                        break;
+                    }
+                    (b'}', true) | (b']', false) => {
+                        self.at += 1;
+                        depth -= 1;
+                    }
+                    _ => return None,
+                }
+            }
+        }
+    }
+
+    /// Past a skipped member's key and its colon.
+    fn member_key(&mut self) -> Option<()> {
+        self.whitespace();
+        if self.peek() != Some(b'"') {
+            return None;
+        }
+        self.at += 1;
+        self.string_rest()?;
+        self.eat(b':')
+    }
+
+    fn literal(&mut self, word: &[u8]) -> Option<()> {
+        let rest = self.text.as_bytes().get(self.at..)?;
+        rest.starts_with(word).then(|| self.at += word.len())
+    }
+
+    /// Past a number: JSON's grammar, without an exponent.
+    fn number(&mut self) -> Option<()> {
+        if self.peek() == Some(b'-') {
+            self.at += 1;
+        }
+        match self.peek()? {
+            b'0' => self.at += 1,
+            b'1'..=b'9' => self.digits()?,
+            _ => return None,
+        }
+        if self.peek() == Some(b'.') {
+            self.at += 1;
+            if !matches!(self.peek(), Some(b'0'..=b'9')) {
+                return None;
+            }
+            self.digits()?;
+        }
+        (!matches!(self.peek(), Some(b'e' | b'E'))).then_some(())
+    }
+
+    fn digits(&mut self) -> Option<()> {
+        let start = self.at;
+        while matches!(self.peek(), Some(b'0'..=b'9')) {
+            self.at += 1;
+        }
+        (self.at - start < LONG_DIGITS).then_some(())
+    }
+
+    /// Past the rest of a string (the walk just past its opening quote) and its closing
+    /// quote; whether it holds an escape.
+    fn string_rest(&mut self) -> Option<bool> {
+        let bytes = self.text.as_bytes();
+        let mut escaped = false;
+        loop {
+            // Eight bytes at a time to the next quote, backslash or control character.
+            while let Some(chunk) = bytes.get(self.at..self.at + 8) {
+                let Ok(chunk) = <[u8; 8]>::try_from(chunk) else {
+                    break;
+                };
+                let found = special(u64::from_le_bytes(chunk));
+                if found != 0 {
+                    self.at += (found.trailing_zeros() / 8) as usize;
+                    break;
+                }
+                self.at += 8;
+            }
+            match *bytes.get(self.at)? {
+                b'"' => {
+                    self.at += 1;
+                    return Some(escaped);
+                }
+                b'\\' => {
+                    escaped = true;
+                    self.escape()?;
+                }
+                0..=0x1f => return None,
+                _ => self.at += 1,
+            }
+        }
+    }
+
+    /// Past an escape (the walk at its backslash).
+    fn escape(&mut self) -> Option<()> {
+        let bytes = self.text.as_bytes();
+        match *bytes.get(self.at + 1)? {
+            b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => self.at += 2,
+            b'u' => {
+                let hex = bytes.get(self.at + 2..self.at + 6)?;
+                let surrogate = matches!(hex[0], b'd' | b'D') && !matches!(hex[1], b'0'..=b'7');
+                if surrogate || !hex.iter().all(u8::is_ascii_hexdigit) {
+                    return None;
+                }
+                self.at += 6;
+            }
+            _ => return None,
+        }
+        Some(())
+    }
+}
+
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGHS: u64 = 0x8080_8080_8080_8080;
+
+/// Of eight bytes read little-endian, the high bit of each that ends a string's plain run:
+/// a quote, a backslash or a control character. Borrows may set bits above the first such
+/// byte, never below it, so the lowest bit set is exact.
+fn special(w: u64) -> u64 {
+    let zero = |x: u64| x.wrapping_sub(ONES) & !x & HIGHS;
+    zero(w ^ (ONES * u64::from(b'"')))
+        | zero(w ^ (ONES * u64::from(b'\\')))
+        | (w.wrapping_sub(ONES * 0x20) & !w & HIGHS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::Value;
+
+    #[test]
+    fn plain_text_is_text_a_parse_accepts() {
+        let deep = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+        let cases = [
+            (r#"{"a":[1,-2,3.5,true,null,"x"]}"#.to_string(), true),
+            (" { \"a\" : [ ] , \"b\" : { } }\n".into(), true),
+            // In a string, what looks like an exponent or a surrogate is text.
+            (
+                r#"["1e5 and 1E5",{"2e":"\\uD800 \"\\\uD7FF"}]"#.into(),
+                true,
+            ),
+            (
+                "\"ñ and 日本 and \\u00e9, \\/ \\b\\f\\n\\r\\t\"".into(),
+                true,
+            ),
+            ("1e5".into(), false),
+            ("[1.5E3]".into(), false),
+            ("-2e-3".into(), false),
+            (r#""\uD800""#.into(), false),
+            (r#"["\udc00"]"#.into(), false),
+            (r#""\"\\\uDBFF""#.into(), false),
+            ("9".repeat(299), true),
+            ("9".repeat(300), false),
+            (format!("0.{}", "9".repeat(300)), false),
+            (format!("\"{}\"", "9".repeat(400)), true),
+            (deep(SHALLOW), true),
+            (deep(SHALLOW + 1), false),
+            (format!("\"{}\"", deep(SHALLOW + 1)), true),
+            // Not JSON.
+            ("[1,]".into(), false),
+            ("{\"a\":1,}".into(), false),
+            ("{\"a\"}".into(), false),
+            ("{\"a\" 1}".into(), false),
+            ("{1:2}".into(), false),
+            ("[1 2]".into(), false),
+            ("[1}".into(), false),
+            ("{\"a\":1]".into(), false),
+            ("01".into(), false),
+            ("-".into(), false),
+            ("1.".into(), false),
+            (".5".into(), false),
+            ("+1".into(), false),
+            ("tru".into(), false),
+            ("nul".into(), false),
+            ("truex".into(), false),
+            ("\"a".into(), false),
+            ("\"a\\\"".into(), false),
+            ("\"\\x\"".into(), false),
+            ("\"\\u12G4\"".into(), false),
+            ("\"\\u12\"".into(), false),
+            ("\"a\tb\"".into(), false),
+            ("\"a\nb\"".into(), false),
+            ("[".into(), false),
+            ("".into(), false),
+            ("1 2".into(), false),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(plain(text.as_bytes()), expected, "{text}");
+            let mut de = serde_json::Deserializer::from_str(&text);
+            de.disable_recursion_limit();
+            if expected {
+                assert!(Value::deserialize(&mut de).is_ok(), "{text}");
+            }
+        }
+        // What plain refuses, a parse may refuse.
+        for text in [r#""\uD800""#, &"9".repeat(400), "1e999"] {
+            assert!(serde_json::from_str::<Value>(text).is_err(), "{text}");
+            assert!(!plain(text.as_bytes()), "{text}");
+        }
+        assert!(!plain(b"\"\xff\""), "not UTF-8");
+    }
+
+    #[test]
+    fn a_string_is_found_wherever_its_special_bytes_fall_in_a_word() {
+        // Each special byte at each offset from the string's start, and strings ending in
+        // the word's tail.
+        for at in 0..20 {
+            for special in ["\\\"", "\\\\", "\\u00e9", "ñ"] {
+                let inner = format!("{}{special}{}", "a".repeat(at), "b".repeat(at % 7));
+                let text = format!("[\"{inner}\",1]");
+                let mut walk = Walk::new(&text[1..]);
+                let expected = serde_json::from_str::<String>(&text[1..text.len() - 3]);
+                assert_eq!(walk.string().as_deref(), expected.ok().as_deref(), "{text}");
+                assert!(plain(text.as_bytes()), "{text}");
+                let control = format!("[\"{}\u{1}{}\"]", "a".repeat(at), "b".repeat(at % 7));
+                assert!(!plain(control.as_bytes()), "{control:?}");
+                let open = format!("[\"{}", "a".repeat(at));
+                assert!(!plain(open.as_bytes()), "{open}");
+            }
+        }
+    }
+
+    #[test]
+    fn reads_an_object_member_by_member() {
+        let text = r#" {"a": "x\"y", "b":[1, {"c": null}], "d" : {"e":"f"}, "g":true } "#;
+        let mut seen = Vec::new();
+        let mut walk = Walk::new(text);
+        walk.object(|walk, key| {
+            let value = match key {
+                "a" => walk.string()?.into_owned(),
+                "d" => walk.read::<Value>()?.to_string(),
+                _ => walk.value()?.to_string(),
+            };
+            seen.push((key, value));
+            Some(())
+        })
+        .expect("an object");
+        assert!(walk.end().is_some());
+        assert_eq!(
+            seen,
+            [
+                ("a", "x\"y".to_string()),
+                ("b", r#"[1, {"c": null}]"#.into()),
+                ("d", r#"{"e":"f"}"#.into()),
+                ("g", "true".into())
+            ]
+        );
+        // A key with an escape, a member the reader leaves unread, a trailing comma.
+        for odd in [r#"{"\u0061":1}"#, r#"{"a":1,}"#, "[]", r#"{"a":1"#] {
+            let mut walk = Walk::new(odd);
+            assert!(walk.object(|w, _| w.value().map(drop)).is_none(), "{odd}");
+        }
+        let mut walk = Walk::new(r#"{"a":1}"#);
+        assert!(
+            walk.object(|_, _| Some(())).is_none(),
+            "the value left unread"
+        );
+    }
+
+    /// JSON texts with what [`plain`] looks for: exponents, long numbers, escapes.
+    fn json_text() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        let piece = prop_oneof![
+            Just("a"),
+            Just("1e5"),
+            Just(r"\uD800"),
+            Just(r"\udc01"),
+            Just(r"\u0041"),
+            Just(r"\\"),
+            Just(r#"\""#),
+            Just(r"\n"),
+            Just("é日"),
+            Just("abcdefghijklmnop"),
+        ];
+        let leaf = prop_oneof![
+            Just("1".to_string()),
+            Just("-0.5".to_string()),
+            Just("1e999".to_string()),
+            Just("2E-3".to_string()),
+            Just("true".to_string()),
+            Just("null".to_string()),
+            proptest::collection::vec(piece, 0..6).prop_map(|p| format!("\"{}\"", p.concat())),
+            (1usize..400).prop_map(|n| "9".repeat(n)),
+        ];
+        leaf.prop_recursive(8, 64, 6, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..6)
+                    .prop_map(|v| format!("[{}]", v.join(","))),
+                proptest::collection::vec(inner, 0..6).prop_map(|v| {
+                    let members: Vec<String> = v
+                        .iter()
+                        .enumerate()
+                        .map(|(i, x)| format!("\"k{i}\" : {x}"))
+                        .collect();
+                    format!("{{ {} }}", members.join(", "))
+                }),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn a_plain_text_parses(text in json_text()) {
+            let parsed = serde_json::from_str::<Value>(&text);
+            if plain(text.as_bytes()) {
+                proptest::prop_assert!(parsed.is_ok(), "{}: {:?}", text, parsed);
+            } else {
+                // Refused only for what it looks for.
+                proptest::prop_assert!(
+                    text.contains(['e', 'E']) || text.contains(r"\u") || text.contains(&"9".repeat(300)),
+                    "{}", text
+                );
+            }
+        }
+
+        /// Whatever a change to a JSON text makes of it, what is plain parses.
+        #[test]
+        fn a_changed_text_is_plain_only_if_it_parses(
+            text in json_text(),
+            changes in proptest::collection::vec((0usize..1000, 0usize..12), 1..4),
+        ) {
+            const BYTES: &[u8] = b"\"\\{}[],: 0-.";
+            let mut bytes = text.into_bytes();
+            for (at, byte) in changes {
+                if bytes.is_empty() {
+                    break;
+                }
+                let at = at % bytes.len();
+                match byte % 3 {
+                    0 => bytes[at] = BYTES[byte],
+                    1 => {
+                        bytes.remove(at);
+                    }
+                    _ => bytes.insert(at, BYTES[byte]),
+                }
+            }
+            if plain(&bytes) {
+                let parsed = serde_json::from_slice::<Value>(&bytes);
+                proptest::prop_assert!(parsed.is_ok(), "{}: {:?}", String::from_utf8_lossy(&bytes), parsed);
+            }
+        }
+    }
+}
