@@ -69,6 +69,103 @@ struct Unit {
     /// `kube_cel::validate_compiled`: when no node of the subtree has a string format that
     /// converts to another CEL type (`date-time`, `duration`, `byte`).
     direct: bool,
+    /// What the rules and message expressions read of `self`: what a direct evaluation
+    /// converts of the node's value.
+    reads: Reads,
+}
+
+/// What expressions read of `self` ([`collect_reads`]), so that only that is converted to
+/// CEL: upjet's "is a required parameter" rules on `spec` read `managementPolicies` and a
+/// field or two of `forProvider` and `initProvider`, and converting all of `spec` for each
+/// evaluation was most of their cost.
+#[derive(Debug, Clone, PartialEq)]
+enum Reads {
+    /// All of it: the value is used whole somewhere (`self`, `self.size()`, `self[k]`, a
+    /// macro over it), or the end of a select chain (`self.a.b` reads all of `b`).
+    Whole,
+    /// Only these members, by the names CEL gives them, each with what is read of it.
+    Members(Vec<(String, Reads)>),
+}
+
+impl Reads {
+    /// Adds the select chain `path` below this value.
+    fn add(&mut self, path: &[&str]) {
+        let Reads::Members(members) = self else {
+            return;
+        };
+        let Some((first, rest)) = path.split_first() else {
+            *self = Reads::Whole;
+            return;
+        };
+        let i = match members.iter().position(|(name, _)| name == first) {
+            Some(i) => i,
+            None => {
+                members.push(((*first).to_string(), Reads::Members(Vec::new())));
+                members.len() - 1
+            }
+        };
+        members[i].1.add(rest);
+    }
+}
+
+/// Adds to `reads` what `e` reads of `self`. Every form of expression is looked into, so
+/// that any use of `self` other than a select chain reads it whole.
+fn collect_reads(e: &IdedExpr, reads: &mut Reads, depth: usize) {
+    if depth > MAX_SCHEMA_DEPTH {
+        *reads = Reads::Whole;
+        return;
+    }
+    let mut walk = |e: &IdedExpr| collect_reads(e, reads, depth + 1);
+    match &e.expr {
+        Expr::Select(s) => match self_path(&s.operand, 0) {
+            Some(mut path) => {
+                path.push(&s.field);
+                reads.add(&path);
+            }
+            None => walk(&s.operand),
+        },
+        Expr::Ident(name) => {
+            if name == "self" {
+                *reads = Reads::Whole;
+            }
+        }
+        Expr::Call(call) => {
+            call.target.iter().for_each(|t| walk(t));
+            call.args.iter().for_each(walk);
+        }
+        Expr::Comprehension(c) => {
+            for part in [
+                &c.iter_range,
+                &c.accu_init,
+                &c.loop_cond,
+                &c.loop_step,
+                &c.result,
+            ] {
+                walk(part);
+            }
+        }
+        Expr::List(list) => list.elements.iter().for_each(walk),
+        Expr::Map(map) => map
+            .entries
+            .iter()
+            .for_each(|e| entry_reads(&e.expr, &mut walk)),
+        Expr::Struct(s) => s
+            .entries
+            .iter()
+            .for_each(|e| entry_reads(&e.expr, &mut walk)),
+        Expr::Literal(_) | Expr::Unspecified => {}
+    }
+}
+
+/// The expressions of a map or struct entry, given to `walk`.
+fn entry_reads(entry: &EntryExpr, walk: &mut impl FnMut(&IdedExpr)) {
+    match entry {
+        EntryExpr::StructField(f) => walk(&f.value),
+        EntryExpr::MapEntry(m) => {
+            walk(&m.key);
+            walk(&m.value);
+        }
+    }
 }
 
 /// What the API server needs of a rule to report its failure.
@@ -235,7 +332,15 @@ impl CelProgram {
             return None;
         }
         self.rule_count += kept.len();
+        let mut reads = Reads::Members(Vec::new());
+        for c in compiled.validations.iter().flatten() {
+            collect_reads(c.program.expression(), &mut reads, 0);
+            if let Some(m) = &c.message_program {
+                collect_reads(m.expression(), &mut reads, 0);
+            }
+        }
         Some(Unit {
+            reads,
             direct: plain_strings(&compiled, 0),
             compiled,
             rules: kept,
@@ -372,7 +477,7 @@ impl Run<'_> {
         }
         self.evaluations += unit.rules.len();
         let errors = if unit.direct {
-            evaluate_direct(&unit.compiled, value)
+            evaluate_direct(&unit.compiled, &unit.reads, value)
         } else {
             match kube_cel::validate_compiled(&unit.compiled, value, None) {
                 Ok(()) => return,
@@ -580,11 +685,12 @@ thread_local! {
 /// `kube_cel::validate_compiled` for a unit's rules, without what it does that changes
 /// nothing here: copying the value to apply defaults (the subtree has none, the value was
 /// defaulted before) and converting every node below again to evaluate their rules (the
-/// subtree has none). The value is converted once, the rules run in order against it, and
-/// failures read as `kube_cel`'s (`Validator::evaluate_rule`, `resolve_message`).
-fn evaluate_direct(compiled: &CelSchema, value: &Value) -> Vec<CelError> {
+/// subtree has none). What the rules read of the value (`reads`) is converted once, the rules
+/// run in order against it, and failures read as `kube_cel`'s (`Validator::evaluate_rule`,
+/// `resolve_message`).
+fn evaluate_direct(compiled: &CelSchema, reads: &Reads, value: &Value) -> Vec<CelError> {
     use kube_cel::cel::{ExecutionError, Value as CelValue};
-    let this = to_cel_compiled(value, compiled);
+    let this = to_cel_read(value, compiled, reads);
     BASE_CONTEXT.with(|base| {
         let mut node = base.new_inner_scope();
         node.add_variable_from_value("self", this);
@@ -712,21 +818,67 @@ fn to_cel_compiled(value: &Value, compiled: &CelSchema) -> kube_cel::cel::Value 
                 map.insert(Key::String(Arc::new(key)), child);
             }
             if compiled.embedded_resource {
-                for field in ["apiVersion", "kind"] {
-                    map.entry(Key::String(Arc::new(field.into())))
-                        .or_insert_with(|| CelValue::String(Arc::new(String::new())));
-                }
-                map.entry(Key::String(Arc::new("metadata".into())))
-                    .or_insert_with(|| {
-                        CelValue::Map(CelMap {
-                            map: Arc::new(std::collections::HashMap::new()),
-                        })
-                    });
+                embedded_defaults(&mut map);
             }
             CelValue::Map(CelMap { map: Arc::new(map) })
         }
         scalar => to_cel(scalar),
     }
+}
+
+/// What `kube_cel` gives an embedded resource that lacks them: an empty `apiVersion` and
+/// `kind`, and empty `metadata`.
+fn embedded_defaults(
+    map: &mut std::collections::HashMap<kube_cel::cel::objects::Key, kube_cel::cel::Value>,
+) {
+    use kube_cel::cel::Value as CelValue;
+    use kube_cel::cel::objects::{Key, Map as CelMap};
+    use std::sync::Arc;
+    for field in ["apiVersion", "kind"] {
+        map.entry(Key::String(Arc::new(field.into())))
+            .or_insert_with(|| CelValue::String(Arc::new(String::new())));
+    }
+    map.entry(Key::String(Arc::new("metadata".into())))
+        .or_insert_with(|| {
+            CelValue::Map(CelMap {
+                map: Arc::new(std::collections::HashMap::new()),
+            })
+        });
+}
+
+/// [`to_cel_compiled`] of what `reads` names of `value`: of an object read by members, only
+/// those members (what a select chain finds is the same; nothing else can see the rest).
+fn to_cel_read(value: &Value, compiled: &CelSchema, reads: &Reads) -> kube_cel::cel::Value {
+    use kube_cel::cel::Value as CelValue;
+    use kube_cel::cel::objects::{Key, Map as CelMap};
+    use std::sync::Arc;
+    let (Reads::Members(members), Value::Object(obj)) = (reads, value) else {
+        return to_cel_compiled(value, compiled);
+    };
+    let mut map = std::collections::HashMap::with_capacity(members.len());
+    for (k, v) in obj {
+        // The name CEL gives the member, as `to_cel_compiled` names it.
+        let name = if compiled.is_map || !needs_escape(k) {
+            std::borrow::Cow::Borrowed(k.as_str())
+        } else {
+            std::borrow::Cow::Owned(escape_field_name(k))
+        };
+        let Some((_, inner)) = members.iter().find(|(n, _)| *n == name) else {
+            continue;
+        };
+        let child = if let Some(c) = compiled.properties.get(k) {
+            to_cel_read(v, c, inner)
+        } else if let Some(c) = &compiled.additional_properties {
+            to_cel_read(v, c, inner)
+        } else {
+            to_cel(v)
+        };
+        map.insert(Key::String(Arc::new(name.into_owned())), child);
+    }
+    if compiled.embedded_resource {
+        embedded_defaults(&mut map);
+    }
+    CelValue::Map(CelMap { map: Arc::new(map) })
 }
 
 /// `kube_cel`'s `json_to_cel`: without a schema, strings stay strings and field names are
@@ -783,6 +935,11 @@ const CEL_RESERVED_WORDS: &[&str] = &[
     "void",
     "while",
 ];
+
+/// Whether [`escape_field_name`] changes `name`.
+fn needs_escape(name: &str) -> bool {
+    CEL_RESERVED_WORDS.contains(&name) || name.contains(['_', '.', '-', '/'])
+}
 
 /// `kube_cel`'s (and the API server's) field name escaping.
 fn escape_field_name(name: &str) -> String {
@@ -1064,72 +1221,153 @@ mod tests {
 
     /// The direct evaluation reports what `kube_cel::validate_compiled` reports, error for
     /// error: failures with messages and message expressions, non-boolean results, runtime
-    /// errors, escaped field names, map keys, embedded resources, `optionalOldSelf`.
+    /// errors, escaped field names, map keys, embedded resources, `optionalOldSelf`; with
+    /// what each rule reads of `self` converted, alone and with the others.
     #[test]
     fn direct_evaluation_matches_kube_cel() {
-        let s = schema(json!({"type": "object", "properties": {
-            "spec": {"type": "object",
-                "x-kubernetes-validations": [
-                    {"rule": "self.size > 2", "message": "too small"},
-                    {"rule": "self.size < 10", "messageExpression": "'size ' + string(self.size)"},
-                    {"rule": "self.size", "message": "not a bool"},
-                    {"rule": "self.missing == 1"},
-                    {"rule": "self.size / self.zero == 1"},
-                    {"rule": "has(self.x_y) && self.x_y == 'a'"},
-                    {"rule": "self.__namespace__ == 'n'"},
-                    {"rule": "self.tags['a.b'] == 'c'"},
-                    {"rule": "self.inner.apiVersion == ''"},
-                    {"rule": "self.list.all(i, i.a_b > 0)"},
-                    {"rule": "oldSelf == null || self.size == oldSelf.size", "optionalOldSelf": true},
-                    {"rule": "self.size == 1 || self.size == 2"}
-                ],
-                "properties": {
-                    "size": {"type": "integer"},
-                    "zero": {"type": "integer"},
-                    "x_y": {"type": "string"},
-                    "namespace": {"type": "string"},
-                    "tags": {"type": "object", "additionalProperties": {"type": "string"}},
-                    "inner": {"type": "object", "x-kubernetes-embedded-resource": true,
-                        "x-kubernetes-preserve-unknown-fields": true},
-                    "list": {"type": "array", "items": {"type": "object",
-                        "properties": {"a_b": {"type": "integer"}}}},
-                    "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}
-                }}
-        }}));
-        let program = CelProgram::compile(&s);
-        let unit = program
-            .root
-            .as_ref()
-            .and_then(|r| r.properties.first())
-            .and_then(|(_, n)| n.unit.as_ref())
-            .expect("unit");
-        assert!(unit.direct);
+        let rules = [
+            json!({"rule": "self.size > 2", "message": "too small"}),
+            json!({"rule": "self.size < 10", "messageExpression": "'size ' + string(self.size)"}),
+            json!({"rule": "self.size < 11", "messageExpression": "'zero ' + string(self.zero)"}),
+            json!({"rule": "self.size", "message": "not a bool"}),
+            json!({"rule": "self.missing == 1"}),
+            json!({"rule": "self.size / self.zero == 1"}),
+            json!({"rule": "has(self.x_y) && self.x_y == 'a'"}),
+            json!({"rule": "self.__namespace__ == 'n'"}),
+            json!({"rule": "self.tags['a.b'] == 'c'"}),
+            json!({"rule": "self.tags.a == 'c'"}),
+            json!({"rule": "self.inner.apiVersion == ''"}),
+            json!({"rule": "self.inner.metadata.name == 'x'"}),
+            json!({"rule": "self.list.all(i, i.a_b > 0)"}),
+            json!({"rule": "oldSelf == null || self.size == oldSelf.size", "optionalOldSelf": true}),
+            json!({"rule": "self.size == 1 || self.size == 2"}),
+            json!({"rule": "size(self) > 3"}),
+            json!({"rule": "self.free.k__dash__1[0] > 1.0"}),
+            json!({"rule": "[self.size, self.zero].all(x, x > 0)"}),
+            json!({"rule": "{'s': self.x_y}.s == 'a'"}),
+            json!({"rule": "self.list.exists(i, i.a_b == self.size)"}),
+            json!({"rule": "!has(self.free.k__dash__1) || self.free.k__dash__1.size() == 3"}),
+        ];
+        let schema_of = |rules: &[Value]| {
+            schema(json!({"type": "object", "properties": {
+                "spec": {"type": "object",
+                    "x-kubernetes-validations": rules,
+                    "properties": {
+                        "size": {"type": "integer"},
+                        "zero": {"type": "integer"},
+                        "x_y": {"type": "string"},
+                        "namespace": {"type": "string"},
+                        "tags": {"type": "object", "additionalProperties": {"type": "string"}},
+                        "inner": {"type": "object", "x-kubernetes-embedded-resource": true,
+                            "x-kubernetes-preserve-unknown-fields": true},
+                        "list": {"type": "array", "items": {"type": "object",
+                            "properties": {"a_b": {"type": "integer"}}}},
+                        "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}
+                    }}
+            }}))
+        };
         let values = [
-            json!({"size": 1, "zero": 0, "x_y": "b", "namespace": "m", "tags": {"a.b": "d"},
+            json!({"size": 1, "zero": 0, "x_y": "b", "namespace": "m", "tags": {"a.b": "d", "a": "c"},
                    "inner": {"kind": "K"}, "list": [{"a_b": 0}], "free": {"k-1": [1.5, null, true]}}),
             json!({"size": 5, "zero": 1, "x_y": "a", "namespace": "n", "tags": {"a.b": "c"},
-                   "inner": {}, "list": [{"a_b": 1}], "free": {}}),
+                   "inner": {"metadata": {"name": "x"}}, "list": [{"a_b": 1}], "free": {}}),
             json!({"size": 12, "list": []}),
             json!({"size": 18446744073709551615u64}),
             json!({}),
         ];
-        for value in values {
-            let direct: Vec<(String, String, String, String)> =
-                evaluate_direct(&unit.compiled, &value)
-                    .into_iter()
-                    .map(|e| (e.rule, e.message, format!("{:?}", e.kind), e.go_wording))
-                    .collect();
-            let kube: Vec<(String, String, String, String)> =
-                match kube_cel::validate_compiled(&unit.compiled, &value, None) {
-                    Ok(()) => Vec::new(),
-                    Err(errors) => errors
-                        .into_vec()
+        let mut sets: Vec<Vec<Value>> = rules.iter().map(|r| vec![r.clone()]).collect();
+        sets.push(rules.to_vec());
+        let mut projected = 0;
+        for set in sets {
+            let program = CelProgram::compile(&schema_of(&set));
+            let unit = program
+                .root
+                .as_ref()
+                .and_then(|r| r.properties.first())
+                .and_then(|(_, n)| n.unit.as_ref());
+            // The transition rule alone is not evaluated on create: no unit.
+            let Some(unit) = unit else {
+                assert!(set[0].get("optionalOldSelf").is_some(), "{set:?}");
+                continue;
+            };
+            assert!(unit.direct);
+            if unit.reads != Reads::Whole {
+                projected += 1;
+            }
+            for value in &values {
+                let direct: Vec<(String, String, String, String)> =
+                    evaluate_direct(&unit.compiled, &unit.reads, value)
                         .into_iter()
-                        .map(CelError::from)
                         .map(|e| (e.rule, e.message, format!("{:?}", e.kind), e.go_wording))
-                        .collect(),
-                };
-            assert_eq!(direct, kube, "{value}");
+                        .collect();
+                let kube: Vec<(String, String, String, String)> =
+                    match kube_cel::validate_compiled(&unit.compiled, value, None) {
+                        Ok(()) => Vec::new(),
+                        Err(errors) => errors
+                            .into_vec()
+                            .into_iter()
+                            .map(CelError::from)
+                            .map(|e| (e.rule, e.message, format!("{:?}", e.kind), e.go_wording))
+                            .collect(),
+                    };
+                assert_eq!(direct, kube, "{value} with {set:?}");
+            }
+        }
+        assert!(projected >= 15, "{projected}");
+    }
+
+    /// What a rule reads of `self`: its select chains, each read whole at its end; all of it
+    /// when `self` is used otherwise.
+    #[test]
+    fn rules_read_the_members_they_select() {
+        let reads = |rules: &[&str]| {
+            let mut reads = Reads::Members(Vec::new());
+            for rule in rules {
+                let p = kube_cel::cel::Program::compile(rule).expect("parses");
+                collect_reads(p.expression(), &mut reads, 0);
+            }
+            reads
+        };
+        let members = |m: &[(&str, Reads)]| {
+            Reads::Members(m.iter().map(|(n, r)| (n.to_string(), r.clone())).collect())
+        };
+        // Upjet's rule on `spec`.
+        let upjet = "!('*' in self.managementPolicies || 'Create' in self.managementPolicies || 'Update' in self.managementPolicies) || has(self.forProvider.fromPort) || (has(self.initProvider) && has(self.initProvider.fromPort))";
+        assert_eq!(
+            reads(&[upjet]),
+            members(&[
+                ("managementPolicies", Reads::Whole),
+                ("forProvider", members(&[("fromPort", Reads::Whole)])),
+                ("initProvider", Reads::Whole),
+            ])
+        );
+        assert_eq!(
+            reads(&[
+                "self.a.b == 1",
+                "has(self.a.c.d)",
+                "self.e.exists(x, x == self.f)"
+            ]),
+            members(&[
+                (
+                    "a",
+                    members(&[("b", Reads::Whole), ("c", members(&[("d", Reads::Whole)]))])
+                ),
+                ("e", Reads::Whole),
+                ("f", Reads::Whole),
+            ])
+        );
+        assert_eq!(reads(&["true", "1 == 1"]), members(&[]));
+        for whole in [
+            "self.size() > 0",
+            "size(self) > 0",
+            "self['a'] == 1",
+            "self.all(k, k != '')",
+            "self == {}",
+            "[self].size() == 1",
+            "{'a': self}.a.b == 1",
+            "self.a == 1 && self != null",
+        ] {
+            assert_eq!(reads(&[whole]), Reads::Whole, "{whole}");
         }
     }
 
