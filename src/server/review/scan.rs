@@ -37,10 +37,11 @@ pub struct Scanned {
     pub unread: Vec<Range<usize>>,
 }
 
-/// Reads a review the way the API server sends it without building a tree (one walk of its text): its echo (as
-/// [`salvage`](super::salvage) reads it) and the verdict cache's key, so that an answer cached before can be
-/// given before the review waits for a worker, and a body read once where it used to be read
-/// three times (salvage, the shape, the key's walk of the tree).
+/// Reads a review the way the API server sends it without building a tree, in one walk of
+/// its text: its echo (as [`salvage`](super::salvage) reads it) and the verdict cache's key,
+/// so that an answer cached before can be given before the review waits for a worker, and a
+/// body read once where it used to be read three times (salvage, the shape, the key's walk of
+/// the tree).
 ///
 /// `None` unless [`decode`](super::decode) would read the body: JSON, within `max_tree_bytes` and the
 /// nesting limit, an AdmissionReview of a version this webhook answers, with a request of the
