@@ -115,23 +115,40 @@ fn collect_reads(e: &IdedExpr, reads: &mut Reads, depth: usize) {
         *reads = Reads::Whole;
         return;
     }
-    let mut walk = |e: &IdedExpr| collect_reads(e, reads, depth + 1);
     match &e.expr {
-        Expr::Select(s) => match self_path(&s.operand, 0) {
-            Some(mut path) => {
+        Expr::Select(s) => {
+            if let Some(mut path) = self_path(&s.operand, 0) {
                 path.push(&s.field);
                 reads.add(&path);
-            }
-            None => walk(&s.operand),
-        },
-        Expr::Ident(name) => {
-            if name == "self" {
-                *reads = Reads::Whole;
+                return;
             }
         }
+        Expr::Ident(name) if name == "self" => {
+            *reads = Reads::Whole;
+            return;
+        }
+        _ => {}
+    }
+    for_each_child(e, |child| collect_reads(child, reads, depth + 1));
+}
+
+/// Calls `f` on each expression directly below `e`: every form of expression is looked
+/// into.
+fn for_each_child(e: &IdedExpr, mut f: impl FnMut(&IdedExpr)) {
+    let entry = |entry: &EntryExpr, f: &mut dyn FnMut(&IdedExpr)| match entry {
+        EntryExpr::StructField(field) => f(&field.value),
+        EntryExpr::MapEntry(m) => {
+            f(&m.key);
+            f(&m.value);
+        }
+    };
+    match &e.expr {
+        Expr::Select(s) => f(&s.operand),
         Expr::Call(call) => {
-            call.target.iter().for_each(|t| walk(t));
-            call.args.iter().for_each(walk);
+            if let Some(target) = &call.target {
+                f(target);
+            }
+            call.args.iter().for_each(&mut f);
         }
         Expr::Comprehension(c) => {
             for part in [
@@ -141,30 +158,13 @@ fn collect_reads(e: &IdedExpr, reads: &mut Reads, depth: usize) {
                 &c.loop_step,
                 &c.result,
             ] {
-                walk(part);
+                f(part);
             }
         }
-        Expr::List(list) => list.elements.iter().for_each(walk),
-        Expr::Map(map) => map
-            .entries
-            .iter()
-            .for_each(|e| entry_reads(&e.expr, &mut walk)),
-        Expr::Struct(s) => s
-            .entries
-            .iter()
-            .for_each(|e| entry_reads(&e.expr, &mut walk)),
-        Expr::Literal(_) | Expr::Unspecified => {}
-    }
-}
-
-/// The expressions of a map or struct entry, given to `walk`.
-fn entry_reads(entry: &EntryExpr, walk: &mut impl FnMut(&IdedExpr)) {
-    match entry {
-        EntryExpr::StructField(f) => walk(&f.value),
-        EntryExpr::MapEntry(m) => {
-            walk(&m.key);
-            walk(&m.value);
-        }
+        Expr::List(list) => list.elements.iter().for_each(&mut f),
+        Expr::Map(map) => map.entries.iter().for_each(|e| entry(&e.expr, &mut f)),
+        Expr::Struct(s) => s.entries.iter().for_each(|e| entry(&e.expr, &mut f)),
+        Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => {}
     }
 }
 
@@ -585,45 +585,19 @@ fn collect_fields(e: &IdedExpr, tested: &mut Vec<String>, read: &mut Vec<String>
     if depth > MAX_SCHEMA_DEPTH {
         return;
     }
-    let mut walk = |e: &IdedExpr| collect_fields(e, tested, read, depth + 1);
-    match &e.expr {
-        Expr::Select(s) => match self_path(&s.operand, 0) {
-            Some(mut path) => {
-                path.push(&s.field);
-                let path = path.join(".");
-                if s.test {
-                    tested.push(path);
-                } else {
-                    read.push(path);
-                }
-            }
-            None => walk(&s.operand),
-        },
-        Expr::Call(call) => {
-            call.target.iter().for_each(|t| walk(t));
-            call.args.iter().for_each(walk);
+    if let Expr::Select(s) = &e.expr
+        && let Some(mut path) = self_path(&s.operand, 0)
+    {
+        path.push(&s.field);
+        let path = path.join(".");
+        if s.test {
+            tested.push(path);
+        } else {
+            read.push(path);
         }
-        Expr::Comprehension(c) => {
-            for part in [
-                &c.iter_range,
-                &c.accu_init,
-                &c.loop_cond,
-                &c.loop_step,
-                &c.result,
-            ] {
-                walk(part);
-            }
-        }
-        Expr::List(list) => list.elements.iter().for_each(walk),
-        Expr::Map(map) => map.entries.iter().for_each(|entry| match &entry.expr {
-            EntryExpr::StructField(f) => walk(&f.value),
-            EntryExpr::MapEntry(m) => {
-                walk(&m.key);
-                walk(&m.value);
-            }
-        }),
-        _ => {}
+        return;
     }
+    for_each_child(e, |child| collect_fields(child, tested, read, depth + 1));
 }
 
 /// A rule's failure as `kube_cel` reports it (from [`kube_cel::validate_compiled`] or
@@ -1131,47 +1105,19 @@ fn quoted_step(r: &str) -> Option<(String, &str)> {
 /// How deeply comprehensions (`all`, `exists`, `map`, `filter`, ...) nest: each level
 /// multiplies the work by the size of the list it walks.
 fn comprehension_depth(e: &IdedExpr) -> u32 {
-    match &e.expr {
-        Expr::Comprehension(c) => {
-            let body = [&c.loop_cond, &c.loop_step, &c.result]
-                .into_iter()
-                .map(comprehension_depth)
-                .max()
-                .unwrap_or(0);
-            comprehension_depth(&c.iter_range)
-                .max(comprehension_depth(&c.accu_init))
-                .max(body + 1)
-        }
-        Expr::Call(call) => call
-            .target
-            .iter()
-            .map(|t| comprehension_depth(t))
-            .chain(call.args.iter().map(comprehension_depth))
-            .max()
-            .unwrap_or(0),
-        Expr::List(list) => list
-            .elements
-            .iter()
+    if let Expr::Comprehension(c) = &e.expr {
+        let body = [&c.loop_cond, &c.loop_step, &c.result]
+            .into_iter()
             .map(comprehension_depth)
             .max()
-            .unwrap_or(0),
-        Expr::Map(map) => entries_depth(map.entries.iter().map(|e| &e.expr)),
-        Expr::Struct(s) => entries_depth(s.entries.iter().map(|e| &e.expr)),
-        Expr::Select(select) => comprehension_depth(&select.operand),
-        _ => 0,
+            .unwrap_or(0);
+        return comprehension_depth(&c.iter_range)
+            .max(comprehension_depth(&c.accu_init))
+            .max(body + 1);
     }
-}
-
-fn entries_depth<'a>(entries: impl Iterator<Item = &'a EntryExpr>) -> u32 {
-    entries
-        .map(|entry| match entry {
-            EntryExpr::StructField(f) => comprehension_depth(&f.value),
-            EntryExpr::MapEntry(m) => {
-                comprehension_depth(&m.key).max(comprehension_depth(&m.value))
-            }
-        })
-        .max()
-        .unwrap_or(0)
+    let mut deepest = 0;
+    for_each_child(e, |child| deepest = deepest.max(comprehension_depth(child)));
+    deepest
 }
 
 /// `n^d` for a value of `n` JSON nodes (`n` when there is no comprehension: converting the
