@@ -865,6 +865,49 @@ mod tests {
         assert_eq!(text, br#"["   ","     "," ",7,null,"",""]"#);
     }
 
+    proptest::proptest! {
+        /// Whatever a change makes of a review, a body the scan reads is one decoding reads,
+        /// blanked or not, to the same request, and its echo is what salvage reads.
+        #[test]
+        fn a_changed_review_is_scanned_only_if_decoding_reads_it_the_same(
+            changes in proptest::collection::vec((0usize..4000, 0usize..16), 1..4),
+            update in proptest::bool::ANY,
+        ) {
+            const BYTES: &[u8] = b"\"\\{}[],: 0-.eu\x01";
+            let metadata = json!({"name": "c", "uid": "x",
+                "annotations": {"a": "b", LAST_APPLIED: "{\"big\":\"\\u00e9\\\"\"}\n", MODE_ANNOTATION: "warn"},
+                "managedFields": [{"manager": "kubectl", "fieldsV1": {"f:spec": {".": {}}}, "n": -1}],
+                "labels": {"l": "v"}});
+            let mut review = applied(metadata);
+            if update {
+                review["request"]["operation"] = json!("UPDATE");
+                review["request"]["oldObject"] = review["request"]["object"].clone();
+            }
+            let mut body = review.to_string().into_bytes();
+            for (at, byte) in changes {
+                let at = at % body.len();
+                match byte % 3 {
+                    0 => body[at] = BYTES[byte % BYTES.len()],
+                    1 => {
+                        body.remove(at);
+                    }
+                    _ => body.insert(at, BYTES[byte % BYTES.len()]),
+                }
+            }
+            let Some(scanned) = scan(None, &body, usize::MAX) else {
+                return Ok(());
+            };
+            let text = String::from_utf8_lossy(&body).into_owned();
+            let full = decode(None, &body, usize::MAX);
+            proptest::prop_assert!(full.is_ok(), "{}: {:?}", text, full.err());
+            let mut blanked = body.clone();
+            blank_unread(&mut blanked, &scanned.unread);
+            let read = decode_with_shape(None, &blanked, usize::MAX, scanned.shape);
+            proptest::prop_assert_eq!(format!("{read:?}"), format!("{full:?}"), "{}", text);
+            proptest::prop_assert_eq!(&scanned.echo, &salvage(&body), "{}", text);
+        }
+    }
+
     #[test]
     fn a_scanned_body_nests_no_deeper_than_its_bound() {
         // Arrays nested `n` deep wherever the scan reads, checks or skips a value.
