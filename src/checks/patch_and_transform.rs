@@ -12,7 +12,7 @@ use std::sync::{Arc, OnceLock};
 
 use crate::model::{
     ComposedTemplate, Composition, CompositionSpec, MODE_RESOURCES, PatchAndTransformInput,
-    PatchAndTransformStep, ResourceSet, is_patch_and_transform,
+    PatchAndTransformStep, ResourceSet, apply_input_defaults, is_patch_and_transform,
 };
 use crate::schema::{self, Schema, validation};
 
@@ -34,7 +34,7 @@ pub fn read_steps(c: &mut Composition) -> (Vec<PatchAndTransformStep>, Vec<Field
             continue;
         };
         let at = Path::new("spec").child("pipeline").index(i).child("input");
-        schema::apply_defaults(defaulted, schema::patch_and_transform_input_schema());
+        apply_input_defaults(defaulted);
         // The model reads the input with its defaults, before validation prunes it: fields
         // of later versions of the function, which its CRD here does not know, are read too.
         // Its bases are moved in after validation, which leaves them as they are (they
@@ -438,7 +438,7 @@ mod tests {
                 "resources": "not a list"}),
         ] {
             let mut once = input.clone();
-            schema::apply_defaults(&mut once, schema::patch_and_transform_input_schema());
+            apply_input_defaults(&mut once);
             let mut twice = once.clone();
             let kept = validation::validate_defaulted_resource(compiled, &mut once, &at, &limits);
             let again = validation::validate_resource(compiled, &mut twice, &at, &limits);

@@ -160,8 +160,13 @@ fn mark_patch(patch: &mut Patch) {
 /// A copy of an input with its CRD's defaults.
 pub fn with_input_defaults(input: &Value) -> Value {
     let mut defaulted = input.clone();
-    schema::apply_defaults(&mut defaulted, schema::patch_and_transform_input_schema());
+    apply_input_defaults(&mut defaulted);
     defaulted
+}
+
+/// Gives an input its CRD's defaults, in place.
+pub fn apply_input_defaults(input: &mut Value) {
+    schema::apply_defaults(input, schema::patch_and_transform_input_schema());
 }
 
 #[cfg(test)]

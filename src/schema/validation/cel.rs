@@ -15,6 +15,7 @@
 //! it. Transition rules (using `oldSelf`) are not evaluated on
 //! create, as on the API server.
 
+use std::borrow::Cow;
 use std::time::Instant;
 
 use kube_cel::cel::common::ast::{EntryExpr, Expr, IdedExpr};
@@ -664,7 +665,7 @@ thread_local! {
 /// `resolve_message`).
 fn evaluate_direct(compiled: &CelSchema, reads: &Reads, value: &Value) -> Vec<CelError> {
     use kube_cel::cel::{ExecutionError, Value as CelValue};
-    let this = to_cel_read(value, compiled, reads);
+    let this = to_cel_compiled(value, compiled, reads);
     BASE_CONTEXT.with(|base| {
         let mut node = base.new_inner_scope();
         node.add_variable_from_value("self", this);
@@ -758,8 +759,9 @@ fn plain_strings(compiled: &CelSchema, depth: usize) -> bool {
 }
 
 /// `kube_cel`'s `json_to_cel_with_compiled` for a schema whose strings all stay strings
-/// ([`plain_strings`]).
-fn to_cel_compiled(value: &Value, compiled: &CelSchema) -> kube_cel::cel::Value {
+/// ([`plain_strings`]), of what `reads` names of `value`: of an object read by members, only
+/// those members (what a select chain finds is the same; nothing else can see the rest).
+fn to_cel_compiled(value: &Value, compiled: &CelSchema, reads: &Reads) -> kube_cel::cel::Value {
     use kube_cel::cel::Value as CelValue;
     use kube_cel::cel::objects::{Key, Map as CelMap};
     use std::sync::Arc;
@@ -768,91 +770,58 @@ fn to_cel_compiled(value: &Value, compiled: &CelSchema) -> kube_cel::cel::Value 
             items
                 .iter()
                 .map(|item| match &compiled.items {
-                    Some(c) => to_cel_compiled(item, c),
+                    Some(c) => to_cel_compiled(item, c, &Reads::Whole),
                     None => to_cel(item),
                 })
                 .collect(),
         )),
         Value::Object(obj) => {
-            let mut map = std::collections::HashMap::with_capacity(obj.len());
+            let members = match reads {
+                Reads::Whole => None,
+                Reads::Members(members) => Some(members),
+            };
+            let mut map = std::collections::HashMap::with_capacity(
+                members.map_or(obj.len(), |m| m.len().min(obj.len())),
+            );
             for (k, v) in obj {
-                let child = if let Some(c) = compiled.properties.get(k) {
-                    to_cel_compiled(v, c)
-                } else if let Some(c) = &compiled.additional_properties {
-                    to_cel_compiled(v, c)
-                } else {
-                    to_cel(v)
-                };
                 // Map keys (additionalProperties) are user data, not field names.
-                let key = if compiled.is_map {
-                    k.clone()
+                let name = if compiled.is_map {
+                    Cow::Borrowed(k.as_str())
                 } else {
                     escape_field_name(k)
                 };
-                map.insert(Key::String(Arc::new(key)), child);
+                let inner = match members {
+                    None => &Reads::Whole,
+                    Some(members) => match members.iter().find(|(n, _)| *n == name) {
+                        Some((_, inner)) => inner,
+                        None => continue,
+                    },
+                };
+                let child = if let Some(c) = compiled.properties.get(k) {
+                    to_cel_compiled(v, c, inner)
+                } else if let Some(c) = &compiled.additional_properties {
+                    to_cel_compiled(v, c, inner)
+                } else {
+                    to_cel(v)
+                };
+                map.insert(Key::String(Arc::new(name.into_owned())), child);
             }
             if compiled.embedded_resource {
-                embedded_defaults(&mut map);
+                for field in ["apiVersion", "kind"] {
+                    map.entry(Key::String(Arc::new(field.into())))
+                        .or_insert_with(|| CelValue::String(Arc::new(String::new())));
+                }
+                map.entry(Key::String(Arc::new("metadata".into())))
+                    .or_insert_with(|| {
+                        CelValue::Map(CelMap {
+                            map: Arc::new(std::collections::HashMap::new()),
+                        })
+                    });
             }
             CelValue::Map(CelMap { map: Arc::new(map) })
         }
         scalar => to_cel(scalar),
     }
-}
-
-/// What `kube_cel` gives an embedded resource that lacks them: an empty `apiVersion` and
-/// `kind`, and empty `metadata`.
-fn embedded_defaults(
-    map: &mut std::collections::HashMap<kube_cel::cel::objects::Key, kube_cel::cel::Value>,
-) {
-    use kube_cel::cel::Value as CelValue;
-    use kube_cel::cel::objects::{Key, Map as CelMap};
-    use std::sync::Arc;
-    for field in ["apiVersion", "kind"] {
-        map.entry(Key::String(Arc::new(field.into())))
-            .or_insert_with(|| CelValue::String(Arc::new(String::new())));
-    }
-    map.entry(Key::String(Arc::new("metadata".into())))
-        .or_insert_with(|| {
-            CelValue::Map(CelMap {
-                map: Arc::new(std::collections::HashMap::new()),
-            })
-        });
-}
-
-/// [`to_cel_compiled`] of what `reads` names of `value`: of an object read by members, only
-/// those members (what a select chain finds is the same; nothing else can see the rest).
-fn to_cel_read(value: &Value, compiled: &CelSchema, reads: &Reads) -> kube_cel::cel::Value {
-    use kube_cel::cel::Value as CelValue;
-    use kube_cel::cel::objects::{Key, Map as CelMap};
-    use std::sync::Arc;
-    let (Reads::Members(members), Value::Object(obj)) = (reads, value) else {
-        return to_cel_compiled(value, compiled);
-    };
-    let mut map = std::collections::HashMap::with_capacity(members.len());
-    for (k, v) in obj {
-        // The name CEL gives the member, as `to_cel_compiled` names it.
-        let name = if compiled.is_map || !needs_escape(k) {
-            std::borrow::Cow::Borrowed(k.as_str())
-        } else {
-            std::borrow::Cow::Owned(escape_field_name(k))
-        };
-        let Some((_, inner)) = members.iter().find(|(n, _)| *n == name) else {
-            continue;
-        };
-        let child = if let Some(c) = compiled.properties.get(k) {
-            to_cel_read(v, c, inner)
-        } else if let Some(c) = &compiled.additional_properties {
-            to_cel_read(v, c, inner)
-        } else {
-            to_cel(v)
-        };
-        map.insert(Key::String(Arc::new(name.into_owned())), child);
-    }
-    if compiled.embedded_resource {
-        embedded_defaults(&mut map);
-    }
-    CelValue::Map(CelMap { map: Arc::new(map) })
 }
 
 /// `kube_cel`'s `json_to_cel`: without a schema, strings stay strings and field names are
@@ -878,7 +847,10 @@ fn to_cel(value: &Value) -> kube_cel::cel::Value {
         Value::Object(obj) => {
             let mut map = std::collections::HashMap::with_capacity(obj.len());
             for (k, v) in obj {
-                map.insert(Key::String(Arc::new(escape_field_name(k))), to_cel(v));
+                map.insert(
+                    Key::String(Arc::new(escape_field_name(k).into_owned())),
+                    to_cel(v),
+                );
             }
             CelValue::Map(CelMap { map: Arc::new(map) })
         }
@@ -910,15 +882,11 @@ const CEL_RESERVED_WORDS: &[&str] = &[
     "while",
 ];
 
-/// Whether [`escape_field_name`] changes `name`.
-fn needs_escape(name: &str) -> bool {
-    CEL_RESERVED_WORDS.contains(&name) || name.contains(['_', '.', '-', '/'])
-}
-
-/// `kube_cel`'s (and the API server's) field name escaping.
-fn escape_field_name(name: &str) -> String {
+/// `kube_cel`'s (and the API server's) field name escaping; `name` itself when nothing is
+/// escaped.
+fn escape_field_name(name: &str) -> Cow<'_, str> {
     if CEL_RESERVED_WORDS.contains(&name) {
-        return format!("__{name}__");
+        return Cow::Owned(format!("__{name}__"));
     }
     if name.contains(['_', '.', '-', '/']) {
         let mut escaped = String::with_capacity(name.len() * 2);
@@ -931,9 +899,9 @@ fn escape_field_name(name: &str) -> String {
                 _ => escaped.push(ch),
             }
         }
-        return escaped;
+        return Cow::Owned(escaped);
     }
-    name.to_string()
+    Cow::Borrowed(name)
 }
 
 /// The field error of a rule that evaluated to false; `evaluated` is kube-cel's message

@@ -144,6 +144,22 @@ fn once(seen: &mut u32, field: usize) -> Option<()> {
     Some(())
 }
 
+/// Which of `fields` the member `name` is, marked seen (a second time is no plain review);
+/// `None` inside when it is none of them, its value skipped.
+fn field(
+    walk: &mut Walk<'_>,
+    name: &str,
+    fields: &[&str],
+    seen: &mut u32,
+) -> Option<Option<usize>> {
+    let Some(field) = fields.iter().position(|f| *f == name) else {
+        walk.value()?;
+        return Some(None);
+    };
+    once(seen, field)?;
+    Some(Some(field))
+}
+
 /// The review: its apiVersion and kind, then its request.
 fn review(
     walk: &mut Walk<'_>,
@@ -151,27 +167,19 @@ fn review(
     key: &mut Option<verdicts::Key>,
     unread: &mut Unread,
 ) -> Option<()> {
+    const FIELDS: &[&str] = &["apiVersion", "kind", "request"];
     let mut seen = 0;
     walk.object(|walk, name| {
-        match name {
-            "apiVersion" => {
-                once(&mut seen, 0)?;
-                echo.api_version = Some(answered_version(&walk.string()?)?);
-            }
-            "kind" => {
-                once(&mut seen, 1)?;
-                (walk.string()? == KIND).then_some(())?;
-            }
-            "request" => {
-                once(&mut seen, 2)?;
+        match field(walk, name, FIELDS, &mut seen)? {
+            Some(0) => echo.api_version = Some(answered_version(&walk.string()?)?),
+            Some(1) => (walk.string()? == KIND).then_some(())?,
+            Some(_) => {
                 if seen != 0b111 {
                     return None;
                 }
                 request(walk, echo, key, unread)?;
             }
-            _ => {
-                walk.value()?;
-            }
+            None => {}
         }
         Some(())
     })?;
@@ -200,10 +208,9 @@ fn request(
     let mut seen = 0;
     let mut cacheable = false;
     walk.object(|walk, name| {
-        let Some(field) = FIELDS.iter().position(|f| *f == name) else {
-            return walk.value().map(drop);
+        let Some(field) = field(walk, name, FIELDS, &mut seen)? else {
+            return Some(());
         };
-        once(&mut seen, field)?;
         match field {
             0 => echo.uid = Some(walk.string()?.into_owned()),
             1 => {
@@ -342,10 +349,9 @@ fn metadata(walk: &mut Walk<'_>, mut unread: Option<&mut Unread>) -> Option<Scan
     let mut m = ScanMetadata::default();
     let mut seen = 0;
     walk.object(|walk, name| {
-        let Some(field) = FIELDS.iter().position(|f| *f == name) else {
-            return walk.value().map(drop);
+        let Some(field) = field(walk, name, FIELDS, &mut seen)? else {
+            return Some(());
         };
-        once(&mut seen, field)?;
         match field {
             0 => m.name = Some(walk.string()?.into_owned()),
             1 => m.generate_name = Some(walk.string()?.into_owned()),
