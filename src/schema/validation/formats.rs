@@ -392,47 +392,51 @@ fn is_date_time(s: &str) -> bool {
     })
 }
 
-/// strfmt's `ParseDuration`: Go's `time.ParseDuration`, or a list of `<n> <unit>` with units
-/// like `ns`, `ms`, `sec`, `min`, `hours`, `days`, `weeks`.
+/// strfmt's `IsDuration`: [`strfmt_duration`] reads it.
 fn is_duration(s: &str) -> bool {
-    if is_go_duration(s) {
-        return true;
+    strfmt_duration(s).is_some()
+}
+
+/// strfmt's `ParseDuration`, in nanoseconds: Go's `time.ParseDuration`, or a list of
+/// `<n> <unit>` with units like `ns`, `ms`, `sec`, `min`, `hours`, `days`, `weeks` (summed
+/// with Go's wrapping arithmetic); `None` when strfmt refuses the text. What a `duration`
+/// string is to CEL on the API server.
+pub(super) fn strfmt_duration(s: &str) -> Option<i64> {
+    if let Ok(ns) = crate::go::time::parse_duration(s) {
+        return Some(ns);
     }
     if !DURATION_SHAPE.is_match(s) {
-        return false;
+        return None;
     }
-    const UNITS: [&[&str]; 8] = [
-        &["ns", "nano"],
-        &["us", "µs", "micro"],
-        &["ms", "milli"],
-        &["s", "sec"],
-        &["m", "min"],
-        &["h", "hr", "hour"],
-        &["d", "day"],
-        &["w", "wk", "week"],
+    const HOUR: i64 = 3_600_000_000_000;
+    const UNITS: [(&[&str], i64); 8] = [
+        (&["ns", "nano"], 1),
+        (&["us", "µs", "micro"], 1_000),
+        (&["ms", "milli"], 1_000_000),
+        (&["s", "sec"], 1_000_000_000),
+        (&["m", "min"], 60_000_000_000),
+        (&["h", "hr", "hour"], HOUR),
+        (&["d", "day"], 24 * HOUR),
+        (&["w", "wk", "week"], 7 * 24 * HOUR),
     ];
     let mut matched = false;
+    let mut total: i64 = 0;
     for part in DURATION_PART.captures_iter(s) {
         let number = part.get(1).map_or("", |m| m.as_str());
         // strconv.Atoi fails on overflow, failing the whole parse.
-        if number.parse::<i64>().is_err() {
-            return false;
-        }
+        let factor = number.parse::<i64>().ok()?;
         let unit = part.get(2).map_or("", |m| m.as_str()).to_lowercase();
-        for variants in UNITS {
+        for (variants, multiplier) in UNITS {
             let last = variants.len() - 1;
             for (i, variant) in variants.iter().enumerate() {
                 if (i == last && unit.starts_with(variant)) || variant.eq_ignore_ascii_case(&unit) {
                     matched = true;
+                    total = total.wrapping_add(factor.wrapping_mul(multiplier));
                 }
             }
         }
     }
-    matched
-}
-
-fn is_go_duration(s: &str) -> bool {
-    go_duration_seconds(s).is_some()
+    matched.then_some(total)
 }
 
 /// Go's `time.ParseDuration` ([`crate::go::time::parse_duration`]) in seconds; `None` when

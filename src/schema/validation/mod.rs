@@ -19,7 +19,7 @@
 //!    `jsonschema` crate with the Kubernetes formats (`formats.rs`), its errors worded as
 //!    apiextensions words them (`errors.rs`);
 //! 5. embedded resources (`embedded.rs`) and list types (`list_type.rs`);
-//! 6. `x-kubernetes-validations` CEL rules with `kube-cel` (`cel.rs`), unless a blocking
+//! 6. `x-kubernetes-validations` CEL rules with `kube-cel` (`cel/`), unless a blocking
 //!    error exists, bounded by [`CelLimits`].
 //!
 //! Deliberate differences from the API server are listed where they happen; the main ones:

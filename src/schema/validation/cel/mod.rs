@@ -2,10 +2,11 @@
 //! apiextensions' CEL validator reports them.
 //!
 //! Each schema node with rules (its own and its `allOf` branches') gets one `kube-cel`
-//! schema: the rules plus the node's subtree without rules and defaults, which `kube-cel`
-//! needs to convert values (field-name escaping, `date-time`, `duration`, `byte`, embedded
-//! resources). The walk over the object is ours, so that evaluations can be counted and the
-//! clock checked between them; a node's rules run together, as one batch.
+//! schema: the rules plus the node's subtree without rules and defaults (what `kube-cel`'s
+//! own evaluation, which the tests compare with, converts values by). Values are converted
+//! to CEL here ([`value`]), as the API server converts them, which is not quite as
+//! `kube-cel` does. The walk over the object is ours, so that evaluations can be counted and
+//! the clock checked between them; a node's rules run together, as one batch.
 //!
 //! Failures read as the API server's: message = `message`, the evaluated `messageExpression`
 //! (trimmed; an empty, multi-line or over-long one falls back to the message), or
@@ -15,12 +16,13 @@
 //! it. Transition rules (using `oldSelf`) are not evaluated on
 //! create, as on the API server.
 
-use std::borrow::Cow;
 use std::time::Instant;
 
 use kube_cel::cel::common::ast::{EntryExpr, Expr, IdedExpr};
 use kube_cel::{CompiledSchema as CelSchema, ErrorKind};
 use serde_json::{Map, Value, json};
+
+mod value;
 
 use super::{CelLimits, ResourceValidation};
 use crate::findings::{BadValue, ErrorType, FieldError, Path, join_path};
@@ -66,13 +68,11 @@ struct Unit {
     schema_type: String,
     /// Deepest nesting of comprehensions in the rules and message expressions.
     comprehension_depth: u32,
-    /// Whether the rules are evaluated here ([`evaluate_direct`]) rather than by
-    /// `kube_cel::validate_compiled`: when no node of the subtree has a string format that
-    /// converts to another CEL type (`date-time`, `duration`, `byte`).
-    direct: bool,
-    /// What the rules and message expressions read of `self`: what a direct evaluation
-    /// converts of the node's value.
+    /// What the rules and message expressions read of `self`: what is converted of the
+    /// node's value.
     reads: Reads,
+    /// How the node's value converts to CEL.
+    shape: value::Shape,
 }
 
 /// What expressions read of `self` ([`collect_reads`]), so that only that is converted to
@@ -342,7 +342,7 @@ impl CelProgram {
         }
         Some(Unit {
             reads,
-            direct: plain_strings(&compiled, 0),
+            shape: value::Shape::of(schema),
             compiled,
             rules: kept,
             schema_type: if schema.int_or_string {
@@ -477,15 +477,7 @@ impl Run<'_> {
             return;
         }
         self.evaluations += unit.rules.len();
-        let errors = if unit.direct {
-            evaluate_direct(&unit.compiled, &unit.reads, value)
-        } else {
-            match kube_cel::validate_compiled(&unit.compiled, value, None) {
-                Ok(()) => return,
-                Err(errors) => errors.into_vec().into_iter().map(CelError::from).collect(),
-            }
-        };
-        for error in errors {
+        for error in evaluate(unit, value) {
             let Some(rule) = unit.rules.iter().find(|r| r.rule == error.rule) else {
                 self.result.notes.push(format!(
                     "CEL evaluation at {}: {}",
@@ -601,8 +593,7 @@ fn collect_fields(e: &IdedExpr, tested: &mut Vec<String>, read: &mut Vec<String>
     for_each_child(e, |child| collect_fields(child, tested, read, depth + 1));
 }
 
-/// A rule's failure as `kube_cel` reports it (from [`kube_cel::validate_compiled`] or
-/// [`evaluate_direct`]).
+/// A rule's failure as `kube_cel` reports it ([`evaluate`]).
 struct CelError {
     rule: String,
     message: String,
@@ -611,6 +602,8 @@ struct CelError {
     go_wording: String,
 }
 
+// What the tests compare the evaluation with.
+#[cfg(test)]
 impl From<kube_cel::ValidationError> for CelError {
     fn from(error: kube_cel::ValidationError) -> Self {
         let cause = std::error::Error::source(&error)
@@ -657,20 +650,21 @@ thread_local! {
     };
 }
 
-/// `kube_cel::validate_compiled` for a unit's rules, without what it does that changes
-/// nothing here: copying the value to apply defaults (the subtree has none, the value was
-/// defaulted before) and converting every node below again to evaluate their rules (the
-/// subtree has none). What the rules read of the value (`reads`) is converted once, the rules
-/// run in order against it, and failures read as `kube_cel`'s (`Validator::evaluate_rule`,
-/// `resolve_message`).
-fn evaluate_direct(compiled: &CelSchema, reads: &Reads, value: &Value) -> Vec<CelError> {
+/// A unit's rules evaluated as `kube_cel::validate_compiled` evaluates them, failures in its
+/// words (`Validator::evaluate_rule`, `resolve_message`), but with `self` converted as the API
+/// server converts it ([`value::to_cel_compiled`]: field names escaped, nulls of an object's
+/// properties absent), and without what changes nothing here: copying the value to apply
+/// defaults (it was defaulted before) and converting every node below again to evaluate their
+/// rules (each node's rules are a unit of their own). What the rules read of the value
+/// (`reads`) is converted once, and the rules run in order against it.
+fn evaluate(unit: &Unit, value: &Value) -> Vec<CelError> {
     use kube_cel::cel::{ExecutionError, Value as CelValue};
-    let this = to_cel_compiled(value, compiled, reads);
+    let this = value::to_cel_compiled(value, &unit.shape, &unit.reads);
     BASE_CONTEXT.with(|base| {
         let mut node = base.new_inner_scope();
         node.add_variable_from_value("self", this);
         let mut errors = Vec::new();
-        for result in &compiled.validations {
+        for result in &unit.compiled.validations {
             // Rules that failed to compile and transition rules were removed at compile.
             let Ok(cr) = result else { continue };
             if cr.is_transition_rule && cr.rule.optional_old_self != Some(true) {
@@ -735,173 +729,6 @@ fn evaluate_direct(compiled: &CelSchema, reads: &Reads, value: &Value) -> Vec<Ce
         }
         errors
     })
-}
-
-/// Whether no node of `compiled` has a format that converts strings to another CEL type
-/// (then [`to_cel_compiled`] converts values as `kube_cel` does).
-fn plain_strings(compiled: &CelSchema, depth: usize) -> bool {
-    use kube_cel::SchemaFormat;
-    if depth > MAX_SCHEMA_DEPTH {
-        return false;
-    }
-    matches!(
-        compiled.format,
-        SchemaFormat::None | SchemaFormat::IntOrString
-    ) && compiled
-        .properties
-        .values()
-        .chain(compiled.items.as_deref())
-        .chain(compiled.additional_properties.as_deref())
-        .chain(&compiled.all_of)
-        .chain(&compiled.one_of)
-        .chain(&compiled.any_of)
-        .all(|c| plain_strings(c, depth + 1))
-}
-
-/// `kube_cel`'s `json_to_cel_with_compiled` for a schema whose strings all stay strings
-/// ([`plain_strings`]), of what `reads` names of `value`: of an object read by members, only
-/// those members (what a select chain finds is the same; nothing else can see the rest).
-fn to_cel_compiled(value: &Value, compiled: &CelSchema, reads: &Reads) -> kube_cel::cel::Value {
-    use kube_cel::cel::Value as CelValue;
-    use kube_cel::cel::objects::{Key, Map as CelMap};
-    use std::sync::Arc;
-    match value {
-        Value::Array(items) => CelValue::List(Arc::new(
-            items
-                .iter()
-                .map(|item| match &compiled.items {
-                    Some(c) => to_cel_compiled(item, c, &Reads::Whole),
-                    None => to_cel(item),
-                })
-                .collect(),
-        )),
-        Value::Object(obj) => {
-            let members = match reads {
-                Reads::Whole => None,
-                Reads::Members(members) => Some(members),
-            };
-            let mut map = std::collections::HashMap::with_capacity(
-                members.map_or(obj.len(), |m| m.len().min(obj.len())),
-            );
-            for (k, v) in obj {
-                // Map keys (additionalProperties) are user data, not field names.
-                let name = if compiled.is_map {
-                    Cow::Borrowed(k.as_str())
-                } else {
-                    escape_field_name(k)
-                };
-                let inner = match members {
-                    None => &Reads::Whole,
-                    Some(members) => match members.iter().find(|(n, _)| *n == name) {
-                        Some((_, inner)) => inner,
-                        None => continue,
-                    },
-                };
-                let child = if let Some(c) = compiled.properties.get(k) {
-                    to_cel_compiled(v, c, inner)
-                } else if let Some(c) = &compiled.additional_properties {
-                    to_cel_compiled(v, c, inner)
-                } else {
-                    to_cel(v)
-                };
-                map.insert(Key::String(Arc::new(name.into_owned())), child);
-            }
-            if compiled.embedded_resource {
-                for field in ["apiVersion", "kind"] {
-                    map.entry(Key::String(Arc::new(field.into())))
-                        .or_insert_with(|| CelValue::String(Arc::new(String::new())));
-                }
-                map.entry(Key::String(Arc::new("metadata".into())))
-                    .or_insert_with(|| {
-                        CelValue::Map(CelMap {
-                            map: Arc::new(std::collections::HashMap::new()),
-                        })
-                    });
-            }
-            CelValue::Map(CelMap { map: Arc::new(map) })
-        }
-        scalar => to_cel(scalar),
-    }
-}
-
-/// `kube_cel`'s `json_to_cel`: without a schema, strings stay strings and field names are
-/// escaped.
-fn to_cel(value: &Value) -> kube_cel::cel::Value {
-    use kube_cel::cel::Value as CelValue;
-    use kube_cel::cel::objects::{Key, Map as CelMap};
-    use std::sync::Arc;
-    match value {
-        Value::Null => CelValue::Null,
-        Value::Bool(b) => CelValue::Bool(*b),
-        Value::Number(n) => {
-            if let Some(i) = n.as_i64() {
-                CelValue::Int(i)
-            } else if let Some(u) = n.as_u64() {
-                CelValue::UInt(u)
-            } else {
-                CelValue::Float(n.as_f64().unwrap_or(f64::NAN))
-            }
-        }
-        Value::String(s) => CelValue::String(Arc::new(s.clone())),
-        Value::Array(items) => CelValue::List(Arc::new(items.iter().map(to_cel).collect())),
-        Value::Object(obj) => {
-            let mut map = std::collections::HashMap::with_capacity(obj.len());
-            for (k, v) in obj {
-                map.insert(
-                    Key::String(Arc::new(escape_field_name(k).into_owned())),
-                    to_cel(v),
-                );
-            }
-            CelValue::Map(CelMap { map: Arc::new(map) })
-        }
-    }
-}
-
-/// CEL reserved words, escaped as `__word__` in field names.
-const CEL_RESERVED_WORDS: &[&str] = &[
-    "true",
-    "false",
-    "null",
-    "in",
-    "as",
-    "break",
-    "const",
-    "continue",
-    "else",
-    "for",
-    "function",
-    "if",
-    "import",
-    "let",
-    "loop",
-    "package",
-    "namespace",
-    "return",
-    "var",
-    "void",
-    "while",
-];
-
-/// `kube_cel`'s (and the API server's) field name escaping; `name` itself when nothing is
-/// escaped.
-fn escape_field_name(name: &str) -> Cow<'_, str> {
-    if CEL_RESERVED_WORDS.contains(&name) {
-        return Cow::Owned(format!("__{name}__"));
-    }
-    if name.contains(['_', '.', '-', '/']) {
-        let mut escaped = String::with_capacity(name.len() * 2);
-        for ch in name.chars() {
-            match ch {
-                '_' => escaped.push_str("__"),
-                '.' => escaped.push_str("__dot__"),
-                '-' => escaped.push_str("__dash__"),
-                '/' => escaped.push_str("__slash__"),
-                _ => escaped.push(ch),
-            }
-        }
-        return Cow::Owned(escaped);
-    }
-    Cow::Borrowed(name)
 }
 
 /// The field error of a rule that evaluated to false; `evaluated` is kube-cel's message
@@ -1133,12 +960,14 @@ mod tests {
         Schema::from_value(&v).expect("schema")
     }
 
-    /// The direct evaluation reports what `kube_cel::validate_compiled` reports, error for
-    /// error: failures with messages and message expressions, non-boolean results, runtime
-    /// errors, escaped field names, map keys, embedded resources, `optionalOldSelf`; with
-    /// what each rule reads of `self` converted, alone and with the others.
+    /// The evaluation reports what `kube_cel::validate_compiled` reports, error for error,
+    /// where the two convert values alike (no property with `_`, no null property, no
+    /// `number`: [`rules_see_values_as_the_api_server_converts_them`]): failures with
+    /// messages and message expressions, non-boolean results, runtime errors, escaped field
+    /// names, map keys, embedded resources, `optionalOldSelf`; with what each rule reads of
+    /// `self` converted, alone and with the others.
     #[test]
-    fn direct_evaluation_matches_kube_cel() {
+    fn evaluation_matches_kube_cel() {
         let rules = [
             json!({"rule": "self.size > 2", "message": "too small"}),
             json!({"rule": "self.size < 10", "messageExpression": "'size ' + string(self.size)"}),
@@ -1146,20 +975,20 @@ mod tests {
             json!({"rule": "self.size", "message": "not a bool"}),
             json!({"rule": "self.missing == 1"}),
             json!({"rule": "self.size / self.zero == 1"}),
-            json!({"rule": "has(self.x_y) && self.x_y == 'a'"}),
+            json!({"rule": "has(self.x__dash__y) && self.x__dash__y == 'a'"}),
             json!({"rule": "self.__namespace__ == 'n'"}),
             json!({"rule": "self.tags['a.b'] == 'c'"}),
             json!({"rule": "self.tags.a == 'c'"}),
             json!({"rule": "self.inner.apiVersion == ''"}),
             json!({"rule": "self.inner.metadata.name == 'x'"}),
-            json!({"rule": "self.list.all(i, i.a_b > 0)"}),
+            json!({"rule": "self.list.all(i, i.a__dot__b > 0)"}),
             json!({"rule": "oldSelf == null || self.size == oldSelf.size", "optionalOldSelf": true}),
             json!({"rule": "self.size == 1 || self.size == 2"}),
             json!({"rule": "size(self) > 3"}),
             json!({"rule": "self.free.k__dash__1[0] > 1.0"}),
             json!({"rule": "[self.size, self.zero].all(x, x > 0)"}),
-            json!({"rule": "{'s': self.x_y}.s == 'a'"}),
-            json!({"rule": "self.list.exists(i, i.a_b == self.size)"}),
+            json!({"rule": "{'s': self.x__dash__y}.s == 'a'"}),
+            json!({"rule": "self.list.exists(i, i.a__dot__b == self.size)"}),
             json!({"rule": "!has(self.free.k__dash__1) || self.free.k__dash__1.size() == 3"}),
         ];
         let schema_of = |rules: &[Value]| {
@@ -1169,22 +998,22 @@ mod tests {
                     "properties": {
                         "size": {"type": "integer"},
                         "zero": {"type": "integer"},
-                        "x_y": {"type": "string"},
+                        "x-y": {"type": "string"},
                         "namespace": {"type": "string"},
                         "tags": {"type": "object", "additionalProperties": {"type": "string"}},
                         "inner": {"type": "object", "x-kubernetes-embedded-resource": true,
                             "x-kubernetes-preserve-unknown-fields": true},
                         "list": {"type": "array", "items": {"type": "object",
-                            "properties": {"a_b": {"type": "integer"}}}},
+                            "properties": {"a.b": {"type": "integer"}}}},
                         "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}
                     }}
             }}))
         };
         let values = [
-            json!({"size": 1, "zero": 0, "x_y": "b", "namespace": "m", "tags": {"a.b": "d", "a": "c"},
-                   "inner": {"kind": "K"}, "list": [{"a_b": 0}], "free": {"k-1": [1.5, null, true]}}),
-            json!({"size": 5, "zero": 1, "x_y": "a", "namespace": "n", "tags": {"a.b": "c"},
-                   "inner": {"metadata": {"name": "x"}}, "list": [{"a_b": 1}], "free": {}}),
+            json!({"size": 1, "zero": 0, "x-y": "b", "namespace": "m", "tags": {"a.b": "d", "a": "c"},
+                   "inner": {"kind": "K"}, "list": [{"a.b": 0}], "free": {"k-1": [1.5, null, true]}}),
+            json!({"size": 5, "zero": 1, "x-y": "a", "namespace": "n", "tags": {"a.b": "c"},
+                   "inner": {"metadata": {"name": "x"}}, "list": [{"a.b": 1}], "free": {}}),
             json!({"size": 12, "list": []}),
             json!({"size": 18446744073709551615u64}),
             json!({}),
@@ -1204,16 +1033,14 @@ mod tests {
                 assert!(set[0].get("optionalOldSelf").is_some(), "{set:?}");
                 continue;
             };
-            assert!(unit.direct);
             if unit.reads != Reads::Whole {
                 projected += 1;
             }
             for value in &values {
-                let direct: Vec<(String, String, String, String)> =
-                    evaluate_direct(&unit.compiled, &unit.reads, value)
-                        .into_iter()
-                        .map(|e| (e.rule, e.message, format!("{:?}", e.kind), e.go_wording))
-                        .collect();
+                let ours: Vec<(String, String, String, String)> = evaluate(unit, value)
+                    .into_iter()
+                    .map(|e| (e.rule, e.message, format!("{:?}", e.kind), e.go_wording))
+                    .collect();
                 let kube: Vec<(String, String, String, String)> =
                     match kube_cel::validate_compiled(&unit.compiled, value, None) {
                         Ok(()) => Vec::new(),
@@ -1224,7 +1051,7 @@ mod tests {
                             .map(|e| (e.rule, e.message, format!("{:?}", e.kind), e.go_wording))
                             .collect(),
                     };
-                assert_eq!(direct, kube, "{value} with {set:?}");
+                assert_eq!(ours, kube, "{value} with {set:?}");
             }
         }
         assert!(projected >= 15, "{projected}");
@@ -1285,18 +1112,112 @@ mod tests {
         }
     }
 
-    #[test]
-    fn formats_that_convert_strings_are_left_to_kube_cel() {
-        let s = schema(json!({"type": "object",
-            "x-kubernetes-validations": [{"rule": "self.at != ''"}],
-            "properties": {"at": {"type": "string", "format": "date-time"}}}));
-        let program = CelProgram::compile(&s);
+    /// What fails of `rules` on `spec` (with `properties`) for `value`.
+    fn failing(rules: &[&str], properties: Value, value: Value) -> Vec<String> {
+        let rules: Vec<Value> = rules.iter().map(|r| json!({"rule": r})).collect();
+        let program = CelProgram::compile(&schema(json!({"type": "object", "properties": {
+            "spec": {"type": "object", "x-kubernetes-validations": rules,
+                "properties": properties}}})));
         let unit = program
             .root
             .as_ref()
-            .and_then(|r| r.unit.as_ref())
-            .expect("unit");
-        assert!(!unit.direct);
+            .and_then(|r| r.properties.first())
+            .and_then(|(_, n)| n.unit.as_ref())
+            .expect("a unit on spec");
+        evaluate(unit, &value)
+            .into_iter()
+            .map(|e| format!("{}: {}", e.rule, e.go_wording))
+            .collect()
+    }
+
+    /// `self` as the API server converts it (`UnstructuredToVal`, `cel.Escape`), where
+    /// kube-cel 0.8 converts otherwise and would deny what the API server accepts.
+    #[test]
+    fn rules_see_values_as_the_api_server_converts_them() {
+        let properties = json!({
+            "x_y": {"type": "string"},
+            "a__b": {"type": "integer"},
+            "a.b_c": {"type": "integer"},
+            "n": {"type": "string", "nullable": true},
+            "ratio": {"type": "number"},
+            "count": {"type": "integer"},
+            "at": {"type": "string", "format": "date-time"},
+            "day": {"type": "string", "format": "date"},
+            "ttl": {"type": "string", "format": "duration"},
+            "long": {"type": "string", "format": "duration"},
+            "data": {"type": "string", "format": "byte"},
+            "tags": {"type": "object", "additionalProperties": {"type": "string"}},
+            "list": {"type": "array", "items": {"type": "object",
+                "properties": {"k_v": {"type": "integer"}}}}
+        });
+        let value = json!({"x_y": "a", "a__b": 1, "a.b_c": 2, "n": null, "ratio": 1,
+            "count": 3, "at": "2024-05-01T10:00:00.5+02:00", "day": "2024-05-01",
+            "ttl": "1m30s", "long": "2 days", "data": "aGVsbG8=", "tags": {"a_b": "c"},
+            "list": [{"k_v": 1}]});
+        // Each holds on the API server for `value`; the ones marked fail with kube-cel's own
+        // conversion.
+        let hold = [
+            "self.x_y == 'a'",             // kube-cel: `x__y`
+            "has(self.x_y)",               // kube-cel: `x__y`
+            "self.a__underscores__b == 1", // kube-cel: `a____b`
+            "self.a__dot__b_c == 2",       // kube-cel: `a__dot__b__c`
+            "!has(self.n)",                // kube-cel: null is there
+            "self.ratio * 0.5 == 0.5",     // kube-cel: an int
+            "self.count * 2 == 6",
+            "self.at == timestamp('2024-05-01T08:00:00.5Z')",
+            "self.day == timestamp('2024-05-01T00:00:00Z')", // kube-cel: a string
+            "self.ttl == duration('90s')",
+            "self.long == duration('48h')", // kube-cel: a string
+            "size(self.data) == 5",
+            "self.tags.a_b == 'c' && self.tags['a_b'] == 'c'",
+            "self.list.all(i, i.k_v == 1)", // kube-cel: `k__v`
+        ];
+        assert_eq!(
+            failing(&hold, properties.clone(), value.clone()),
+            Vec::<String>::new()
+        );
+        // And the same rules see the values they compare, not any value.
+        let mut other = value.clone();
+        for (k, v) in [
+            ("x_y", json!("b")),
+            ("a__b", json!(2)),
+            ("a.b_c", json!(3)),
+            ("n", json!("set")),
+            ("ratio", json!(3)),
+            ("count", json!(4)),
+            ("at", json!("2024-05-01T10:00:00.5Z")),
+            ("day", json!("2024-05-02")),
+            ("ttl", json!("91s")),
+            ("long", json!("3 days")),
+            ("data", json!("aGk=")),
+            ("tags", json!({"a_b": "d"})),
+            ("list", json!([{"k_v": 2}])),
+        ] {
+            other[k] = v;
+        }
+        assert_eq!(
+            failing(&hold, properties.clone(), other),
+            [
+                "self.x_y == 'a': ",
+                "self.a__underscores__b == 1: ",
+                "self.a__dot__b_c == 2: ",
+                "!has(self.n): ",
+                "self.ratio * 0.5 == 0.5: ",
+                "self.count * 2 == 6: ",
+                "self.at == timestamp('2024-05-01T08:00:00.5Z'): ",
+                "self.day == timestamp('2024-05-01T00:00:00Z'): ",
+                "self.ttl == duration('90s'): ",
+                "self.long == duration('48h'): ",
+                "size(self.data) == 5: ",
+                "self.tags.a_b == 'c' && self.tags['a_b'] == 'c': ",
+                "self.list.all(i, i.k_v == 1): ",
+            ]
+        );
+        // A name kube-cel gives but the API server does not is not there.
+        assert_eq!(
+            failing(&["self.x__y == 'a'"], properties, value),
+            ["self.x__y == 'a': no such key: x__y"]
+        );
     }
 
     #[test]
