@@ -155,22 +155,24 @@ fn is_qualified_name_part(s: &str) -> bool {
             .all(|c| alnum(*c) || matches!(c, b'-' | b'_' | b'.'))
 }
 
-/// `dns1123SubdomainRegexp` (anchored): dot-separated DNS-1123 labels, in one pass (every
-/// label starts and ends with a lower case letter or digit, so a dot has one on each side).
+/// `dns1123SubdomainRegexp` (anchored): dot-separated DNS-1123 labels, in one pass: every
+/// label starts and ends with a lower case letter or digit, so a dot follows one and is
+/// followed by one, and a dash never follows a dot.
 fn is_dns1123_subdomain(s: &str) -> bool {
-    let b = s.as_bytes();
-    b.first().copied().is_some_and(lower_alnum)
-        && b.last().copied().is_some_and(lower_alnum)
-        && b.iter().enumerate().all(|(i, c)| match c {
-            b'.' => {
-                i.checked_sub(1)
-                    .and_then(|j| b.get(j))
-                    .copied()
-                    .is_some_and(lower_alnum)
-                    && b.get(i + 1).copied().is_some_and(lower_alnum)
-            }
-            c => lower_alnum(*c) || *c == b'-',
-        })
+    // As if after a dot: the first byte must be a letter or digit.
+    let mut prev = b'.';
+    for &c in s.as_bytes() {
+        let ok = match c {
+            b'.' => lower_alnum(prev),
+            b'-' => prev != b'.',
+            c => lower_alnum(c),
+        };
+        if !ok {
+            return false;
+        }
+        prev = c;
+    }
+    lower_alnum(prev)
 }
 
 /// `dns1123LabelRegexp` (anchored).
@@ -181,8 +183,28 @@ fn is_dns1123_label(s: &str) -> bool {
         && b.iter().all(|c| lower_alnum(*c) || *c == b'-')
 }
 
+/// Whether [`qualified_name`] finds nothing wrong: the common case (every label and
+/// annotation key of every rendered resource), in one pass over the bytes.
+fn is_qualified_name(value: &str) -> bool {
+    let (prefix, name) = match memchr::memchr(b'/', value.as_bytes()) {
+        None => (None, value),
+        Some(i) => (value.get(..i), value.get(i + 1..).unwrap_or_default()),
+    };
+    prefix.is_none_or(|p| p.len() <= DNS1123_SUBDOMAIN_MAX && is_dns1123_subdomain(p))
+        && name.len() <= LABEL_MAX
+        && is_qualified_name_part(name)
+}
+
 /// `IsQualifiedName`: label keys, annotation keys (lowercased), finalizers.
 pub fn qualified_name(value: &str) -> Vec<String> {
+    if is_qualified_name(value) {
+        return Vec::new();
+    }
+    qualified_name_errors(value)
+}
+
+/// What `IsQualifiedName` says of `value`, found part by part.
+fn qualified_name_errors(value: &str) -> Vec<String> {
     let mut errs = Vec::new();
     // `strings.Split(value, "/")`: one part, two, or more (an error), without collecting.
     let parts = match value.split_once('/') {
@@ -326,6 +348,46 @@ pub fn path_segment(name: &str, prefix: bool) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// apimachinery's regexps, as `IsQualifiedName` and `IsDNS1123Subdomain` apply them.
+    fn upstream_qualified_name(value: &str) -> bool {
+        let name = regex::Regex::new("^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$").unwrap();
+        let (prefix, rest) = match value.split('/').collect::<Vec<_>>()[..] {
+            [name] => (None, name),
+            [prefix, name] => (Some(prefix), name),
+            _ => return false,
+        };
+        prefix.is_none_or(|p| !p.is_empty() && upstream_subdomain(p))
+            && !rest.is_empty()
+            && rest.len() <= 63
+            && name.is_match(rest)
+    }
+
+    fn upstream_subdomain(value: &str) -> bool {
+        let label = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
+        let re = regex::Regex::new(&format!("^{label}(\\.{label})*$")).unwrap();
+        value.len() <= 253 && re.is_match(value)
+    }
+
+    proptest! {
+        /// The one-pass check and the part-by-part errors agree with apimachinery's regexps
+        /// on names near the rules' edges: dots, dashes, slashes, case, lengths.
+        #[test]
+        fn qualified_names_are_checked_as_apimachinery_checks_them(
+            value in "([a-zA-Z0-9._/-]{0,12}|[a-z0-9.-]{0,8}/[a-zA-Z0-9._-]{0,8}|[a-z0-9.-]{250,256}/[a-z]{1,3}|[a-z]{60,66}|[a-z.-]{0,6}[A-Z_/@ ]?[a-z.-]{0,6})"
+        ) {
+            let expected = upstream_qualified_name(&value);
+            prop_assert_eq!(is_qualified_name(&value), expected, "{}", value);
+            prop_assert_eq!(qualified_name_errors(&value).is_empty(), expected, "{}", value);
+            prop_assert_eq!(qualified_name(&value).is_empty(), expected, "{}", value);
+        }
+
+        #[test]
+        fn subdomains_are_checked_as_apimachinery_checks_them(value in "[a-z0-9.-]{0,12}") {
+            prop_assert_eq!(dns1123_subdomain(&value).is_empty(), upstream_subdomain(&value));
+        }
+    }
 
     #[test]
     fn messages_match_apimachinery() {

@@ -9,6 +9,7 @@
 //! true for `a: null`), and keeps a whole `number` an integer (`self.ratio * 0.5` has no
 //! overload for `1`).
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
@@ -109,23 +110,17 @@ pub(super) fn to_cel_compiled(value: &Value, shape: &Shape, reads: &Reads) -> Ce
             let mut map =
                 HashMap::with_capacity(members.map_or(obj.len(), |m| m.len().min(obj.len())));
             for (k, v) in obj {
-                let (name, child) = if let Some(properties) = &shape.properties {
+                let name = if shape.properties.is_some() {
                     // The API server finds a property by unescaping the name a rule selects:
                     // one that cannot be escaped cannot be selected, and null is absent.
-                    let Some(name) = escape_field_name(k) else {
-                        continue;
-                    };
-                    if v.is_null() {
-                        continue;
+                    match escape_field_name(k) {
+                        Some(name) if !v.is_null() => name,
+                        _ => continue,
                     }
-                    (name, properties.get(k))
-                } else if let Some(additional) = &shape.additional {
-                    (
-                        std::borrow::Cow::Borrowed(k.as_str()),
-                        additional.as_deref(),
-                    )
+                } else if shape.additional.is_some() {
+                    Cow::Borrowed(k.as_str())
                 } else {
-                    (escape_field_name(k).unwrap_or_else(|| k.into()), None)
+                    escape_field_name(k).unwrap_or(Cow::Borrowed(k.as_str()))
                 };
                 let inner = match members {
                     None => &Reads::Whole,
@@ -133,6 +128,11 @@ pub(super) fn to_cel_compiled(value: &Value, shape: &Shape, reads: &Reads) -> Ce
                         Some((_, inner)) => inner,
                         None => continue,
                     },
+                };
+                let child = match (&shape.properties, &shape.additional) {
+                    (Some(properties), _) => properties.get(k),
+                    (None, Some(additional)) => additional.as_deref(),
+                    (None, None) => None,
                 };
                 let child = match child {
                     Some(s) => to_cel_compiled(v, s, inner),
@@ -206,7 +206,7 @@ pub(super) fn to_cel(value: &Value) -> CelValue {
         Value::Object(obj) => {
             let mut map = HashMap::with_capacity(obj.len());
             for (k, v) in obj {
-                let name = escape_field_name(k).unwrap_or_else(|| k.into());
+                let name = escape_field_name(k).unwrap_or(Cow::Borrowed(k.as_str()));
                 map.insert(Key::String(Arc::new(name.into_owned())), to_cel(v));
             }
             CelValue::Map(CelMap { map: Arc::new(map) })
@@ -214,51 +214,29 @@ pub(super) fn to_cel(value: &Value) -> CelValue {
     }
 }
 
-/// CEL's reserved words, escaped as `__word__` in field names.
-const CEL_RESERVED_WORDS: &[&str] = &[
-    "true",
-    "false",
-    "null",
-    "in",
-    "as",
-    "break",
-    "const",
-    "continue",
-    "else",
-    "for",
-    "function",
-    "if",
-    "import",
-    "let",
-    "loop",
-    "package",
-    "namespace",
-    "return",
-    "var",
-    "void",
-    "while",
-];
-
 /// The API server's `cel.Escape`: the CEL name of the property `name`, `name` itself when
 /// nothing is escaped, or `None` when it cannot be named in CEL (empty, a leading digit, or a
 /// character outside `[a-zA-Z0-9_./-]`). `__` becomes `__underscores__`, `.` `__dot__`, `-`
 /// `__dash__`, `/` `__slash__`, and a reserved word `__word__`; a single `_` stays.
-pub(super) fn escape_field_name(name: &str) -> Option<std::borrow::Cow<'_, str>> {
-    use std::borrow::Cow;
+pub(super) fn escape_field_name(name: &str) -> Option<Cow<'_, str>> {
     let bytes = name.as_bytes();
     if bytes.first().is_none_or(u8::is_ascii_digit) {
         return None;
     }
-    if CEL_RESERVED_WORDS.contains(&name) {
+    if is_reserved(name) {
         return Some(Cow::Owned(format!("__{name}__")));
     }
-    if !bytes
-        .iter()
-        .all(|&c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'-' | b'/'))
-    {
-        return None;
+    // One pass: most names need nothing escaped.
+    let mut plain = true;
+    for (i, &c) in bytes.iter().enumerate() {
+        match c {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' => {}
+            b'_' => plain &= bytes.get(i + 1) != Some(&b'_'),
+            b'.' | b'-' | b'/' => plain = false,
+            _ => return None,
+        }
     }
-    if !name.contains(['.', '-', '/']) && !name.contains("__") {
+    if plain {
         return Some(Cow::Borrowed(name));
     }
     // Go's `(__|[-./])` replaced left to right: `___` is `__underscores___`.
@@ -278,6 +256,34 @@ pub(super) fn escape_field_name(name: &str) -> Option<std::borrow::Cow<'_, str>>
         i += 1;
     }
     Some(Cow::Owned(escaped))
+}
+
+/// CEL's reserved words (`celReservedSymbols`), escaped as `__word__` in field names.
+fn is_reserved(name: &str) -> bool {
+    matches!(
+        name,
+        "true"
+            | "false"
+            | "null"
+            | "in"
+            | "as"
+            | "break"
+            | "const"
+            | "continue"
+            | "else"
+            | "for"
+            | "function"
+            | "if"
+            | "import"
+            | "let"
+            | "loop"
+            | "package"
+            | "namespace"
+            | "return"
+            | "var"
+            | "void"
+            | "while"
+    )
 }
 
 #[cfg(test)]
