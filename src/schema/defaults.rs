@@ -36,10 +36,7 @@ fn default_at(value: &mut Value, schema: &Schema, depth: usize) {
         Value::Object(map) => {
             // In the properties' order, only those with a default on or below them: the
             // members are looked up by name (a scan), not each property by a member's.
-            for name in &schema.defaulted_properties {
-                let Some(prop) = schema.properties.get(name) else {
-                    continue;
-                };
+            for (name, prop) in &schema.properties {
                 if let Some(default) = &prop.default {
                     let missing_or_null = match crate::json::member(map, name) {
                         None => true,

@@ -201,10 +201,6 @@ pub struct Schema {
     /// `additionalProperties`, a single `items`); defaulting skips subtrees without one. Set
     /// by the parser: a schema changed after parsing must keep it true where it adds defaults.
     pub defaults_below: bool,
-    /// The properties defaulting visits, in their order: those with a `default` on or below
-    /// them (a provider's `forProvider` has hundreds of properties and none). Set by the
-    /// parser, with [`Schema::defaults_below`].
-    pub defaulted_properties: Vec<String>,
 }
 
 impl Schema {
@@ -495,24 +491,17 @@ fn parse_into(
         parse_into(&mut child, v, &join(path, "not"), depth + 1)?;
         target.not = Some(child);
     }
-    target.defaulted_properties = target
-        .properties
-        .iter()
-        .filter(|(_, p)| has_default(p))
-        .map(|(name, _)| name.clone())
-        .collect();
-    target.defaults_below = !target.defaulted_properties.is_empty()
-        || target
-            .additional_properties_schema()
-            .is_some_and(has_default)
-        || target.items_schema().is_some_and(has_default);
+    target.defaults_below = defaults_below(target);
     Ok(())
 }
 
-/// Whether defaulting (see [`super::apply_defaults`]) finds a `default` on `s` or below it.
-/// The flags below are already set.
-fn has_default(s: &Schema) -> bool {
-    s.default.is_some() || s.defaults_below
+/// Whether defaulting (see [`super::apply_defaults`]) may find a `default` below `s`: one on a
+/// child it visits, or below one. The children's flags are already set.
+fn defaults_below(s: &Schema) -> bool {
+    let has = |c: &Schema| c.default.is_some() || c.defaults_below;
+    s.properties.values().any(has)
+        || s.additional_properties_schema().is_some_and(has)
+        || s.items_schema().is_some_and(has)
 }
 
 fn parse_list(
@@ -672,7 +661,7 @@ mod tests {
     }
 
     #[test]
-    fn defaults_below_marks_the_paths_to_defaults_and_the_properties_on_them() {
+    fn defaults_below_marks_the_paths_to_defaults() {
         let s = Schema::from_value(&json!({"type": "object", "properties": {
             "plain": {"type": "object", "properties": {"a": {"type": "string"}}},
             "list": {"type": "array", "items": {"type": "object", "properties": {
@@ -685,7 +674,6 @@ mod tests {
         assert!(s.defaults_below);
         let p = |name: &str| s.property(name).expect(name).defaults_below;
         assert!(!p("plain") && p("list") && p("map") && !p("own") && !p("other"));
-        assert_eq!(s.defaulted_properties, ["list", "map", "own"]);
         assert!(!Schema::default().defaults_below);
     }
 
