@@ -37,6 +37,10 @@ const MAX_RULE_COST: u64 = 1_000_000;
 /// value conversion is cut below this depth (deeper values convert without their schema).
 const MAX_CEL_SUBTREE_DEPTH: usize = 60;
 
+/// cel-go's default `ExpressionSizeCodePointLimit`, which the API server's CEL environment
+/// keeps: the most code points of a rule or message expression.
+const MAX_EXPRESSION_CODE_POINTS: usize = 100_000;
+
 /// How many rules a "not evaluated" note names before summarizing the rest.
 const LISTED_RULES: usize = 10;
 
@@ -219,10 +223,17 @@ impl CelProgram {
             .iter()
             .chain(schema.all_of.iter().flat_map(|branch| &branch.validations))
             .collect();
+        let has_rules = !rules.is_empty();
+        let rules: Vec<&ValidationRule> = rules
+            .into_iter()
+            .filter(|r| self.within_size_limit(r, at))
+            .collect();
+        if has_rules {
+            self.has_rules = true;
+        }
         let unit = if rules.is_empty() {
             None
         } else {
-            self.has_rules = true;
             self.unit(schema, &rules, at)
         };
         let base = join(at, "properties");
@@ -251,6 +262,30 @@ impl CelProgram {
             additional,
             items,
         })
+    }
+
+    /// Whether the rule and its message expression are within cel-go's
+    /// `ExpressionSizeCodePointLimit` (the API server refuses a CRD with a longer one); a
+    /// longer one is noted and not compiled: the parser's recursion grows with the text.
+    fn within_size_limit(&mut self, rule: &ValidationRule, at: &str) -> bool {
+        let too_long = |text: &str| {
+            text.len() > MAX_EXPRESSION_CODE_POINTS
+                && text.chars().count() > MAX_EXPRESSION_CODE_POINTS
+        };
+        let long = if too_long(&rule.rule) {
+            "it is"
+        } else if rule.message_expression.as_deref().is_some_and(too_long) {
+            "its messageExpression is"
+        } else {
+            return true;
+        };
+        let shown: String = rule.rule.chars().take(40).collect();
+        self.notes.push(format!(
+            "rule {}... at {} is not checked: {long} longer than {MAX_EXPRESSION_CODE_POINTS} code points, which the API server refuses",
+            quote(&shown),
+            display(at)
+        ));
+        false
     }
 
     fn unit(&mut self, schema: &Schema, rules: &[&ValidationRule], at: &str) -> Option<Unit> {
@@ -1217,6 +1252,33 @@ mod tests {
         assert_eq!(
             failing(&["self.x__y == 'a'"], properties, value),
             ["self.x__y == 'a': no such key: x__y"]
+        );
+    }
+
+    /// A rule or message expression over cel-go's 100,000 code points is not compiled (its
+    /// parse would recurse as deep as the text is long): noted, and the node still has rules.
+    #[test]
+    fn rules_over_the_size_limit_are_noted_not_compiled() {
+        // Over 100,000 bytes, but 50,009 code points.
+        let at_limit = format!("'{}' != ''", "é".repeat(MAX_EXPRESSION_CODE_POINTS / 2 + 1));
+        let over = format!("self{}", ".a".repeat(MAX_EXPRESSION_CODE_POINTS / 2));
+        let long_message = format!("'{}'", "x".repeat(MAX_EXPRESSION_CODE_POINTS));
+        let program = CelProgram::compile(&schema(json!({"type": "object",
+            "x-kubernetes-validations": [
+                {"rule": at_limit},
+                {"rule": over},
+                {"rule": "true", "messageExpression": long_message}]})));
+        assert_eq!(program.rule_count(), 1);
+        assert!(program.has_rules());
+        assert_eq!(
+            program.notes(),
+            [
+                format!(
+                    "rule \"self{}\"... at the root is not checked: it is longer than 100000 code points, which the API server refuses",
+                    ".a".repeat(18)
+                ),
+                "rule \"true\"... at the root is not checked: its messageExpression is longer than 100000 code points, which the API server refuses".to_string(),
+            ]
         );
     }
 
