@@ -2,10 +2,9 @@
 //! apiextensions' CEL validator reports them.
 //!
 //! Each schema node with rules (its own and its `allOf` branches') gets one `kube-cel`
-//! schema: the rules plus the node's subtree without rules and defaults (what `kube-cel`'s
-//! own evaluation, which the tests compare with, converts values by). Values are converted
-//! to CEL here ([`value`]), as the API server converts them, which is not quite as
-//! `kube-cel` does. The walk over the object is ours, so that evaluations can be counted and
+//! schema of its rules, compiled once. Values are converted to CEL here ([`value`]), as the
+//! API server converts them, which is not quite as `kube-cel` does. The walk over the
+//! object is ours, so that evaluations can be counted and
 //! the clock checked between them; a node's rules run together, as one batch.
 //!
 //! Failures read as the API server's: message = `message`, the evaluated `messageExpression`
@@ -27,14 +26,14 @@ mod value;
 use super::{CelLimits, ResourceValidation};
 use crate::findings::{BadValue, ErrorType, FieldError, Path, join_path};
 use crate::schema::structural::{MAX_SCHEMA_DEPTH, join};
-use crate::schema::{AdditionalProperties, Schema, ValidationRule};
+use crate::schema::{Schema, ValidationRule};
 
 /// The API server's per-call cost limit, used here as the bound of one evaluation's
 /// estimated cost.
 const MAX_RULE_COST: u64 = 1_000_000;
 
-/// `kube-cel` refuses schemas nested deeper than 64 levels; the subtree handed to it for
-/// value conversion is cut below this depth (deeper values convert without their schema).
+/// How deep a rule's value is converted with its schema ([`value::Shape`]); deeper values
+/// convert without it (as kube-cel, which refuses schemas nested deeper than 64 levels).
 const MAX_CEL_SUBTREE_DEPTH: usize = 60;
 
 /// cel-go's default `ExpressionSizeCodePointLimit`, which the API server's CEL environment
@@ -289,24 +288,22 @@ impl CelProgram {
     }
 
     fn unit(&mut self, schema: &Schema, rules: &[&ValidationRule], at: &str) -> Option<Unit> {
-        let mut json = subtree(schema, 0);
-        if let Value::Object(map) = &mut json {
-            let list: Vec<Value> = rules
-                .iter()
-                .map(|r| {
-                    let mut rule = Map::new();
-                    rule.insert("rule".into(), json!(r.rule));
-                    if let Some(m) = &r.message {
-                        rule.insert("message".into(), json!(m));
-                    }
-                    if let Some(m) = &r.message_expression {
-                        rule.insert("messageExpression".into(), json!(m));
-                    }
-                    Value::Object(rule)
-                })
-                .collect();
-            map.insert("x-kubernetes-validations".into(), Value::Array(list));
-        }
+        // Only the rules: values are converted here (`value::Shape`), not by kube-cel.
+        let list: Vec<Value> = rules
+            .iter()
+            .map(|r| {
+                let mut rule = Map::new();
+                rule.insert("rule".into(), json!(r.rule));
+                if let Some(m) = &r.message {
+                    rule.insert("message".into(), json!(m));
+                }
+                if let Some(m) = &r.message_expression {
+                    rule.insert("messageExpression".into(), json!(m));
+                }
+                Value::Object(rule)
+            })
+            .collect();
+        let json = json!({ "x-kubernetes-validations": list });
         let mut compiled = kube_cel::compile_schema(&json);
         let mut keep = Vec::with_capacity(rules.len());
         let mut kept = Vec::new();
@@ -700,22 +697,10 @@ fn evaluate(unit: &Unit, value: &Value) -> Vec<CelError> {
         node.add_variable_from_value("self", this);
         let mut errors = Vec::new();
         for result in &unit.compiled.validations {
-            // Rules that failed to compile and transition rules were removed at compile.
+            // Rules that failed to compile and transition rules (`oldSelf`, not evaluated on
+            // create) were removed at compile.
             let Ok(cr) = result else { continue };
-            if cr.is_transition_rule && cr.rule.optional_old_self != Some(true) {
-                continue;
-            }
-            let null_scope;
-            let ctx = if cr.rule.optional_old_self == Some(true) {
-                null_scope = {
-                    let mut s = node.new_inner_scope();
-                    s.add_variable_from_value("oldSelf", CelValue::Null);
-                    s
-                };
-                &null_scope
-            } else {
-                &node
-            };
+            let ctx = &node;
             let rule = || cr.rule.rule.clone();
             match cr.program.execute(ctx) {
                 Ok(CelValue::Bool(true)) => {}
@@ -824,53 +809,6 @@ fn rule_error_string(rule: &Rule) -> String {
         Some(m) if !m.is_empty() => m.trim().to_string(),
         _ => rule.rule.trim().to_string(),
     }
-}
-
-/// The schema `kube-cel` needs to convert a node's value: types, formats and the extensions
-/// that change conversion, without rules or defaults.
-fn subtree(schema: &Schema, depth: usize) -> Value {
-    let mut m = Map::new();
-    if let Some(t) = &schema.type_ {
-        m.insert("type".into(), json!(t));
-    }
-    if let Some(f) = &schema.format {
-        m.insert("format".into(), json!(f));
-    }
-    for (key, set) in [
-        ("x-kubernetes-int-or-string", schema.int_or_string),
-        ("x-kubernetes-embedded-resource", schema.embedded_resource),
-        (
-            "x-kubernetes-preserve-unknown-fields",
-            schema.preserve_unknown_fields,
-        ),
-    ] {
-        if set {
-            m.insert(key.into(), json!(true));
-        }
-    }
-    if depth < MAX_CEL_SUBTREE_DEPTH {
-        if !schema.properties.is_empty() {
-            let props: Map<String, Value> = schema
-                .properties
-                .iter()
-                .map(|(name, p)| (name.clone(), subtree(p, depth + 1)))
-                .collect();
-            m.insert("properties".into(), Value::Object(props));
-        }
-        match &schema.additional_properties {
-            Some(AdditionalProperties::Schema(s)) => {
-                m.insert("additionalProperties".into(), subtree(s, depth + 1));
-            }
-            Some(AdditionalProperties::Bool(b)) => {
-                m.insert("additionalProperties".into(), json!(b));
-            }
-            None => {}
-        }
-        if let Some(item) = schema.items_schema() {
-            m.insert("items".into(), subtree(item, depth + 1));
-        }
-    }
-    Value::Object(m)
 }
 
 /// `ValidFieldPath`: `.a.b`, `.a['x.y']`; named steps need `properties`, key steps
@@ -990,6 +928,54 @@ fn first_line(s: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::schema::AdditionalProperties;
+
+    /// The schema `kube-cel`'s own evaluation converts a node's value by: types, formats and
+    /// the extensions that change conversion, without rules or defaults.
+    fn subtree(schema: &Schema, depth: usize) -> Value {
+        let mut m = Map::new();
+        if let Some(t) = &schema.type_ {
+            m.insert("type".into(), json!(t));
+        }
+        if let Some(f) = &schema.format {
+            m.insert("format".into(), json!(f));
+        }
+        for (key, set) in [
+            ("x-kubernetes-int-or-string", schema.int_or_string),
+            ("x-kubernetes-embedded-resource", schema.embedded_resource),
+            (
+                "x-kubernetes-preserve-unknown-fields",
+                schema.preserve_unknown_fields,
+            ),
+        ] {
+            if set {
+                m.insert(key.into(), json!(true));
+            }
+        }
+        if depth < MAX_CEL_SUBTREE_DEPTH {
+            if !schema.properties.is_empty() {
+                let props: Map<String, Value> = schema
+                    .properties
+                    .iter()
+                    .map(|(name, p)| (name.clone(), subtree(p, depth + 1)))
+                    .collect();
+                m.insert("properties".into(), Value::Object(props));
+            }
+            match &schema.additional_properties {
+                Some(AdditionalProperties::Schema(s)) => {
+                    m.insert("additionalProperties".into(), subtree(s, depth + 1));
+                }
+                Some(AdditionalProperties::Bool(b)) => {
+                    m.insert("additionalProperties".into(), json!(b));
+                }
+                None => {}
+            }
+            if let Some(item) = schema.items_schema() {
+                m.insert("items".into(), subtree(item, depth + 1));
+            }
+        }
+        Value::Object(m)
+    }
 
     fn schema(v: Value) -> Schema {
         Schema::from_value(&v).expect("schema")
@@ -1057,7 +1043,12 @@ mod tests {
         sets.push(rules.to_vec());
         let mut projected = 0;
         for set in sets {
-            let program = CelProgram::compile(&schema_of(&set));
+            let whole = schema_of(&set);
+            let program = CelProgram::compile(&whole);
+            // kube-cel's own evaluation, converting by the node's schema.
+            let mut reference = subtree(whole.property("spec").expect("spec"), 0);
+            reference["x-kubernetes-validations"] = Value::Array(set.clone());
+            let reference = kube_cel::compile_schema(&reference);
             let unit = program
                 .root
                 .as_ref()
@@ -1077,7 +1068,7 @@ mod tests {
                     .map(|e| (e.rule, e.message, format!("{:?}", e.kind), e.go_wording))
                     .collect();
                 let kube: Vec<(String, String, String, String)> =
-                    match kube_cel::validate_compiled(&unit.compiled, value, None) {
+                    match kube_cel::validate_compiled(&reference, value, None) {
                         Ok(()) => Vec::new(),
                         Err(errors) => errors
                             .into_vec()
