@@ -29,6 +29,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
+use crate::findings::PatchAt;
+
 /// The limits of one validation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
@@ -183,7 +185,7 @@ impl Budget {
         };
         ACTIVE.with(|a| *a.borrow_mut() = Some(state));
         // A place left by an earlier run that panicked is not this run's.
-        AT.with(|at| at.borrow_mut().take());
+        AT.with(|at| at.set(None));
         // Cleared however `f` ends, so a panic does not leave a spent budget on a pooled
         // thread.
         struct Clear;
@@ -212,7 +214,7 @@ struct State {
     steps: u64,
     exceeded: Option<Exceeded>,
     /// Where the work was when the budget was spent.
-    at: Option<String>,
+    at: Option<PatchAt>,
 }
 
 impl State {
@@ -244,7 +246,7 @@ impl State {
     fn fail(&mut self, e: Exceeded) -> Exceeded {
         if self.exceeded.is_none() {
             self.exceeded = Some(e.clone());
-            self.at = AT.with(|at| at.borrow().clone());
+            self.at = AT.with(Cell::get);
         }
         self.exceeded.clone().unwrap_or(e)
     }
@@ -252,8 +254,8 @@ impl State {
 
 thread_local! {
     static ACTIVE: RefCell<Option<State>> = const { RefCell::new(None) };
-    /// The place the work is at, for the finding (set by the renderer per patch).
-    static AT: RefCell<Option<String>> = const { RefCell::new(None) };
+    /// The patch the work is at, for the finding (set by the renderer per patch).
+    static AT: Cell<Option<PatchAt>> = const { Cell::new(None) };
 }
 
 /// How many steps pass between two looks at the clock.
@@ -336,19 +338,19 @@ pub fn spent() -> bool {
 
 /// The place the work was at when the budget was spent, if it was set with [`at`].
 pub fn spent_at() -> Option<String> {
-    ACTIVE.with(|a| a.borrow().as_ref().and_then(|s| s.at.clone()))
+    ACTIVE.with(|a| {
+        a.borrow()
+            .as_ref()
+            .and_then(|s| s.at.map(|at| at.to_string()))
+    })
 }
 
-/// Runs `f` with `place` as where the work is (a patch's path), for the finding if the
-/// budget is spent inside it.
-pub fn at<R>(place: impl FnOnce() -> String, f: impl FnOnce() -> R) -> R {
-    let active = ACTIVE.with(|a| a.borrow().is_some());
-    if !active {
-        return f();
-    }
-    let previous = AT.with(|at| at.replace(Some(place())));
+/// Runs `f` with `patch` as where the work is, for the finding if the budget is spent
+/// inside it (its path is written out only then).
+pub fn at<R>(patch: PatchAt, f: impl FnOnce() -> R) -> R {
+    let previous = AT.with(|at| at.replace(Some(patch)));
     let out = f();
-    AT.with(|at| *at.borrow_mut() = previous);
+    AT.with(|at| at.set(previous));
     out
 }
 
@@ -603,14 +605,19 @@ mod tests {
             memory_bytes: 10,
             steps: 10,
         });
+        let patch = PatchAt {
+            step: Some(2),
+            holder: crate::findings::PatchHolder::PatchSet(0),
+            index: 1,
+        };
         let (at, exceeded) = budget.run(|| {
-            at(
-                || "spec.resources[0].patches[1]".into(),
-                || reserve(11).err(),
-            );
+            at(patch, || reserve(11).err());
             spent_at()
         });
-        assert_eq!(at.as_deref(), Some("spec.resources[0].patches[1]"));
+        assert_eq!(
+            at.as_deref(),
+            Some("spec.pipeline[2].input.patchSets[0].patches[1]")
+        );
         assert!(exceeded.is_some_and(|e| e.is_input()));
     }
 

@@ -372,6 +372,43 @@ impl From<&Path> for String {
     }
 }
 
+/// Where a patch is written in a Composition (`spec.resources[0].patches[1]`,
+/// `spec.pipeline[2].input.patchSets[0].patches[3]`), as numbers: a render records one for
+/// every patch it applies and shows few, so the text is built only when shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PatchAt {
+    /// The pipeline step whose function-patch-and-transform input holds the patch; `None`
+    /// for the Composition's own `spec` (Resources mode).
+    pub step: Option<usize>,
+    /// The template or patch set holding it.
+    pub holder: PatchHolder,
+    /// Its index in the holder's `patches`.
+    pub index: usize,
+}
+
+/// What holds a patch: a template (`resources[i]`) or a patch set (`patchSets[i]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PatchHolder {
+    /// `resources[i]`.
+    Resource(usize),
+    /// `patchSets[i]`.
+    PatchSet(usize),
+}
+
+impl fmt::Display for PatchAt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("spec")?;
+        if let Some(step) = self.step {
+            write!(f, ".pipeline[{step}].input")?;
+        }
+        match self.holder {
+            PatchHolder::Resource(i) => write!(f, ".resources[{i}]")?,
+            PatchHolder::PatchSet(i) => write!(f, ".patchSets[{i}]")?,
+        }
+        write!(f, ".patches[{}]", self.index)
+    }
+}
+
 /// Which level of validation produced a finding. The order is the order checks run in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]

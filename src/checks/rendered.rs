@@ -28,7 +28,7 @@ use serde_json::Value;
 
 use crate::checks::schema_aware::lookup::{BuiltInOrigin, SchemaSource};
 use crate::fieldpath::{self, Segment};
-use crate::findings::{BadValue, ErrorType, FieldError, Finding, Path, Severity, Stage};
+use crate::findings::{BadValue, ErrorType, FieldError, Finding, PatchAt, Path, Severity, Stage};
 use crate::model::function::FunctionSet;
 use crate::model::{Composition, PatchAndTransformStep};
 use crate::render::patch::Outcome;
@@ -288,7 +288,7 @@ impl Validation {
 #[derive(Debug)]
 struct Variant {
     /// The patches that failed.
-    failed: Vec<String>,
+    failed: Vec<PatchAt>,
     /// The errors of the rendered resource, by field and type.
     errors: Vec<(String, ErrorType)>,
 }
@@ -344,10 +344,10 @@ impl Ctx<'_> {
         for record in &resource.patches {
             if let Outcome::NotRendered(message) = &record.outcome {
                 // Not an error of the Composition: say what was not checked.
-                findings.push(not_rendered(&record.at, message));
+                findings.push(not_rendered(&record.at.to_string(), message));
             }
             if let Outcome::Failed(message) = &record.outcome
-                && !has_finding(self.earlier, &record.at)
+                && !has_finding(self.earlier, &record.at.to_string())
             {
                 findings.push(self.failed_patch(record, message, &resource, validation.as_ref()));
             }
@@ -484,31 +484,33 @@ impl Ctx<'_> {
         resource: &RenderedResource,
         validation: Option<&Validation>,
     ) -> Finding {
+        let at = record.at.to_string();
+        let from = record.from();
         let Some(_) = self.mock else {
             let e = FieldError::invalid(
-                record.at.as_str(),
-                record.from.as_str(),
+                at.as_str(),
+                from.as_str(),
                 format!("rendering fails: {message}"),
             );
             return finding(e, false);
         };
-        let every = self.for_every_value(&resource.at, &record.sources, validation, |v| {
+        let every = self.for_every_value(&resource.at, &record.sources(), validation, |v| {
             v.failed.contains(&record.at)
         });
         let e = match &every {
             Some(values) => FieldError::invalid(
-                record.at.as_str(),
-                record.from.as_str(),
+                at.as_str(),
+                from.as_str(),
                 format!(
                     "rendering fails for every value the composite resource's schema allows ({values}): {message}"
                 ),
             ),
             None => FieldError::invalid(
-                record.at.as_str(),
-                record.from.as_str(),
+                at.as_str(),
+                from.as_str(),
                 format!(
                     "rendering from the mock composite resource fails{}: {message}",
-                    self.mock_values(&record.sources)
+                    self.mock_values(&record.sources())
                         .map(|v| format!(" ({v})"))
                         .unwrap_or_default()
                 ),
@@ -555,7 +557,7 @@ impl Ctx<'_> {
             .patches
             .iter()
             .filter(|r| {
-                r.to.as_deref().is_some_and(|to| {
+                r.to().is_some_and(|to| {
                     let to = tokens(to);
                     targets.iter().any(|t| related(&to, t))
                 })
@@ -564,7 +566,8 @@ impl Ctx<'_> {
         // A patch with its own error already explains what it writes; one this tool could not
         // render leaves its fields unknown.
         if related.iter().any(|r| {
-            has_finding(self.earlier, &r.at) || matches!(r.outcome, Outcome::NotRendered(_))
+            matches!(r.outcome, Outcome::NotRendered(_))
+                || has_finding(self.earlier, &r.at.to_string())
         }) {
             return Verdict::Drop;
         }
@@ -591,7 +594,7 @@ impl Ctx<'_> {
         // A patch that writes the field (or an object holding it) replaces what earlier
         // patches wrote there.
         if let Some(last) = written.iter().rposition(|r| {
-            r.to.as_deref()
+            r.to()
                 .is_some_and(|to| targets.iter().any(|t| under(t, &tokens(to))))
         }) {
             written.drain(..last);
@@ -605,13 +608,10 @@ impl Ctx<'_> {
         }
         let at = written
             .iter()
-            .map(|r| r.at.as_str())
+            .map(|r| r.at.to_string())
             .collect::<Vec<_>>()
             .join(", ");
-        let mut sources: Vec<String> = written
-            .iter()
-            .flat_map(|r| r.sources.iter().cloned())
-            .collect();
+        let mut sources: Vec<&str> = written.iter().flat_map(|r| r.sources()).collect();
         sources.sort();
         sources.dedup();
         let from = sources.join(", ");
@@ -641,35 +641,33 @@ impl Ctx<'_> {
 
     /// Why a field set only by the skipped patch `r` is missing.
     fn set_only_by(&self, r: &PatchRecord) -> String {
+        let from = r.from();
         let why = if r.from_environment {
             format!(
                 "from the environment's {}, which is empty when rendered without \
                  EnvironmentConfigs",
-                r.from
+                from
             )
-        } else if r.from.starts_with("status.") {
+        } else if from.starts_with("status.") {
             format!(
                 "from {}, which the composite resource gets only later, in its status; until \
                  then the resource is invalid (policy.fromFieldPath: Required would wait for it)",
-                r.from
+                from
             )
         } else if self.mock.is_some() {
             format!(
                 "from {}, which the mock composite resource does not have (optional, no \
                  default); a composite resource without it renders an invalid resource",
-                r.from
+                from
             )
         } else {
-            format!(
-                "from {}, which this composite resource does not have",
-                r.from
-            )
+            format!("from {}, which this composite resource does not have", from)
         };
         format!("set only by {} {why}", r.at)
     }
 
     /// The mock's values at `sources` (`spec.id is "id"`), if it has them.
-    fn mock_values(&self, sources: &[String]) -> Option<String> {
+    fn mock_values(&self, sources: &[&str]) -> Option<String> {
         let shown: Vec<String> = sources
             .iter()
             .filter_map(|s| {
@@ -687,7 +685,7 @@ impl Ctx<'_> {
     fn for_every_value(
         &self,
         at: &Path,
-        sources: &[String],
+        sources: &[&str],
         validation: Option<&Validation>,
         holds: impl Fn(&Variant) -> bool,
     ) -> Option<String> {
@@ -695,7 +693,10 @@ impl Ctx<'_> {
         if sources.is_empty() {
             return None;
         }
-        let key = (at.as_str().to_string(), sources.to_vec());
+        let key = (
+            at.as_str().to_string(),
+            sources.iter().map(|s| s.to_string()).collect(),
+        );
         let cached = self.variants.borrow().get(&key).cloned();
         let variants = match cached {
             Some(v) => v,
@@ -729,7 +730,7 @@ impl Ctx<'_> {
     fn render_variants(
         &self,
         at: &Path,
-        sources: &[String],
+        sources: &[&str],
         schema: &Schema,
         validation: Option<&Validation>,
     ) -> Option<Vec<Variant>> {
@@ -760,7 +761,7 @@ impl Ctx<'_> {
                 .patches
                 .iter()
                 .filter(|r| matches!(r.outcome, Outcome::Failed(_)))
-                .map(|r| r.at.clone())
+                .map(|r| r.at)
                 .collect();
             let errors = match (resource.object, validation) {
                 (Some(mut object), Some(v)) => {

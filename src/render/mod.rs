@@ -19,7 +19,7 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value};
 
-use crate::findings::Path;
+use crate::findings::{PatchAt, PatchHolder, Path};
 use crate::json::{field, member};
 use crate::model::function::{FunctionPackage, FunctionSet, KnownFunction, Recognition};
 use crate::model::{self, ComposedTemplate, Composition, PatchAndTransformStep, ResourceSet};
@@ -36,25 +36,21 @@ pub const ANNOTATION_RESOURCE_NAME: &str = "crossplane.io/composition-resource-n
 
 /// What one patch did to a rendered resource.
 #[derive(Debug, Clone, PartialEq)]
-pub struct PatchRecord {
+pub struct PatchRecord<'a> {
     /// Where the patch is written in the Composition (`spec.resources[0].patches[1]`, or
     /// `spec.patchSets[0].patches[2]` for a patch set's).
-    pub at: String,
-    /// The source field path(s), for messages.
-    pub from: String,
-    /// The source field paths, one per combine variable.
-    pub sources: Vec<String>,
+    pub at: PatchAt,
+    /// The patch.
+    pub patch: &'a model::Patch,
     /// Whether the source is the environment rather than the XR.
     pub from_environment: bool,
     /// What happened.
     pub outcome: Outcome,
-    /// The destination as written (`toFieldPath`, or `fromFieldPath` by default).
-    pub to: Option<String>,
 }
 
 /// One composed resource rendered from a template.
 #[derive(Debug, Clone, PartialEq)]
-pub struct RenderedResource {
+pub struct RenderedResource<'a> {
     /// The template (`spec.resources[0]`, `spec.pipeline[1].input.resources[0]`).
     pub at: Path,
     /// The template's name.
@@ -63,7 +59,7 @@ pub struct RenderedResource {
     /// rendered a resource of that name.
     pub object: Option<Value>,
     /// Every patch of the template, patch sets expanded, in order.
-    pub patches: Vec<PatchRecord>,
+    pub patches: Vec<PatchRecord<'a>>,
     /// Why the runtime does not send this resource to the API server, if it does not.
     pub not_sent: Option<NotSent>,
 }
@@ -101,7 +97,33 @@ impl NotSent {
     }
 }
 
-impl PatchRecord {
+impl PatchRecord<'_> {
+    /// The source field paths, one per combine variable.
+    pub fn sources(&self) -> Vec<&str> {
+        let p = self.patch;
+        match &p.combine {
+            Some(c) if p.from_field_path.is_none() => c
+                .variables
+                .iter()
+                .map(|v| v.from_field_path.as_str())
+                .collect(),
+            _ => p.from_field_path.iter().map(String::as_str).collect(),
+        }
+    }
+
+    /// The source field path(s), for messages.
+    pub fn from(&self) -> String {
+        self.sources().join(", ")
+    }
+
+    /// The destination as written (`toFieldPath`, or `fromFieldPath` by default).
+    pub fn to(&self) -> Option<&str> {
+        self.patch
+            .to_field_path
+            .as_deref()
+            .or(self.patch.from_field_path.as_deref())
+    }
+
     /// Why this patch keeps its resource from being sent, if it does.
     fn stops_resource(&self) -> Option<String> {
         match &self.outcome {
@@ -191,12 +213,12 @@ impl FunctionRole {
 
 /// Everything a render produced.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct Rendered {
+pub struct Rendered<'a> {
     /// The XR after environment patches that write to it.
     pub composite: Value,
     /// The composed resources, in template order (a later step's template of the same name
     /// replaces an earlier one).
-    pub resources: Vec<RenderedResource>,
+    pub resources: Vec<RenderedResource<'a>>,
     /// Pipeline steps of other functions than patch-and-transform; `after` those of them
     /// that run after a rendered step (and may change what it rendered).
     pub opaque_steps: Vec<OpaqueStep>,
@@ -205,7 +227,7 @@ pub struct Rendered {
     pub environment_not_rendered: Vec<(String, String)>,
 }
 
-impl Rendered {
+impl Rendered<'_> {
     /// The steps after the one that rendered `at` whose functions may change or add
     /// composed resources in ways not rendered.
     pub fn changed_later(&self, at: &Path) -> Vec<&OpaqueStep> {
@@ -232,7 +254,7 @@ impl Rendered {
             .collect()
     }
 
-    fn later<'a>(&'a self, at: &Path) -> impl Iterator<Item = &'a OpaqueStep> {
+    fn later<'s>(&'s self, at: &Path) -> impl Iterator<Item = &'s OpaqueStep> {
         let step_of = |p: &str| -> Option<usize> {
             let rest = p.strip_prefix("spec.pipeline[")?;
             rest.split(']').next()?.parse().ok()
@@ -248,12 +270,12 @@ impl Rendered {
 /// patch-and-transform `steps` of a pipeline (from
 /// [`crate::checks::patch_and_transform::read_steps`]); the other steps' functions are
 /// recognised by their packages among `functions`, else by their names.
-pub fn render(
-    c: &Composition,
-    steps: &[PatchAndTransformStep],
+pub fn render<'a>(
+    c: &'a Composition,
+    steps: &'a [PatchAndTransformStep],
     xr: &Value,
     functions: Option<&FunctionSet>,
-) -> Rendered {
+) -> Rendered<'a> {
     let templates =
         c.spec.resources.len() + steps.iter().map(|s| s.input.resources.len()).sum::<usize>();
     let mut out = Rendered {
@@ -270,7 +292,7 @@ pub fn render(
             c.spec.environment.as_ref(),
             &at,
         );
-        render_set(&set, &mut out);
+        render_set(&set, &c.spec.resources, &c.spec.patch_sets, None, &mut out);
         return out;
     }
     for (i, step) in c.spec.pipeline.iter().enumerate() {
@@ -284,7 +306,8 @@ pub fn render(
                     s.input.environment.as_ref(),
                     &input_at,
                 );
-                render_set(&set, &mut out);
+                let input = &s.input;
+                render_set(&set, &input.resources, &input.patch_sets, Some(i), &mut out);
             }
             None => {
                 let recognised = Recognition::of(&step.function_ref.name, functions);
@@ -301,13 +324,22 @@ pub fn render(
     out
 }
 
-fn render_set(set: &ResourceSet<'_>, out: &mut Rendered) {
+/// Renders the templates of `set`, the Composition's `spec` or the input of pipeline step
+/// `step`; `templates` and `patch_sets` are the set's, borrowed for as long as the render's
+/// records hold its patches (the set's path is the caller's).
+fn render_set<'a>(
+    set: &ResourceSet<'_>,
+    templates: &'a [ComposedTemplate],
+    patch_sets: &'a [model::PatchSet],
+    step: Option<usize>,
+    out: &mut Rendered<'a>,
+) {
     let environment = environment(set, &mut out.composite, &mut out.environment_not_rendered);
     // Each patch's paths parsed once per set, by the patch's address: a patch set's patches
     // are applied to every template that uses it.
     let mut parsed: HashMap<*const model::Patch, patch::ParsedPaths, foldhash::fast::FixedState> =
         HashMap::default();
-    for (i, template) in set.resources.iter().enumerate() {
+    for (i, template) in templates.iter().enumerate() {
         if crate::budget::step().is_err() {
             return;
         }
@@ -336,7 +368,7 @@ fn render_set(set: &ResourceSet<'_>, out: &mut Rendered) {
         };
         if let Some(mut object) = start {
             metadata(&mut object, &out.composite, template.name.as_deref());
-            for (patch_at, p) in expand_patches(set, i, template) {
+            for (patch_at, p) in expand_patches(patch_sets, step, i, template) {
                 // Each record holds a few strings: a patch set of a thousand patches used by
                 // a thousand templates is a million of them.
                 let cost = crate::budget::step().and_then(|()| crate::budget::reserve(256));
@@ -352,16 +384,19 @@ fn render_set(set: &ResourceSet<'_>, out: &mut Rendered) {
                     ),
                     _ => None,
                 };
-                let mut record = crate::budget::at(
-                    || patch_at.clone(),
-                    || apply(p, paths, &out.composite, &environment, &mut object),
-                );
-                record.at = patch_at;
-                rendered.patches.push(record);
+                let (outcome, from_environment) = crate::budget::at(patch_at, || {
+                    apply(p, paths, &out.composite, &environment, &mut object)
+                });
+                rendered.patches.push(PatchRecord {
+                    at: patch_at,
+                    patch: p,
+                    from_environment,
+                    outcome,
+                });
             }
             rendered.not_sent = rendered.patches.iter().find_map(|r| {
                 r.stops_resource().map(|why| NotSent {
-                    patch: r.at.clone(),
+                    patch: r.at.to_string(),
                     why,
                     earlier_kept: earlier.is_some(),
                 })
@@ -411,58 +446,49 @@ fn environment(
 
 /// A template's patches with patch sets expanded, each with where it is written.
 fn expand_patches<'a>(
-    set: &'a ResourceSet<'_>,
+    patch_sets: &'a [model::PatchSet],
+    step: Option<usize>,
     i: usize,
     template: &'a ComposedTemplate,
-) -> Vec<(String, &'a model::Patch)> {
+) -> Vec<(PatchAt, &'a model::Patch)> {
     let mut out = Vec::with_capacity(template.patches.len());
-    // The paths' common parts are built once, not for every patch.
-    let patches_at = set.at.child("resources").index(i).child("patches");
     for (j, p) in template.patches.iter().enumerate() {
         if p.effective_type() != model::PATCH_SET {
-            out.push((String::from(patches_at.index(j)), p));
+            let at = PatchAt {
+                step,
+                holder: PatchHolder::Resource(i),
+                index: j,
+            };
+            out.push((at, p));
             continue;
         }
         if crate::budget::steps(1).is_err() {
             break;
         }
         let name = p.patch_set_name.as_deref().unwrap_or_default();
-        if let Some((k, ps)) = set
-            .patch_sets
-            .iter()
-            .enumerate()
-            .find(|(_, s)| s.name == name)
-        {
-            let set_patches_at = set.at.child("patchSets").index(k).child("patches");
+        if let Some((k, ps)) = patch_sets.iter().enumerate().find(|(_, s)| s.name == name) {
             for (l, q) in ps.patches.iter().enumerate() {
-                out.push((String::from(set_patches_at.index(l)), q));
+                let at = PatchAt {
+                    step,
+                    holder: PatchHolder::PatchSet(k),
+                    index: l,
+                };
+                out.push((at, q));
             }
         }
     }
     out
 }
 
-/// The record of applying `p`; its `at` is left empty for the caller to fill.
+/// What applying `p` did, and whether it read the environment.
 fn apply(
     p: &model::Patch,
     paths: Option<&patch::ParsedPaths>,
     composite: &Value,
     environment: &Value,
     object: &mut Value,
-) -> PatchRecord {
-    let sources: Vec<String> = match &p.combine {
-        Some(c) if p.from_field_path.is_none() => c
-            .variables
-            .iter()
-            .map(|v| v.from_field_path.clone())
-            .collect(),
-        _ => p.from_field_path.iter().cloned().collect(),
-    };
-    let from = match sources.as_slice() {
-        [one] => one.clone(),
-        more => more.join(", "),
-    };
-    let (outcome, from_environment) = match patch::direction(p.effective_type()) {
+) -> (Outcome, bool) {
+    match patch::direction(p.effective_type()) {
         Some((Direction::In, env)) => {
             let source = if env { environment } else { composite };
             let outcome = match paths {
@@ -476,17 +502,6 @@ fn apply(
             Outcome::Failed(format!("patch type {} is unsupported", p.effective_type())),
             false,
         ),
-    };
-    PatchRecord {
-        at: String::new(),
-        from,
-        sources,
-        from_environment,
-        outcome,
-        to: p
-            .to_field_path
-            .clone()
-            .or_else(|| p.from_field_path.clone()),
     }
 }
 
@@ -629,7 +644,7 @@ mod tests {
             "db"
         );
         assert_eq!(object["metadata"]["ownerReferences"][0]["uid"], "u");
-        assert_eq!(db.patches[0].at, "spec.patchSets[0].patches[0]");
+        assert_eq!(db.patches[0].at.to_string(), "spec.patchSets[0].patches[0]");
         assert!(matches!(db.patches[1].outcome, Outcome::Skipped { .. }));
         assert_eq!(db.patches[2].outcome, Outcome::NotRun);
     }
