@@ -505,6 +505,40 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_patch_address_reads_as_the_path_to_the_patch() {
+        let at = |step, holder, index| {
+            PatchAt {
+                step,
+                holder,
+                index,
+            }
+            .to_string()
+        };
+        assert_eq!(
+            at(None, PatchHolder::Resource(3), 1),
+            "spec.resources[3].patches[1]"
+        );
+        assert_eq!(
+            at(None, PatchHolder::PatchSet(0), 12),
+            "spec.patchSets[0].patches[12]"
+        );
+        assert_eq!(
+            at(Some(2), PatchHolder::Resource(0), 0),
+            "spec.pipeline[2].input.resources[0].patches[0]"
+        );
+        // The same text as the paths built with `Path` elsewhere.
+        let built = Path::new("spec")
+            .child("pipeline")
+            .index(10)
+            .child("input")
+            .child("patchSets")
+            .index(1)
+            .child("patches")
+            .index(7);
+        assert_eq!(at(Some(10), PatchHolder::PatchSet(1), 7), built.as_str());
+    }
+
+    #[test]
     fn messages_match_apimachinery() {
         let e = FieldError::duplicate("spec.resources[2].name", "foo");
         assert_eq!(

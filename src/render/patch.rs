@@ -19,7 +19,9 @@ pub const MAX_TARGETS: usize = 10_000;
 /// What a patch did.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
-    /// The value was written at these paths of the destination.
+    /// The value was written at the destination; at these paths when the destination has
+    /// `[*]` (the elements it was expanded to), none otherwise (the path as written: kept
+    /// by the patch, not copied into every record).
     Written(Vec<Segments>),
     /// The source field is absent, so the runtime skipped the patch (`required` when the
     /// policy is `Required`: then the runtime does not create the resource until it exists).
@@ -212,7 +214,7 @@ pub fn apply_parsed(patch: &Patch, paths: &ParsedPaths, from: &Value, to: &mut V
             return Outcome::Failed(format!("cannot patch to object: {e}"));
         }
     }
-    Outcome::Written(expanded.unwrap_or_else(|| vec![dest_path.clone()]))
+    Outcome::Written(expanded.unwrap_or_default())
 }
 
 /// The value at `source` (parsed: `path`), or how the patch ends when it is absent.
@@ -320,7 +322,7 @@ mod tests {
             "toFieldPath": "spec.forProvider.id",
             "transforms": [{"type": "string", "string": {"type": "Format", "fmt": "%s-x"}}]}),
         );
-        assert!(matches!(apply(&p, &xr, &mut cd), Outcome::Written(_)));
+        assert_eq!(apply(&p, &xr, &mut cd), Outcome::Written(Vec::new()));
         assert_eq!(cd["spec"]["forProvider"]["id"], "db-x");
         // The destination defaults to the source path.
         let p = patch(json!({"fromFieldPath": "spec.size"}));
