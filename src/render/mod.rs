@@ -335,6 +335,7 @@ fn render_set<'a>(
     out: &mut Rendered<'a>,
 ) {
     let environment = environment(set, &mut out.composite, &mut out.environment_not_rendered);
+    let stamp = Stamp::of(&out.composite);
     // Each patch's paths parsed once per set, by the patch's address: a patch set's patches
     // are applied to every template that uses it.
     let mut parsed: HashMap<*const model::Patch, patch::ParsedPaths, foldhash::fast::FixedState> =
@@ -367,7 +368,7 @@ fn render_set<'a>(
             not_sent: None,
         };
         if let Some(mut object) = start {
-            metadata(&mut object, &out.composite, template.name.as_deref());
+            metadata(&mut object, &stamp, template.name.as_deref());
             for (patch_at, p) in expand_patches(patch_sets, step, i, template) {
                 // Each record holds a few strings: a patch set of a thousand patches used by
                 // a thousand templates is a million of them.
@@ -505,18 +506,84 @@ fn apply(
     }
 }
 
+/// What Crossplane sets on every composed resource from the XR, built once per set of
+/// templates (an environment patch may write the XR's labels between sets).
+struct Stamp {
+    /// `generateName`: the XR's name and `-`.
+    generate_name: Value,
+    /// A namespaced XR's namespace.
+    namespace: Option<Value>,
+    /// The composite and claim labels.
+    labels: Vec<(&'static str, Value)>,
+    /// `ownerReferences`: the XR as controller.
+    owner_references: Value,
+}
+
+impl Stamp {
+    fn of(xr: &Value) -> Self {
+        let xr_meta = field(xr, "metadata");
+        let xr_name = xr_meta
+            .and_then(|m| field(m, "name"))
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let xr_labels = xr_meta.and_then(|m| field(m, "labels"));
+        let label = |key| {
+            xr_labels
+                .and_then(|l| field(l, key))
+                .and_then(Value::as_str)
+        };
+        let mut labels = vec![(
+            LABEL_COMPOSITE,
+            Value::String(label(LABEL_COMPOSITE).unwrap_or(xr_name).to_string()),
+        )];
+        for key in [LABEL_CLAIM_NAME, LABEL_CLAIM_NAMESPACE] {
+            if let Some(v) = label(key) {
+                labels.push((key, Value::String(v.to_string())));
+            }
+        }
+        // Built directly: `json!` would copy each interpolated value again through serde.
+        let mut owner = Map::with_capacity(6);
+        owner.insert(
+            "apiVersion".into(),
+            field(xr, "apiVersion").cloned().unwrap_or(Value::Null),
+        );
+        owner.insert(
+            "kind".into(),
+            field(xr, "kind").cloned().unwrap_or(Value::Null),
+        );
+        owner.insert("name".into(), Value::String(xr_name.to_string()));
+        // An XR read from a file may have no uid; the API server would refuse a null one.
+        owner.insert(
+            "uid".into(),
+            xr_meta
+                .and_then(|m| field(m, "uid"))
+                .filter(|u| u.is_string())
+                .cloned()
+                .unwrap_or_else(|| Value::String(mock::MOCK_UID.to_string())),
+        );
+        owner.insert("controller".into(), Value::Bool(true));
+        owner.insert("blockOwnerDeletion".into(), Value::Bool(true));
+        Stamp {
+            generate_name: Value::String(format!("{xr_name}-")),
+            // A namespaced XR's composed resources live in its namespace (Crossplane v2.3.4
+            // `RenderComposedResourceMetadata`); a cluster scoped XR's keep theirs.
+            namespace: xr_meta
+                .and_then(|m| field(m, "namespace"))
+                .and_then(Value::as_str)
+                .filter(|ns| !ns.is_empty())
+                .map(|ns| Value::String(ns.to_string())),
+            labels,
+            owner_references: Value::Array(vec![Value::Object(owner)]),
+        }
+    }
+}
+
 /// What Crossplane sets on every composed resource: `generateName` from the XR's name, the
 /// composite and claim labels, the template name annotation and the XR as controller.
-fn metadata(object: &mut Value, xr: &Value, template: Option<&str>) {
+fn metadata(object: &mut Value, stamp: &Stamp, template: Option<&str>) {
     let Some(obj) = object.as_object_mut() else {
         return;
     };
-    let xr_meta = field(xr, "metadata");
-    let xr_name = xr_meta
-        .and_then(|m| field(m, "name"))
-        .and_then(Value::as_str)
-        .unwrap_or_default();
-    let xr_labels = xr_meta.and_then(|m| field(m, "labels"));
     if !member(obj, "metadata").is_some_and(Value::is_object) {
         // After apiVersion and kind, where kubectl prints it.
         let at = ["apiVersion", "kind"]
@@ -533,32 +600,16 @@ fn metadata(object: &mut Value, xr: &Value, template: Option<&str>) {
     let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) else {
         return;
     };
-    meta.insert("generateName".into(), Value::String(format!("{xr_name}-")));
-    // A namespaced XR's composed resources live in its namespace (Crossplane v2.3.4
-    // `RenderComposedResourceMetadata`); a cluster scoped XR's keep theirs.
-    if let Some(ns) = xr_meta
-        .and_then(|m| field(m, "namespace"))
-        .and_then(Value::as_str)
-        .filter(|ns| !ns.is_empty())
-    {
-        meta.insert("namespace".into(), Value::String(ns.to_string()));
+    meta.insert("generateName".into(), stamp.generate_name.clone());
+    if let Some(ns) = &stamp.namespace {
+        meta.insert("namespace".into(), ns.clone());
     }
     let labels = meta
         .entry("labels")
         .or_insert_with(|| Value::Object(Map::new()));
     if let Some(labels) = labels.as_object_mut() {
-        let composite = xr_labels
-            .and_then(|l| field(l, LABEL_COMPOSITE))
-            .and_then(Value::as_str)
-            .unwrap_or(xr_name);
-        labels.insert(LABEL_COMPOSITE.into(), Value::String(composite.to_string()));
-        for key in [LABEL_CLAIM_NAME, LABEL_CLAIM_NAMESPACE] {
-            if let Some(v) = xr_labels
-                .and_then(|l| field(l, key))
-                .and_then(Value::as_str)
-            {
-                labels.insert(key.into(), Value::String(v.to_string()));
-            }
+        for (key, value) in &stamp.labels {
+            labels.insert((*key).into(), value.clone());
         }
     }
     if let Some(name) = template {
@@ -572,32 +623,7 @@ fn metadata(object: &mut Value, xr: &Value, template: Option<&str>) {
             );
         }
     }
-    // Built directly: `json!` would copy each interpolated value again through serde.
-    let mut owner = Map::with_capacity(6);
-    owner.insert(
-        "apiVersion".into(),
-        field(xr, "apiVersion").cloned().unwrap_or(Value::Null),
-    );
-    owner.insert(
-        "kind".into(),
-        field(xr, "kind").cloned().unwrap_or(Value::Null),
-    );
-    owner.insert("name".into(), Value::String(xr_name.to_string()));
-    // An XR read from a file may have no uid; the API server would refuse a null one.
-    owner.insert(
-        "uid".into(),
-        xr_meta
-            .and_then(|m| field(m, "uid"))
-            .filter(|u| u.is_string())
-            .cloned()
-            .unwrap_or_else(|| Value::String(mock::MOCK_UID.to_string())),
-    );
-    owner.insert("controller".into(), Value::Bool(true));
-    owner.insert("blockOwnerDeletion".into(), Value::Bool(true));
-    meta.insert(
-        "ownerReferences".into(),
-        Value::Array(vec![Value::Object(owner)]),
-    );
+    meta.insert("ownerReferences".into(), stamp.owner_references.clone());
 }
 
 #[cfg(test)]
