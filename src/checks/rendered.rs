@@ -424,8 +424,8 @@ impl Ctx<'_> {
 
     /// How a rendered object of this kind is validated; `None` when it has no kind.
     fn validation(&self, object: &Value, resource: &RenderedResource) -> Option<Validation> {
-        let api_version = object.get("apiVersion")?.as_str()?;
-        let kind = object.get("kind")?.as_str()?;
+        let api_version = crate::json::field(object, "apiVersion")?.as_str()?;
+        let kind = crate::json::field(object, "kind")?.as_str()?;
         let (group, version) = split_api_version(api_version).unwrap_or(("", api_version));
         let cached = self
             .kinds

@@ -146,12 +146,12 @@ pub struct ComposedTemplate {
 impl ComposedTemplate {
     /// `apiVersion` of the base, if it is a string.
     pub fn base_api_version(&self) -> Option<&str> {
-        self.base.get("apiVersion").and_then(Value::as_str)
+        crate::json::field(&self.base, "apiVersion").and_then(Value::as_str)
     }
 
     /// `kind` of the base, if it is a string.
     pub fn base_kind(&self) -> Option<&str> {
-        self.base.get("kind").and_then(Value::as_str)
+        crate::json::field(&self.base, "kind").and_then(Value::as_str)
     }
 }
 

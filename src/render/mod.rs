@@ -20,7 +20,7 @@ use std::collections::HashMap;
 use serde_json::{Map, Value};
 
 use crate::findings::{PatchAt, PatchHolder, Path};
-use crate::json::{field, member};
+use crate::json::{field, member, member_mut};
 use crate::model::function::{FunctionPackage, FunctionSet, KnownFunction, Recognition};
 use crate::model::{self, ComposedTemplate, Composition, PatchAndTransformStep, ResourceSet};
 use patch::{Direction, Outcome};
@@ -597,7 +597,7 @@ fn metadata(object: &mut Value, stamp: &Stamp, template: Option<&str>) {
             Value::Object(Map::new()),
         );
     }
-    let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) else {
+    let Some(meta) = member_mut(obj, "metadata").and_then(Value::as_object_mut) else {
         return;
     };
     meta.insert("generateName".into(), stamp.generate_name.clone());

@@ -31,8 +31,7 @@ pub fn validate(object: &Value, rules: &ObjectMetaRules, root: &Path) -> Vec<Fie
     let mut errs = Vec::new();
     let at = root.child("metadata");
     let empty = Map::new();
-    let meta = object
-        .get("metadata")
+    let meta = crate::json::field(object, "metadata")
         .and_then(Value::as_object)
         .unwrap_or(&empty);
     let text = |key: &str| {
@@ -104,8 +103,7 @@ pub fn validate(object: &Value, rules: &ObjectMetaRules, root: &Path) -> Vec<Fie
             format!("must have at most {ANNOTATIONS_MAX_BYTES} bytes"),
         ));
     }
-    if let Some(finalizers) = meta
-        .get("finalizers")
+    if let Some(finalizers) = crate::json::member(meta, "finalizers")
         .and_then(Value::as_array)
         .filter(|f| crate::budget::steps(f.len() as u64).is_ok())
     {
