@@ -272,7 +272,9 @@ impl Resolved<'_> {
 #[derive(Debug, Clone, Default)]
 pub struct Catalog {
     entries: Vec<CatalogEntry>,
-    index: BTreeMap<(String, String), Vec<usize>>,
+    /// The entries of each kind, by group then kind (looked up by borrowed names: a review
+    /// looks up every template's kind).
+    index: BTreeMap<String, BTreeMap<String, Vec<usize>>>,
 }
 
 impl Catalog {
@@ -419,8 +421,12 @@ impl Catalog {
 
     /// Stores a CRD unless an identical one of the same kind (real or generated) exists.
     fn insert(&mut self, crd: Crd, source: &str, origin: Origin) {
-        let key = (crd.group.clone(), crd.names.kind.clone());
-        let bucket = self.index.entry(key).or_default();
+        let bucket = self
+            .index
+            .entry(crd.group.clone())
+            .or_default()
+            .entry(crd.names.kind.clone())
+            .or_default();
         let duplicate = bucket.iter().any(|&i| {
             let e = &self.entries[i];
             e.origin.rank() == origin.rank() && *e.crd == crd
@@ -478,18 +484,16 @@ impl Catalog {
         };
         let bucket = self
             .index
-            .get(&(group.to_string(), kind.to_string()))
+            .get(group)
+            .and_then(|kinds| kinds.get(kind))
             .ok_or_else(not_found)?;
-        let all: Vec<&CatalogEntry> = bucket.iter().map(|&i| &self.entries[i]).collect();
+        let all = || bucket.iter().map(|&i| &self.entries[i]);
         // Real CRDs shadow MRDs, which shadow XRD-generated ones.
-        let first = all.iter().map(|e| e.origin.rank()).min();
-        let candidates: Vec<&CatalogEntry> = all
-            .into_iter()
-            .filter(|e| Some(e.origin.rank()) == first)
-            .collect();
-        match candidates.as_slice() {
-            [] => Err(not_found()),
-            [entry] => {
+        let first = all().map(|e| e.origin.rank()).min();
+        let mut candidates = all().filter(|e| Some(e.origin.rank()) == first);
+        match (candidates.next(), candidates.next()) {
+            (None, _) => Err(not_found()),
+            (Some(entry), None) => {
                 let selection = entry.crd.schema_for(version);
                 Ok(Resolved {
                     entry,
@@ -499,9 +503,9 @@ impl Catalog {
                     served_versions: entry.crd.served_versions(),
                 })
             }
-            many => {
-                let mut candidates: Vec<Candidate> = many
-                    .iter()
+            (Some(_), Some(_)) => {
+                let mut candidates: Vec<Candidate> = all()
+                    .filter(|e| Some(e.origin.rank()) == first)
                     .map(|e| Candidate {
                         name: e.name().to_string(),
                         source: e.source.clone(),
