@@ -38,6 +38,12 @@ impl Segments {
     }
 }
 
+impl AsRef<[Segment]> for Segments {
+    fn as_ref(&self) -> &[Segment] {
+        &self.0
+    }
+}
+
 /// A syntax error in a field path, at a byte position.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{kind} at position {position}")]
@@ -216,16 +222,52 @@ impl fmt::Display for Segments {
     /// Renders the path as upstream's `Segments.String()`: fields containing a period, and the
     /// wildcard, in brackets.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, segment) in self.0.iter().enumerate() {
-            match segment {
-                Segment::Field(name) if name == "*" || name.contains('.') => write!(f, "[{name}]")?,
-                Segment::Field(name) if i == 0 => f.write_str(name)?,
-                Segment::Field(name) => write!(f, ".{name}")?,
-                Segment::Index(index) => write!(f, "[{index}]")?,
-            }
-        }
-        Ok(())
+        write_path(f, &self.0)
     }
+}
+
+/// A segment owned ([`Segment`]) or borrowed from its path ([`SegmentRef`]): what walking a
+/// value by a path reads, so that a path parsed once can be walked without copying it.
+pub trait AsSegment {
+    /// The segment, borrowed.
+    fn as_segment(&self) -> SegmentRef<'_>;
+}
+
+impl AsSegment for Segment {
+    fn as_segment(&self) -> SegmentRef<'_> {
+        self.as_ref()
+    }
+}
+
+impl AsSegment for SegmentRef<'_> {
+    fn as_segment(&self) -> SegmentRef<'_> {
+        *self
+    }
+}
+
+/// `path` as [`Segments`] displays it.
+pub fn path_string<S: AsSegment>(path: &[S]) -> String {
+    struct Shown<'a, S>(&'a [S]);
+    impl<S: AsSegment> fmt::Display for Shown<'_, S> {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            write_path(f, self.0)
+        }
+    }
+    Shown(path).to_string()
+}
+
+fn write_path<S: AsSegment>(f: &mut fmt::Formatter<'_>, path: &[S]) -> fmt::Result {
+    for (i, segment) in path.iter().enumerate() {
+        match segment.as_segment() {
+            SegmentRef::Field(name) if name == "*" || name.contains('.') => {
+                write!(f, "[{name}]")?
+            }
+            SegmentRef::Field(name) if i == 0 => f.write_str(name)?,
+            SegmentRef::Field(name) => write!(f, ".{name}")?,
+            SegmentRef::Index(index) => write!(f, "[{index}]")?,
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

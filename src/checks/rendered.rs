@@ -672,7 +672,7 @@ impl Ctx<'_> {
             .iter()
             .filter_map(|s| {
                 let path = fieldpath::parse(s).ok()?;
-                let v = paved::get(self.xr, &path).ok()?;
+                let v = paved::get(self.xr, path.as_slice()).ok()?;
                 Some(format!("{s} is {}", short(v)))
             })
             .collect();
@@ -753,7 +753,7 @@ impl Ctx<'_> {
             for (path, values) in &fields {
                 let value = values[rest % values.len()].clone();
                 rest /= values.len();
-                paved::set(&mut xr, path, value).ok()?;
+                paved::set(&mut xr, path.as_slice(), value).ok()?;
             }
             let rendered = render::render(self.c, self.steps, &xr, self.functions.as_deref());
             let resource = rendered.resources.into_iter().find(|r| r.at == *at)?;

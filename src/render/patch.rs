@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::paved::{self, Merge};
 use super::transform;
-use crate::fieldpath::{self, Segments};
+use crate::fieldpath::{self, SegmentRef, Segments};
 use crate::go::fmt;
 use crate::model::{self, COMBINE_STRATEGY_STRING, Patch, PatchPolicy};
 
@@ -63,34 +63,40 @@ pub fn direction(patch_type: &str) -> Option<(Direction, bool)> {
     })
 }
 
+/// A path parsed into segments borrowed from the patch.
+type Parsed<'a> = Result<Vec<SegmentRef<'a>>, fieldpath::ParseError>;
+
 /// A patch's field paths, parsed once: a patch set's patches are applied to every template
-/// that uses it, with the same paths each time.
+/// that uses it, with the same paths each time. The segments borrow the patch's strings.
 #[derive(Debug, Clone)]
-pub struct ParsedPaths {
+pub struct ParsedPaths<'a> {
     /// `fromFieldPath`.
-    source: Option<Result<Segments, fieldpath::ParseError>>,
+    source: Option<Parsed<'a>>,
     /// Each combine variable's `fromFieldPath`, in order.
-    variables: Vec<Result<Segments, fieldpath::ParseError>>,
+    variables: Vec<Parsed<'a>>,
     /// The destination (`toFieldPath`, else `fromFieldPath` for a patch that is not a
     /// combine).
-    dest: Option<Result<Segments, fieldpath::ParseError>>,
+    dest: Option<Parsed<'a>>,
 }
 
-impl ParsedPaths {
+impl<'a> ParsedPaths<'a> {
     /// The paths of `patch`, parsed.
-    pub fn of(patch: &Patch) -> Self {
+    pub fn of(patch: &'a Patch) -> Self {
         let combine = is_combine(patch);
         ParsedPaths {
-            source: patch.from_field_path.as_deref().map(fieldpath::parse),
+            source: patch
+                .from_field_path
+                .as_deref()
+                .map(fieldpath::parse_borrowed),
             variables: match &patch.combine {
                 Some(c) if combine => c
                     .variables
                     .iter()
-                    .map(|v| fieldpath::parse(&v.from_field_path))
+                    .map(|v| fieldpath::parse_borrowed(&v.from_field_path))
                     .collect(),
                 _ => Vec::new(),
             },
-            dest: destination(patch, combine).map(fieldpath::parse),
+            dest: destination(patch, combine).map(fieldpath::parse_borrowed),
         }
     }
 }
@@ -178,7 +184,7 @@ pub fn apply_parsed(patch: &Patch, paths: &ParsedPaths, from: &Value, to: &mut V
         merge_options(patch.policy.as_ref())
     };
     let expanded = if dest.contains("[*]") {
-        Some(match paved::expand_wildcards(to, dest_path) {
+        Some(match paved::expand_wildcards(to, dest_path.as_slice()) {
             Ok(t) if t.is_empty() => {
                 return Outcome::Failed(format!("cannot expand ToFieldPath {dest}"));
             }
@@ -194,15 +200,33 @@ pub fn apply_parsed(patch: &Patch, paths: &ParsedPaths, from: &Value, to: &mut V
     } else {
         None
     };
-    let targets = expanded
-        .as_deref()
-        .unwrap_or(std::slice::from_ref(dest_path));
+    let written = match &expanded {
+        Some(targets) => write_all(to, targets, output, merge),
+        None => write_all(to, std::slice::from_ref(dest_path), output, merge),
+    };
+    match written {
+        Ok(()) => Outcome::Written(expanded.unwrap_or_default()),
+        Err(failed) => failed,
+    }
+}
+
+/// Writes `output` at every one of `targets` (a copy each, the last the value itself).
+fn write_all<P: AsRef<[S]>, S: fieldpath::AsSegment>(
+    to: &mut Value,
+    targets: &[P],
+    output: Value,
+    merge: Option<Merge>,
+) -> Result<(), Outcome> {
     let mut output = Some(output);
     for (k, target) in targets.iter().enumerate() {
+        let target = target.as_ref();
         let Some(value) = output.as_ref() else { break };
         // Every target gets a copy: one large value written to many places adds up.
         if let Err(e) = crate::budget::reserve_copy(value) {
-            return Outcome::Failed(format!("not rendered: writing {target} {e}"));
+            return Err(Outcome::Failed(format!(
+                "not rendered: writing {} {e}",
+                fieldpath::path_string(target)
+            )));
         }
         // The last target takes the value itself.
         let value = if k + 1 == targets.len() {
@@ -211,23 +235,23 @@ pub fn apply_parsed(patch: &Patch, paths: &ParsedPaths, from: &Value, to: &mut V
             value.clone()
         };
         if let Err(e) = paved::merge_value(to, target, value, merge) {
-            return Outcome::Failed(format!("cannot patch to object: {e}"));
+            return Err(Outcome::Failed(format!("cannot patch to object: {e}")));
         }
     }
-    Outcome::Written(expanded.unwrap_or_default())
+    Ok(())
 }
 
 /// The value at `source` (parsed: `path`), or how the patch ends when it is absent.
 fn read(
     from: &Value,
     source: &str,
-    path: &Result<Segments, fieldpath::ParseError>,
+    path: &Parsed<'_>,
     required: bool,
 ) -> Result<Value, Outcome> {
     let path = path
         .as_ref()
         .map_err(|e| Outcome::Failed(format!("cannot parse path {source:?}: {e}")))?;
-    match paved::find(from, path) {
+    match paved::find(from, path.as_slice()) {
         Ok(Some(v)) => {
             // Each patch copies its source: a large one read by many patches adds up.
             crate::budget::reserve_copy(v)
@@ -245,7 +269,7 @@ fn read(
 /// The combined value of a Combine patch: every variable must exist.
 fn combined(
     patch: &Patch,
-    paths: &[Result<Segments, fieldpath::ParseError>],
+    paths: &[Parsed<'_>],
     from: &Value,
     required: bool,
 ) -> Result<Value, Outcome> {

@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::fieldpath::{Segment, Segments};
+use crate::fieldpath::{AsSegment, Segment, SegmentRef, Segments, path_string};
 
 /// Why a value could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -56,32 +56,33 @@ fn grow(array: &mut Vec<Value>, index: usize, at: impl FnOnce() -> String) -> Re
     Ok(())
 }
 
-fn prefix(path: &[Segment]) -> String {
-    Segments(path.to_vec()).to_string()
+fn prefix<S: AsSegment>(path: &[S]) -> String {
+    path_string(path)
 }
 
 /// `before` followed by `segment`: the path of the child being made.
-fn segments_to(before: &[Segment], segment: &Segment) -> Vec<Segment> {
-    let mut at = before.to_vec();
-    at.push(segment.clone());
-    at
+fn segments_to<S: AsSegment>(before: &[S], segment: &S) -> Vec<Segment> {
+    before
+        .iter()
+        .chain(std::iter::once(segment))
+        .map(|s| s.as_segment().to_owned_segment())
+        .collect()
 }
 
-/// The value at `path`.
-pub fn get<'a>(object: &'a Value, path: &Segments) -> Result<&'a Value, GetError> {
-    let segments = path.as_slice();
+/// The value at `path` (owned segments, as [`crate::fieldpath::parse`] gives, or borrowed).
+pub fn get<'a, S: AsSegment>(object: &'a Value, segments: &[S]) -> Result<&'a Value, GetError> {
     let mut it = object;
     for (i, segment) in segments.iter().enumerate() {
-        it = match segment {
-            Segment::Index(index) => {
+        it = match segment.as_segment() {
+            SegmentRef::Index(index) => {
                 let array = it
                     .as_array()
                     .ok_or_else(|| GetError::WrongKind(prefix(&segments[..i]), "array"))?;
                 array
-                    .get(*index as usize)
+                    .get(index as usize)
                     .ok_or_else(|| GetError::NoElement(prefix(&segments[..=i])))?
             }
-            Segment::Field(name) => {
+            SegmentRef::Field(name) => {
                 let map = it
                     .as_object()
                     .ok_or_else(|| GetError::WrongKind(prefix(&segments[..i]), "object"))?;
@@ -96,12 +97,15 @@ pub fn get<'a>(object: &'a Value, path: &Segments) -> Result<&'a Value, GetError
 /// The value at `path`, `None` when it does not exist; an error only when a segment
 /// crosses a value of the wrong kind. Builds no message for absent fields (the common case
 /// when patching from a mock).
-pub fn find<'a>(object: &'a Value, path: &Segments) -> Result<Option<&'a Value>, GetError> {
+pub fn find<'a, S: AsSegment>(
+    object: &'a Value,
+    path: &[S],
+) -> Result<Option<&'a Value>, GetError> {
     let mut it = object;
-    for segment in path.as_slice() {
-        let next = match (segment, it) {
-            (Segment::Index(index), Value::Array(array)) => array.get(*index as usize),
-            (Segment::Field(name), Value::Object(map)) => crate::json::member(map, name),
+    for segment in path {
+        let next = match (segment.as_segment(), it) {
+            (SegmentRef::Index(index), Value::Array(array)) => array.get(index as usize),
+            (SegmentRef::Field(name), Value::Object(map)) => crate::json::member(map, name),
             // The same errors as `get`.
             _ => return get(object, path).map(Some),
         };
@@ -114,8 +118,7 @@ pub fn find<'a>(object: &'a Value, path: &Segments) -> Result<Option<&'a Value>,
 }
 
 /// Sets `value` at `path`, creating objects and arrays on the way.
-pub fn set(object: &mut Value, path: &Segments, value: Value) -> Result<(), SetError> {
-    let segments = path.as_slice();
+pub fn set<S: AsSegment>(object: &mut Value, segments: &[S], value: Value) -> Result<(), SetError> {
     let Some((last, parents)) = segments.split_last() else {
         *object = value;
         return Ok(());
@@ -125,8 +128,8 @@ pub fn set(object: &mut Value, path: &Segments, value: Value) -> Result<(), SetE
         let next = &segments[i + 1];
         it = child_mut(it, segment, next, &segments[..i])?;
     }
-    match last {
-        Segment::Field(name) => {
+    match last.as_segment() {
+        SegmentRef::Field(name) => {
             let map = it
                 .as_object_mut()
                 .ok_or_else(|| SetError::WrongKind(prefix(parents), "object"))?;
@@ -135,15 +138,15 @@ pub fn set(object: &mut Value, path: &Segments, value: Value) -> Result<(), SetE
             match crate::json::member_mut(map, name) {
                 Some(member) => *member = value,
                 None => {
-                    map.insert(name.clone(), value);
+                    map.insert(name.to_string(), value);
                 }
             }
         }
-        Segment::Index(index) => {
+        SegmentRef::Index(index) => {
             let array = it
                 .as_array_mut()
                 .ok_or_else(|| SetError::WrongKind(prefix(parents), "array"))?;
-            let index = *index as usize;
+            let index = index as usize;
             grow(array, index, || prefix(parents))?;
             array[index] = value;
         }
@@ -152,25 +155,26 @@ pub fn set(object: &mut Value, path: &Segments, value: Value) -> Result<(), SetE
 }
 
 /// The child `segment` of `it`, created (as an object or array, for `next`) when missing.
-fn child_mut<'a>(
+fn child_mut<'a, S: AsSegment>(
     it: &'a mut Value,
-    segment: &Segment,
-    next: &Segment,
-    before: &[Segment],
+    segment: &S,
+    next: &S,
+    before: &[S],
 ) -> Result<&'a mut Value, SetError> {
     let at = || prefix(&segments_to(before, segment));
+    let next = next.as_segment();
     let empty = || -> Result<Value, SetError> {
         Ok(match next {
-            Segment::Index(i) => {
+            SegmentRef::Index(i) => {
                 let mut array = Vec::new();
-                grow(&mut array, *i as usize, at)?;
+                grow(&mut array, i as usize, at)?;
                 Value::Array(array)
             }
-            Segment::Field(_) => Value::Object(Map::new()),
+            SegmentRef::Field(_) => Value::Object(Map::new()),
         })
     };
-    let child = match segment {
-        Segment::Field(name) => {
+    let child = match segment.as_segment() {
+        SegmentRef::Field(name) => {
             let map = it
                 .as_object_mut()
                 .ok_or_else(|| SetError::WrongKind(prefix(before), "object"))?;
@@ -181,23 +185,23 @@ fn child_mut<'a>(
                     // Cannot be: the member was just found at `i`.
                     None => return Err(SetError::WrongKind(prefix(before), "object")),
                 },
-                None => map.entry(name.clone()).or_insert(Value::Null),
+                None => map.entry(name.to_string()).or_insert(Value::Null),
             }
         }
-        Segment::Index(index) => {
+        SegmentRef::Index(index) => {
             let array = it
                 .as_array_mut()
                 .ok_or_else(|| SetError::WrongKind(prefix(before), "array"))?;
-            let index = *index as usize;
+            let index = index as usize;
             grow(array, index, || prefix(before))?;
             &mut array[index]
         }
     };
     if child.is_null() {
         *child = empty()?;
-    } else if let (Segment::Index(i), Some(array)) = (next, child.as_array_mut()) {
+    } else if let (SegmentRef::Index(i), Some(array)) = (next, child.as_array_mut()) {
         // An existing array is extended so that the next index exists.
-        grow(array, *i as usize, at)?;
+        grow(array, i as usize, at)?;
     }
     Ok(child)
 }
@@ -213,9 +217,9 @@ pub struct Merge {
 
 /// Sets `value` at `path`, merged into the existing value when `merge` is given
 /// (`Paved.MergeValue`): objects are merged key by key, arrays replaced or appended.
-pub fn merge_value(
+pub fn merge_value<S: AsSegment>(
     object: &mut Value,
-    path: &Segments,
+    path: &[S],
     value: Value,
     merge: Option<Merge>,
 ) -> Result<(), SetError> {
@@ -228,7 +232,7 @@ pub fn merge_value(
     let merged = match (merge, existing) {
         (Some(m), Some(existing)) if !existing.is_null() && !value.is_null() => {
             crate::budget::reserve_copy(existing)
-                .map_err(|e| SetError::Budget(format!("merging into {path}"), e))?;
+                .map_err(|e| SetError::Budget(format!("merging into {}", prefix(path)), e))?;
             let mut dst = existing.clone();
             merge_into(&mut dst, value, m);
             dst
@@ -282,15 +286,18 @@ fn is_empty(v: &Value) -> bool {
 /// Every concrete path `path` stands for in `object`: each `[*]` replaced by the indexes of
 /// the array (or the keys of the object, sorted) found there. As upstream, a concrete path
 /// is kept only when it exists in full: `rules[*].port` skips rules without a port.
-pub fn expand_wildcards(object: &Value, path: &Segments) -> Result<Vec<Segments>, SetError> {
+pub fn expand_wildcards<S: AsSegment>(
+    object: &Value,
+    path: &[S],
+) -> Result<Vec<Segments>, SetError> {
     let mut out = Vec::new();
-    expand(object, path.as_slice(), Vec::new(), &mut out)?;
+    expand(object, path, Vec::new(), &mut out)?;
     Ok(out)
 }
 
-fn expand(
+fn expand<S: AsSegment>(
     it: &Value,
-    rest: &[Segment],
+    rest: &[S],
     mut done: Vec<Segment>,
     out: &mut Vec<Segments>,
 ) -> Result<(), SetError> {
@@ -298,8 +305,8 @@ fn expand(
         out.push(Segments(done));
         return Ok(());
     };
-    match segment {
-        Segment::Field(name) if name == "*" => match it {
+    match segment.as_segment() {
+        SegmentRef::Field("*") => match it {
             Value::Array(items) => {
                 for (i, item) in items.iter().enumerate() {
                     let mut next = done.clone();
@@ -318,15 +325,15 @@ fn expand(
             }
             _ => return Err(SetError::Wildcard(prefix(&done))),
         },
-        Segment::Field(name) => {
+        SegmentRef::Field(name) => {
             if let Some(child) = it.as_object().and_then(|m| crate::json::member(m, name)) {
-                done.push(segment.clone());
+                done.push(Segment::Field(name.to_string()));
                 expand(child, tail, done, out)?;
             }
         }
-        Segment::Index(index) => {
-            if let Some(child) = it.as_array().and_then(|a| a.get(*index as usize)) {
-                done.push(segment.clone());
+        SegmentRef::Index(index) => {
+            if let Some(child) = it.as_array().and_then(|a| a.get(index as usize)) {
+                done.push(Segment::Index(index));
                 expand(child, tail, done, out)?;
             }
         }
@@ -340,8 +347,8 @@ mod tests {
     use crate::fieldpath::parse;
     use serde_json::json;
 
-    fn p(s: &str) -> Segments {
-        parse(s).expect("path")
+    fn p(s: &str) -> Vec<Segment> {
+        parse(s).expect("path").0
     }
 
     #[test]
@@ -366,6 +373,60 @@ mod tests {
         assert_eq!(
             find(&v, &p("spec.s.x")).map_err(|e| e.to_string()),
             Err("spec.s: not an object".to_string())
+        );
+    }
+
+    /// A path borrowed from its text (as a render's patches are parsed) reads, writes and
+    /// fails as the same path parsed into owned segments.
+    #[test]
+    fn borrowed_paths_walk_as_owned_ones() {
+        let v = json!({"spec": {"a": [1, {"b": "x"}], "s": "str", "m": {"k.x": {"y": 1}}}});
+        let paths = [
+            "spec.a[1].b",
+            "spec.missing.x",
+            "spec.a[5]",
+            "spec.s.x",
+            "spec.m[k.x].y",
+            "spec.s[0]",
+            "spec.a[*].b",
+            "spec.m[*].y",
+            "spec.s[*]",
+        ];
+        for path in paths {
+            let owned = p(path);
+            let borrowed = crate::fieldpath::parse_borrowed(path).expect("path");
+            fn shown(r: Result<Option<&Value>, GetError>) -> Result<Option<Value>, String> {
+                r.map(|v| v.cloned()).map_err(|e| e.to_string())
+            }
+            assert_eq!(
+                shown(get(&v, &owned).map(Some)),
+                shown(get(&v, &borrowed).map(Some)),
+                "{path}"
+            );
+            assert_eq!(shown(find(&v, &owned)), shown(find(&v, &borrowed)), "{path}");
+            let expanded = |r: Result<Vec<Segments>, SetError>| {
+                r.map(|t| t.iter().map(ToString::to_string).collect::<Vec<_>>())
+                    .map_err(|e| e.to_string())
+            };
+            assert_eq!(
+                expanded(expand_wildcards(&v, &owned)),
+                expanded(expand_wildcards(&v, &borrowed)),
+                "{path}"
+            );
+            let (mut a, mut b) = (v.clone(), v.clone());
+            let written = |r: Result<(), SetError>| r.map_err(|e| e.to_string());
+            assert_eq!(
+                written(set(&mut a, &owned, json!(7))),
+                written(set(&mut b, &borrowed, json!(7))),
+                "{path}"
+            );
+            assert_eq!(a, b, "{path}");
+        }
+        // The words of an error name the path in either form.
+        let borrowed = crate::fieldpath::parse_borrowed("spec.s.x").expect("path");
+        assert_eq!(
+            set(&mut v.clone(), &borrowed, json!(1)).map_err(|e| e.to_string()),
+            Err("spec.s is not an object".to_string())
         );
     }
 
