@@ -29,7 +29,8 @@ pub struct ObjectMetaRules {
 /// schema type error, where the API server fails to decode `metadata` as a whole.
 pub fn validate(object: &Value, rules: &ObjectMetaRules, root: &Path) -> Vec<FieldError> {
     let mut errs = Vec::new();
-    let at = root.child("metadata");
+    // Paths are built only for an error: most objects have none.
+    let at = || root.child("metadata");
     let empty = Map::new();
     let meta = crate::json::field(object, "metadata")
         .and_then(Value::as_object)
@@ -43,7 +44,7 @@ pub fn validate(object: &Value, rules: &ObjectMetaRules, root: &Path) -> Vec<Fie
     if !generate_name.is_empty() {
         for msg in rules.name.check(generate_name, true) {
             errs.push(FieldError::invalid(
-                at.child("generateName"),
+                at().child("generateName"),
                 generate_name,
                 msg,
             ));
@@ -53,35 +54,35 @@ pub fn validate(object: &Value, rules: &ObjectMetaRules, root: &Path) -> Vec<Fie
     if name.is_empty() {
         if generate_name.is_empty() {
             errs.push(FieldError::required(
-                at.child("name"),
+                at().child("name"),
                 "name or generateName is required",
             ));
         }
     } else {
         for msg in rules.name.check(name, false) {
-            errs.push(FieldError::invalid(at.child("name"), name, msg));
+            errs.push(FieldError::invalid(at().child("name"), name, msg));
         }
     }
     let namespace = text("namespace");
     if rules.namespaced == Some(true) {
         if namespace.is_empty() {
-            errs.push(FieldError::required(at.child("namespace"), ""));
+            errs.push(FieldError::required(at().child("namespace"), ""));
         } else {
             for msg in NameRule::DnsLabel.check(namespace, false) {
-                errs.push(FieldError::invalid(at.child("namespace"), namespace, msg));
+                errs.push(FieldError::invalid(at().child("namespace"), namespace, msg));
             }
         }
     }
-    let labels = at.child("labels");
+    let labels = || at().child("labels");
     for (key, value) in strings(meta, "labels", &labels, &mut errs) {
         for msg in names::qualified_name(key) {
-            errs.push(FieldError::invalid(labels.clone(), key, msg));
+            errs.push(FieldError::invalid(labels(), key, msg));
         }
         for msg in names::label_value(value) {
-            errs.push(FieldError::invalid(labels.clone(), value, msg));
+            errs.push(FieldError::invalid(labels(), value, msg));
         }
     }
-    let annotations = at.child("annotations");
+    let annotations = || at().child("annotations");
     let mut size = 0;
     for (key, value) in strings(meta, "annotations", &annotations, &mut errs) {
         // Case does not matter in annotation keys (lowered only when it has upper case).
@@ -91,14 +92,14 @@ pub fn validate(object: &Value, rules: &ObjectMetaRules, root: &Path) -> Vec<Fie
             std::borrow::Cow::Borrowed(key)
         };
         for msg in names::qualified_name(&lowered) {
-            errs.push(FieldError::invalid(annotations.clone(), key, msg));
+            errs.push(FieldError::invalid(annotations(), key, msg));
         }
         size += key.len() + value.len();
     }
     if size > ANNOTATIONS_MAX_BYTES {
         errs.push(FieldError::new(
             ErrorType::TooLong,
-            annotations,
+            annotations(),
             BadValue::Omit,
             format!("must have at most {ANNOTATIONS_MAX_BYTES} bytes"),
         ));
@@ -107,7 +108,7 @@ pub fn validate(object: &Value, rules: &ObjectMetaRules, root: &Path) -> Vec<Fie
         .and_then(Value::as_array)
         .filter(|f| crate::budget::steps(f.len() as u64).is_ok())
     {
-        let at = at.child("finalizers");
+        let at = at().child("finalizers");
         for f in finalizers.iter().filter_map(Value::as_str) {
             for msg in names::qualified_name(f) {
                 errs.push(FieldError::invalid(at.clone(), f, msg));
@@ -129,7 +130,7 @@ pub fn validate(object: &Value, rules: &ObjectMetaRules, root: &Path) -> Vec<Fie
 fn strings<'a>(
     meta: &'a Map<String, Value>,
     key: &str,
-    at: &Path,
+    at: &dyn Fn() -> Path,
     errs: &mut Vec<FieldError>,
 ) -> Vec<(&'a str, &'a str)> {
     let Some(map) = crate::json::member(meta, key).and_then(Value::as_object) else {
@@ -144,7 +145,7 @@ fn strings<'a>(
         match v.as_str() {
             Some(v) => out.push((k.as_str(), v)),
             None => {
-                let field = at.key(k);
+                let field = at().key(k);
                 let type_name = super::json_type_name(v);
                 errs.push(FieldError::new(
                     ErrorType::TypeInvalid,
