@@ -259,9 +259,7 @@ pub fn path_string<S: AsSegment>(path: &[S]) -> String {
 fn write_path<S: AsSegment>(f: &mut fmt::Formatter<'_>, path: &[S]) -> fmt::Result {
     for (i, segment) in path.iter().enumerate() {
         match segment.as_segment() {
-            SegmentRef::Field(name) if name == "*" || name.contains('.') => {
-                write!(f, "[{name}]")?
-            }
+            SegmentRef::Field(name) if name == "*" || name.contains('.') => write!(f, "[{name}]")?,
             SegmentRef::Field(name) if i == 0 => f.write_str(name)?,
             SegmentRef::Field(name) => write!(f, ".{name}")?,
             SegmentRef::Index(index) => write!(f, "[{index}]")?,

@@ -242,12 +242,7 @@ fn write_all<P: AsRef<[S]>, S: fieldpath::AsSegment>(
 }
 
 /// The value at `source` (parsed: `path`), or how the patch ends when it is absent.
-fn read(
-    from: &Value,
-    source: &str,
-    path: &Parsed<'_>,
-    required: bool,
-) -> Result<Value, Outcome> {
+fn read(from: &Value, source: &str, path: &Parsed<'_>, required: bool) -> Result<Value, Outcome> {
     let path = path
         .as_ref()
         .map_err(|e| Outcome::Failed(format!("cannot parse path {source:?}: {e}")))?;

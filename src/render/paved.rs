@@ -403,7 +403,11 @@ mod tests {
                 shown(get(&v, &borrowed).map(Some)),
                 "{path}"
             );
-            assert_eq!(shown(find(&v, &owned)), shown(find(&v, &borrowed)), "{path}");
+            assert_eq!(
+                shown(find(&v, &owned)),
+                shown(find(&v, &borrowed)),
+                "{path}"
+            );
             let expanded = |r: Result<Vec<Segments>, SetError>| {
                 r.map(|t| t.iter().map(ToString::to_string).collect::<Vec<_>>())
                     .map_err(|e| e.to_string())

@@ -6,8 +6,6 @@
 //! key holding a JSON value of the wrong type is a [`SchemaError::WrongType`] naming the
 //! key's location, e.g. `properties.spec.properties.size.maxItems: expected an integer`.
 
-use std::collections::BTreeMap;
-
 use serde_json::{Map, Value};
 use thiserror::Error;
 
@@ -124,13 +122,18 @@ pub struct ValidationRule {
     pub optional_old_self: Option<bool>,
 }
 
+/// A node's `properties`, in the order of their names (as a sorted map would hold them),
+/// found by hashing the name: validation looks up every member of every object it walks,
+/// and a provider's `forProvider` has hundreds of properties.
+pub type Properties = indexmap::IndexMap<String, Schema, foldhash::fast::RandomState>;
+
 /// A structural OpenAPI v3 schema node (Kubernetes `JSONSchemaProps`, minus descriptions).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Schema {
     /// `type`, kept raw (`object`, `array`, `string`, `integer`, `number`, `boolean`, or empty).
     pub type_: Option<String>,
     /// `properties`.
-    pub properties: BTreeMap<String, Schema>,
+    pub properties: Properties,
     /// `additionalProperties`.
     pub additional_properties: Option<AdditionalProperties>,
     /// `items`.
@@ -430,6 +433,7 @@ fn parse_into(
                 let slot = target.properties.entry(name.clone()).or_default();
                 parse_into(slot, prop, &join(&base, name), depth + 1)?;
             }
+            target.properties.sort_unstable_keys();
         }
         Some(_) => return Err(wrong(path, "properties", "an object")),
     }
@@ -572,6 +576,29 @@ fn parse_keywords(s: &mut Schema, obj: &Map<String, Value>, path: &str) -> Resul
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// Properties iterate in the order of their names, whatever order the CRD lists them
+    /// in (what builds mock values, suggestions and errors from them reads them so), and
+    /// are found by name.
+    #[test]
+    fn properties_are_in_the_order_of_their_names() {
+        let s = Schema::from_value(&json!({"type": "object", "properties": {
+            "zone": {"type": "string"},
+            "Beta": {"type": "string"},
+            "alpha": {"type": "object", "properties": {"y": {}, "x": {}, "a_b": {}, "a": {}}},
+            "_x": {"type": "string"}
+        }}))
+        .expect("schema");
+        let names = |s: &Schema| s.properties.keys().cloned().collect::<Vec<_>>();
+        assert_eq!(names(&s), ["Beta", "_x", "alpha", "zone"]);
+        let alpha = s.property("alpha").expect("alpha");
+        assert_eq!(names(alpha), ["a", "a_b", "x", "y"]);
+        assert_eq!(
+            s.properties.get("zone").and_then(|z| z.type_.as_deref()),
+            Some("string")
+        );
+        assert!(s.properties.get("Zone").is_none());
+    }
 
     #[test]
     fn parses_every_keyword() {
