@@ -29,8 +29,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-use crate::findings::PatchAt;
-
 /// The limits of one validation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
@@ -184,8 +182,6 @@ impl Budget {
             at: None,
         };
         ACTIVE.with(|a| *a.borrow_mut() = Some(state));
-        // A place left by an earlier run that panicked is not this run's.
-        AT.with(|at| at.set(None));
         // Cleared however `f` ends, so a panic does not leave a spent budget on a pooled
         // thread.
         struct Clear;
@@ -214,7 +210,7 @@ struct State {
     steps: u64,
     exceeded: Option<Exceeded>,
     /// Where the work was when the budget was spent.
-    at: Option<PatchAt>,
+    at: Option<String>,
 }
 
 impl State {
@@ -246,7 +242,6 @@ impl State {
     fn fail(&mut self, e: Exceeded) -> Exceeded {
         if self.exceeded.is_none() {
             self.exceeded = Some(e.clone());
-            self.at = AT.with(Cell::get);
         }
         self.exceeded.clone().unwrap_or(e)
     }
@@ -254,8 +249,6 @@ impl State {
 
 thread_local! {
     static ACTIVE: RefCell<Option<State>> = const { RefCell::new(None) };
-    /// The patch the work is at, for the finding (set by the renderer per patch).
-    static AT: Cell<Option<PatchAt>> = const { Cell::new(None) };
 }
 
 /// How many steps pass between two looks at the clock.
@@ -336,22 +329,24 @@ pub fn spent() -> bool {
     ACTIVE.with(|a| a.borrow().as_ref().is_some_and(|s| s.exceeded.is_some()))
 }
 
-/// The place the work was at when the budget was spent, if it was set with [`at`].
+/// The place the work was at when the budget was spent, if it was noted with [`spent_in`].
 pub fn spent_at() -> Option<String> {
-    ACTIVE.with(|a| {
-        a.borrow()
-            .as_ref()
-            .and_then(|s| s.at.map(|at| at.to_string()))
-    })
+    ACTIVE.with(|a| a.borrow().as_ref().and_then(|s| s.at.clone()))
 }
 
-/// Runs `f` with `patch` as where the work is, for the finding if the budget is spent
-/// inside it (its path is written out only then).
-pub fn at<R>(patch: PatchAt, f: impl FnOnce() -> R) -> R {
-    let previous = AT.with(|at| at.replace(Some(patch)));
-    let out = f();
-    AT.with(|at| at.set(previous));
-    out
+/// Notes `place` (a patch's path) as where the budget was spent, if it is spent and no
+/// place is noted yet. The renderer calls it after each patch, and stops before the next
+/// once the budget is spent, so the place is the patch that spent it; its path is written
+/// out only then.
+pub fn spent_in(place: impl FnOnce() -> String) {
+    ACTIVE.with(|a| {
+        if let Some(s) = a.borrow_mut().as_mut()
+            && s.exceeded.is_some()
+            && s.at.is_none()
+        {
+            s.at = Some(place());
+        }
+    })
 }
 
 /// The size in bytes of `n` JSON values in an array, for [`reserve`].
@@ -605,19 +600,16 @@ mod tests {
             memory_bytes: 10,
             steps: 10,
         });
-        let patch = PatchAt {
-            step: Some(2),
-            holder: crate::findings::PatchHolder::PatchSet(0),
-            index: 1,
-        };
         let (at, exceeded) = budget.run(|| {
-            at(patch, || reserve(11).err());
+            // Not spent yet: nothing noted.
+            spent_in(|| "spec.resources[0].patches[0]".into());
+            let _ = reserve(11);
+            spent_in(|| "spec.resources[0].patches[1]".into());
+            // The first place noted stays.
+            spent_in(|| "spec.resources[0].patches[2]".into());
             spent_at()
         });
-        assert_eq!(
-            at.as_deref(),
-            Some("spec.pipeline[2].input.patchSets[0].patches[1]")
-        );
+        assert_eq!(at.as_deref(), Some("spec.resources[0].patches[1]"));
         assert!(exceeded.is_some_and(|e| e.is_input()));
     }
 

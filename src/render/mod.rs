@@ -385,9 +385,9 @@ fn render_set<'a>(
                     ),
                     _ => None,
                 };
-                let (outcome, from_environment) = crate::budget::at(patch_at, || {
-                    apply(p, paths, &out.composite, &environment, &mut object)
-                });
+                let (outcome, from_environment) =
+                    apply(p, paths, &out.composite, &environment, &mut object);
+                crate::budget::spent_in(|| patch_at.to_string());
                 rendered.patches.push(PatchRecord {
                     at: patch_at,
                     patch: p,
