@@ -395,17 +395,25 @@ pub enum PatchHolder {
     PatchSet(usize),
 }
 
+impl PatchAt {
+    /// The path to the patch, built as every other path is.
+    pub fn path(&self) -> Path {
+        let root = Path::new("spec");
+        let set = match self.step {
+            Some(step) => root.child("pipeline").index(step).child("input"),
+            None => root,
+        };
+        let holder = match self.holder {
+            PatchHolder::Resource(i) => set.child("resources").index(i),
+            PatchHolder::PatchSet(i) => set.child("patchSets").index(i),
+        };
+        holder.child("patches").index(self.index)
+    }
+}
+
 impl fmt::Display for PatchAt {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("spec")?;
-        if let Some(step) = self.step {
-            write!(f, ".pipeline[{step}].input")?;
-        }
-        match self.holder {
-            PatchHolder::Resource(i) => write!(f, ".resources[{i}]")?,
-            PatchHolder::PatchSet(i) => write!(f, ".patchSets[{i}]")?,
-        }
-        write!(f, ".patches[{}]", self.index)
+        f.write_str(self.path().as_str())
     }
 }
 

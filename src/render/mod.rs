@@ -22,7 +22,7 @@ use serde_json::{Map, Value};
 use crate::findings::{PatchAt, PatchHolder, Path};
 use crate::json::{field, member, member_mut};
 use crate::model::function::{FunctionPackage, FunctionSet, KnownFunction, Recognition};
-use crate::model::{self, ComposedTemplate, Composition, PatchAndTransformStep, ResourceSet};
+use crate::model::{self, ComposedTemplate, Composition, PatchAndTransformStep};
 use patch::{Direction, Outcome};
 
 /// Label Crossplane puts on composed resources (and the XR) naming the XR.
@@ -285,14 +285,13 @@ pub fn render<'a>(
         environment_not_rendered: Vec::new(),
     };
     if c.spec.pipeline.is_empty() {
-        let at = Path::new("spec");
-        let set = ResourceSet::new(
-            &c.spec.resources,
-            &c.spec.patch_sets,
-            c.spec.environment.as_ref(),
-            &at,
-        );
-        render_set(&set, &c.spec.resources, &c.spec.patch_sets, None, &mut out);
+        let set = Templates {
+            resources: &c.spec.resources,
+            patch_sets: &c.spec.patch_sets,
+            environment: c.spec.environment.as_ref(),
+            step: None,
+        };
+        render_set(&set, &Path::new("spec"), &mut out);
         return out;
     }
     for (i, step) in c.spec.pipeline.iter().enumerate() {
@@ -300,14 +299,13 @@ pub fn render<'a>(
         let input_at = at.child("input");
         match steps.iter().find(|s| s.at == input_at) {
             Some(s) => {
-                let set = ResourceSet::new(
-                    &s.input.resources,
-                    &s.input.patch_sets,
-                    s.input.environment.as_ref(),
-                    &input_at,
-                );
-                let input = &s.input;
-                render_set(&set, &input.resources, &input.patch_sets, Some(i), &mut out);
+                let set = Templates {
+                    resources: &s.input.resources,
+                    patch_sets: &s.input.patch_sets,
+                    environment: s.input.environment.as_ref(),
+                    step: Some(i),
+                };
+                render_set(&set, &input_at, &mut out);
             }
             None => {
                 let recognised = Recognition::of(&step.function_ref.name, functions);
@@ -324,27 +322,35 @@ pub fn render<'a>(
     out
 }
 
-/// Renders the templates of `set`, the Composition's `spec` or the input of pipeline step
-/// `step`; `templates` and `patch_sets` are the set's, borrowed for as long as the render's
-/// records hold its patches (the set's path is the caller's).
-fn render_set<'a>(
-    set: &ResourceSet<'_>,
-    templates: &'a [ComposedTemplate],
+/// What one set of templates is rendered from: the Composition's `spec`, or the input of a
+/// pipeline step. As a [`ResourceSet`](model::ResourceSet), without its path, which the
+/// render's records, borrowing the patches for as long as the Composition, do not hold.
+struct Templates<'a> {
+    resources: &'a [ComposedTemplate],
     patch_sets: &'a [model::PatchSet],
+    environment: Option<&'a model::EnvironmentConfiguration>,
+    /// The pipeline step whose input this is; `None` for `spec`.
     step: Option<usize>,
-    out: &mut Rendered<'a>,
-) {
-    let environment = environment(set, &mut out.composite, &mut out.environment_not_rendered);
+}
+
+/// Renders the templates of `set`, held at `at` (`spec`, `spec.pipeline[i].input`).
+fn render_set<'a>(set: &Templates<'a>, at: &Path, out: &mut Rendered<'a>) {
+    let environment = environment(
+        set.environment,
+        at,
+        &mut out.composite,
+        &mut out.environment_not_rendered,
+    );
     let stamp = Stamp::of(&out.composite);
     // Each patch's paths parsed once per set, by the patch's address: a patch set's patches
     // are applied to every template that uses it.
     let mut parsed: HashMap<*const model::Patch, patch::ParsedPaths, foldhash::fast::FixedState> =
         HashMap::default();
-    for (i, template) in templates.iter().enumerate() {
+    for (i, template) in set.resources.iter().enumerate() {
         if crate::budget::step().is_err() {
             return;
         }
-        let at = set.at.child("resources").index(i);
+        let template_at = at.child("resources").index(i);
         // A template without a base patches the resource an earlier step rendered.
         let earlier = template.name.as_deref().and_then(|n| {
             out.resources
@@ -361,7 +367,7 @@ fn render_set<'a>(
         }
         let start = start.cloned();
         let mut rendered = RenderedResource {
-            at,
+            at: template_at,
             name: template.name.clone(),
             object: None,
             patches: Vec::with_capacity(template.patches.len()),
@@ -369,7 +375,7 @@ fn render_set<'a>(
         };
         if let Some(mut object) = start {
             metadata(&mut object, &stamp, template.name.as_deref());
-            for (patch_at, p) in expand_patches(patch_sets, step, i, template) {
+            for (patch_at, p) in expand_patches(set, i, template) {
                 // Each record holds a few strings: a patch set of a thousand patches used by
                 // a thousand templates is a million of them.
                 let cost = crate::budget::step().and_then(|()| crate::budget::reserve(256));
@@ -420,11 +426,12 @@ fn render_set<'a>(
 /// The environment of a render: the default data, then the environment patches between
 /// the XR and the environment (which may also write the XR). No EnvironmentConfig is read.
 fn environment(
-    set: &ResourceSet<'_>,
+    env: Option<&model::EnvironmentConfiguration>,
+    at: &Path,
     composite: &mut Value,
     not_rendered: &mut Vec<(String, String)>,
 ) -> Value {
-    let Some(env) = set.environment else {
+    let Some(env) = env else {
         return Value::Object(Map::new());
     };
     let mut data = Value::Object(env.default_data.clone().unwrap_or_default());
@@ -438,7 +445,7 @@ fn environment(
             None => continue,
         };
         if let Outcome::NotRendered(why) = outcome {
-            let at = set.at.child("environment").child("patches").index(j);
+            let at = at.child("environment").child("patches").index(j);
             not_rendered.push((at.as_str().to_string(), why));
         }
     }
@@ -447,8 +454,7 @@ fn environment(
 
 /// A template's patches with patch sets expanded, each with where it is written.
 fn expand_patches<'a>(
-    patch_sets: &'a [model::PatchSet],
-    step: Option<usize>,
+    set: &Templates<'a>,
     i: usize,
     template: &'a ComposedTemplate,
 ) -> Vec<(PatchAt, &'a model::Patch)> {
@@ -456,7 +462,7 @@ fn expand_patches<'a>(
     for (j, p) in template.patches.iter().enumerate() {
         if p.effective_type() != model::PATCH_SET {
             let at = PatchAt {
-                step,
+                step: set.step,
                 holder: PatchHolder::Resource(i),
                 index: j,
             };
@@ -467,10 +473,15 @@ fn expand_patches<'a>(
             break;
         }
         let name = p.patch_set_name.as_deref().unwrap_or_default();
-        if let Some((k, ps)) = patch_sets.iter().enumerate().find(|(_, s)| s.name == name) {
+        if let Some((k, ps)) = set
+            .patch_sets
+            .iter()
+            .enumerate()
+            .find(|(_, s)| s.name == name)
+        {
             for (l, q) in ps.patches.iter().enumerate() {
                 let at = PatchAt {
-                    step,
+                    step: set.step,
                     holder: PatchHolder::PatchSet(k),
                     index: l,
                 };

@@ -56,10 +56,6 @@ fn grow(array: &mut Vec<Value>, index: usize, at: impl FnOnce() -> String) -> Re
     Ok(())
 }
 
-fn prefix<S: AsSegment>(path: &[S]) -> String {
-    path_string(path)
-}
-
 /// `before` followed by `segment`: the path of the child being made.
 fn segments_to<S: AsSegment>(before: &[S], segment: &S) -> Vec<Segment> {
     before
@@ -77,17 +73,17 @@ pub fn get<'a, S: AsSegment>(object: &'a Value, segments: &[S]) -> Result<&'a Va
             SegmentRef::Index(index) => {
                 let array = it
                     .as_array()
-                    .ok_or_else(|| GetError::WrongKind(prefix(&segments[..i]), "array"))?;
+                    .ok_or_else(|| GetError::WrongKind(path_string(&segments[..i]), "array"))?;
                 array
                     .get(index as usize)
-                    .ok_or_else(|| GetError::NoElement(prefix(&segments[..=i])))?
+                    .ok_or_else(|| GetError::NoElement(path_string(&segments[..=i])))?
             }
             SegmentRef::Field(name) => {
                 let map = it
                     .as_object()
-                    .ok_or_else(|| GetError::WrongKind(prefix(&segments[..i]), "object"))?;
+                    .ok_or_else(|| GetError::WrongKind(path_string(&segments[..i]), "object"))?;
                 crate::json::member(map, name)
-                    .ok_or_else(|| GetError::NoField(prefix(&segments[..=i])))?
+                    .ok_or_else(|| GetError::NoField(path_string(&segments[..=i])))?
             }
         };
     }
@@ -132,7 +128,7 @@ pub fn set<S: AsSegment>(object: &mut Value, segments: &[S], value: Value) -> Re
         SegmentRef::Field(name) => {
             let map = it
                 .as_object_mut()
-                .ok_or_else(|| SetError::WrongKind(prefix(parents), "object"))?;
+                .ok_or_else(|| SetError::WrongKind(path_string(parents), "object"))?;
             // A member that is there is replaced in place, as `insert` would, without
             // hashing or copying its name.
             match crate::json::member_mut(map, name) {
@@ -145,9 +141,9 @@ pub fn set<S: AsSegment>(object: &mut Value, segments: &[S], value: Value) -> Re
         SegmentRef::Index(index) => {
             let array = it
                 .as_array_mut()
-                .ok_or_else(|| SetError::WrongKind(prefix(parents), "array"))?;
+                .ok_or_else(|| SetError::WrongKind(path_string(parents), "array"))?;
             let index = index as usize;
-            grow(array, index, || prefix(parents))?;
+            grow(array, index, || path_string(parents))?;
             array[index] = value;
         }
     }
@@ -161,7 +157,7 @@ fn child_mut<'a, S: AsSegment>(
     next: &S,
     before: &[S],
 ) -> Result<&'a mut Value, SetError> {
-    let at = || prefix(&segments_to(before, segment));
+    let at = || path_string(&segments_to(before, segment));
     let next = next.as_segment();
     let empty = || -> Result<Value, SetError> {
         Ok(match next {
@@ -177,13 +173,13 @@ fn child_mut<'a, S: AsSegment>(
         SegmentRef::Field(name) => {
             let map = it
                 .as_object_mut()
-                .ok_or_else(|| SetError::WrongKind(prefix(before), "object"))?;
+                .ok_or_else(|| SetError::WrongKind(path_string(before), "object"))?;
             // Most are there already: found without hashing or copying the name.
             match crate::json::scanned_position(map, name) {
                 Some(i) => match map.values_mut().nth(i) {
                     Some(member) => member,
                     // Cannot be: the member was just found at `i`.
-                    None => return Err(SetError::WrongKind(prefix(before), "object")),
+                    None => return Err(SetError::WrongKind(path_string(before), "object")),
                 },
                 None => map.entry(name.to_string()).or_insert(Value::Null),
             }
@@ -191,9 +187,9 @@ fn child_mut<'a, S: AsSegment>(
         SegmentRef::Index(index) => {
             let array = it
                 .as_array_mut()
-                .ok_or_else(|| SetError::WrongKind(prefix(before), "array"))?;
+                .ok_or_else(|| SetError::WrongKind(path_string(before), "array"))?;
             let index = index as usize;
-            grow(array, index, || prefix(before))?;
+            grow(array, index, || path_string(before))?;
             &mut array[index]
         }
     };
@@ -232,7 +228,7 @@ pub fn merge_value<S: AsSegment>(
     let merged = match (merge, existing) {
         (Some(m), Some(existing)) if !existing.is_null() && !value.is_null() => {
             crate::budget::reserve_copy(existing)
-                .map_err(|e| SetError::Budget(format!("merging into {}", prefix(path)), e))?;
+                .map_err(|e| SetError::Budget(format!("merging into {}", path_string(path)), e))?;
             let mut dst = existing.clone();
             merge_into(&mut dst, value, m);
             dst
@@ -323,7 +319,7 @@ fn expand<S: AsSegment>(
                     expand(&map[key.as_str()], tail, next, out)?;
                 }
             }
-            _ => return Err(SetError::Wildcard(prefix(&done))),
+            _ => return Err(SetError::Wildcard(path_string(&done))),
         },
         SegmentRef::Field(name) => {
             if let Some(child) = it.as_object().and_then(|m| crate::json::member(m, name)) {

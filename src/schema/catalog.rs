@@ -490,8 +490,9 @@ impl Catalog {
         let all = || bucket.iter().map(|&i| &self.entries[i]);
         // Real CRDs shadow MRDs, which shadow XRD-generated ones.
         let first = all().map(|e| e.origin.rank()).min();
-        let mut candidates = all().filter(|e| Some(e.origin.rank()) == first);
-        match (candidates.next(), candidates.next()) {
+        let candidates = || all().filter(|e| Some(e.origin.rank()) == first);
+        let mut found = candidates();
+        match (found.next(), found.next()) {
             (None, _) => Err(not_found()),
             (Some(entry), None) => {
                 let selection = entry.crd.schema_for(version);
@@ -504,8 +505,7 @@ impl Catalog {
                 })
             }
             (Some(_), Some(_)) => {
-                let mut candidates: Vec<Candidate> = all()
-                    .filter(|e| Some(e.origin.rank()) == first)
+                let mut candidates: Vec<Candidate> = candidates()
                     .map(|e| Candidate {
                         name: e.name().to_string(),
                         source: e.source.clone(),
