@@ -138,12 +138,62 @@ pub fn regex_error(msg: &str, fmt: &str, examples: &[&str]) -> String {
     s
 }
 
+/// The classes of a byte in apimachinery's name patterns, one table lookup per byte: the
+/// names checked are every label and annotation key of every rendered resource.
+const ALNUM: u8 = 1;
+/// `[a-z0-9]`.
+const LOWER_ALNUM: u8 = 2;
+/// `[-A-Za-z0-9_.]`: the inside of a qualified name's name part, or a label value.
+const NAME_PART: u8 = 4;
+/// `[-a-z0-9]`: the inside of a DNS-1123 label.
+const LABEL: u8 = 8;
+/// `[-a-z0-9.]`: the inside of a DNS-1123 subdomain.
+const SUBDOMAIN: u8 = 16;
+
+/// Each byte's classes.
+static CLASSES: [u8; 256] = classes();
+
+const fn classes() -> [u8; 256] {
+    let mut table = [0u8; 256];
+    let mut i = 0;
+    while i < 256 {
+        let c = i as u8;
+        let mut class = 0;
+        if c.is_ascii_alphanumeric() {
+            class |= ALNUM | NAME_PART;
+        }
+        if c.is_ascii_lowercase() || c.is_ascii_digit() {
+            class |= LOWER_ALNUM | LABEL | SUBDOMAIN;
+        }
+        match c {
+            b'-' => class |= NAME_PART | LABEL | SUBDOMAIN,
+            b'_' => class |= NAME_PART,
+            b'.' => class |= NAME_PART | SUBDOMAIN,
+            _ => {}
+        }
+        table[i] = class;
+        i += 1;
+    }
+    table
+}
+
+fn is(c: u8, class: u8) -> bool {
+    CLASSES[usize::from(c)] & class != 0
+}
+
+/// Whether every byte of `b` is of `class` (one class), without a branch per byte.
+fn all_of(b: &[u8], class: u8) -> bool {
+    b.iter()
+        .fold(class, |seen, &c| seen & CLASSES[usize::from(c)])
+        == class
+}
+
 fn alnum(c: u8) -> bool {
-    c.is_ascii_alphanumeric()
+    is(c, ALNUM)
 }
 
 fn lower_alnum(c: u8) -> bool {
-    c.is_ascii_lowercase() || c.is_ascii_digit()
+    is(c, LOWER_ALNUM)
 }
 
 /// `qualifiedNameRegexp` (anchored).
@@ -151,28 +201,19 @@ fn is_qualified_name_part(s: &str) -> bool {
     let b = s.as_bytes();
     b.first().copied().is_some_and(alnum)
         && b.last().copied().is_some_and(alnum)
-        && b.iter()
-            .all(|c| alnum(*c) || matches!(c, b'-' | b'_' | b'.'))
+        && all_of(b, NAME_PART)
 }
 
-/// `dns1123SubdomainRegexp` (anchored): dot-separated DNS-1123 labels, in one pass: every
-/// label starts and ends with a lower case letter or digit, so a dot follows one and is
-/// followed by one, and a dash never follows a dot.
+/// `dns1123SubdomainRegexp` (anchored): dot-separated DNS-1123 labels. Every label starts
+/// and ends with a lower case letter or digit: the first and last bytes are one, and so
+/// are the bytes on both sides of every dot.
 fn is_dns1123_subdomain(s: &str) -> bool {
-    // As if after a dot: the first byte must be a letter or digit.
-    let mut prev = b'.';
-    for &c in s.as_bytes() {
-        let ok = match c {
-            b'.' => lower_alnum(prev),
-            b'-' => prev != b'.',
-            c => lower_alnum(c),
-        };
-        if !ok {
-            return false;
-        }
-        prev = c;
-    }
-    lower_alnum(prev)
+    let b = s.as_bytes();
+    b.first().copied().is_some_and(lower_alnum)
+        && b.last().copied().is_some_and(lower_alnum)
+        && all_of(b, SUBDOMAIN)
+        // Neither end is a dot, so every dot has a byte on both sides.
+        && memchr::memchr_iter(b'.', b).all(|i| lower_alnum(b[i - 1]) && lower_alnum(b[i + 1]))
 }
 
 /// `dns1123LabelRegexp` (anchored).
@@ -180,7 +221,7 @@ fn is_dns1123_label(s: &str) -> bool {
     let b = s.as_bytes();
     b.first().copied().is_some_and(lower_alnum)
         && b.last().copied().is_some_and(lower_alnum)
-        && b.iter().all(|c| lower_alnum(*c) || *c == b'-')
+        && all_of(b, LABEL)
 }
 
 /// Whether [`qualified_name`] finds nothing wrong: the common case (every label and
@@ -318,7 +359,7 @@ pub fn dns1035_label(value: &str) -> Vec<String> {
     let b = value.as_bytes();
     let ok = b.first().is_some_and(u8::is_ascii_lowercase)
         && b.last().copied().is_some_and(lower_alnum)
-        && b.iter().all(|c| lower_alnum(*c) || *c == b'-');
+        && all_of(b, LABEL);
     if !ok {
         errs.push(regex_error(
             DNS1035_LABEL_ERR,
@@ -384,8 +425,20 @@ mod tests {
         }
 
         #[test]
-        fn subdomains_are_checked_as_apimachinery_checks_them(value in "[a-z0-9.-]{0,12}") {
+        fn subdomains_are_checked_as_apimachinery_checks_them(value in "[a-z0-9.-]{0,12}|[a-zA-Z0-9._é -]{0,8}") {
             prop_assert_eq!(dns1123_subdomain(&value).is_empty(), upstream_subdomain(&value));
+        }
+
+        /// The byte classes (one table) agree with apimachinery's patterns, non-ASCII bytes
+        /// included.
+        #[test]
+        fn labels_and_name_parts_are_checked_as_apimachinery_checks_them(
+            value in "[a-z0-9.-]{0,10}|[a-zA-Z0-9._é/ -]{0,8}"
+        ) {
+            let label = regex::Regex::new("^[a-z0-9]([-a-z0-9]*[a-z0-9])?$").unwrap();
+            let part = regex::Regex::new("^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$").unwrap();
+            prop_assert_eq!(is_dns1123_label(&value), label.is_match(&value), "{}", value);
+            prop_assert_eq!(is_qualified_name_part(&value), part.is_match(&value), "{}", value);
         }
     }
 
