@@ -85,12 +85,12 @@ impl NameRule {
     /// The problems of `name` (`prefix`: a `generateName`, which may end in `-`).
     pub fn check(self, name: &str, prefix: bool) -> Vec<String> {
         match self {
-            NameRule::DnsSubdomain => dns1123_subdomain(&mask(name, prefix)),
-            NameRule::DnsLabel => dns1123_label(&mask(name, prefix)),
-            NameRule::Dns1035Label => dns1035_label(&mask(name, prefix)),
+            NameRule::DnsSubdomain => with_mask(name, prefix, dns1123_subdomain),
+            NameRule::DnsLabel => with_mask(name, prefix, dns1123_label),
+            NameRule::Dns1035Label => with_mask(name, prefix, dns1035_label),
             NameRule::PathSegment => path_segment(name, prefix),
             NameRule::CronJob => {
-                let mut errs = dns1123_subdomain(&mask(name, prefix));
+                let mut errs = with_mask(name, prefix, dns1123_subdomain);
                 if !prefix && name.len() > 52 {
                     errs.push("must be no more than 52 characters".to_string());
                 }
@@ -100,17 +100,30 @@ impl NameRule {
     }
 }
 
-/// `maskTrailingDash` for a prefix: Go's replaces the last two bytes with `a`. Borrowed
-/// when nothing is masked (every name but a `generateName`).
-fn mask(name: &str, prefix: bool) -> std::borrow::Cow<'_, str> {
-    if prefix && name.len() > 1 && name.ends_with('-') {
-        // The byte before the dash may start a multi-byte character: Go cuts bytes.
-        let cut = &name.as_bytes()[..name.len() - 2];
-        std::borrow::Cow::Owned(format!("{}a", String::from_utf8_lossy(cut)))
-    } else {
-        std::borrow::Cow::Borrowed(name)
+/// `maskTrailingDash` for a prefix: Go's replaces the last two bytes with `a`. `f` gets the
+/// name masked, or as it is when nothing is masked (every name but a `generateName`). Every
+/// rendered resource has a `generateName`: a short one is masked on the stack.
+fn with_mask<R>(name: &str, prefix: bool, f: impl FnOnce(&str) -> R) -> R {
+    if !(prefix && name.len() > 1 && name.ends_with('-')) {
+        return f(name);
     }
+    // The byte before the dash may start a multi-byte character: Go cuts bytes.
+    let cut = &name.as_bytes()[..name.len() - 2];
+    let mut buf = [0u8; MASKED_ON_STACK];
+    if let Ok(cut) = std::str::from_utf8(cut)
+        && let Some(masked) = buf.get_mut(..=cut.len())
+    {
+        masked[..cut.len()].copy_from_slice(cut.as_bytes());
+        masked[cut.len()] = b'a';
+        if let Ok(masked) = std::str::from_utf8(masked) {
+            return f(masked);
+        }
+    }
+    f(&format!("{}a", String::from_utf8_lossy(cut)))
 }
+
+/// The longest `generateName` masked without allocating (longer ones are invalid names).
+const MASKED_ON_STACK: usize = DNS1123_SUBDOMAIN_MAX + 3;
 
 /// `EmptyError`.
 fn empty_error() -> String {
@@ -480,6 +493,48 @@ mod tests {
         );
         // A generateName may end in a dash.
         assert!(NameRule::DnsSubdomain.check("xnet-mock-", true).is_empty());
+    }
+
+    /// Go's `maskTrailingDash`: the last two bytes replaced by `a`, as one string.
+    fn go_mask(name: &str) -> String {
+        format!(
+            "{}a",
+            String::from_utf8_lossy(&name.as_bytes()[..name.len() - 2])
+        )
+    }
+
+    #[test]
+    fn a_generate_name_is_masked_as_go_masks_it() {
+        let long = format!("{}-", "a".repeat(300));
+        let at_edge = format!("{}-", "b".repeat(MASKED_ON_STACK));
+        let below = format!("{}-", "c".repeat(MASKED_ON_STACK - 1));
+        for name in [
+            "xnet-mock-",
+            "a-",
+            "-",
+            "ab",
+            "Upper-",
+            "é-",
+            "xé-",
+            "x-é-",
+            &long,
+            &at_edge,
+            &below,
+        ] {
+            let masked = with_mask(name, true, str::to_string);
+            let expected = if name.len() > 1 && name.ends_with('-') {
+                go_mask(name)
+            } else {
+                name.to_string()
+            };
+            assert_eq!(masked, expected, "{name}");
+            assert_eq!(with_mask(name, false, str::to_string), name);
+            assert_eq!(
+                NameRule::DnsSubdomain.check(name, true),
+                dns1123_subdomain(&expected),
+                "{name}"
+            );
+        }
         assert!(
             NameRule::PathSegment
                 .check("system:admin", false)
