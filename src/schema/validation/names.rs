@@ -122,7 +122,8 @@ fn with_mask<R>(name: &str, prefix: bool, f: impl FnOnce(&str) -> R) -> R {
     f(&format!("{}a", String::from_utf8_lossy(cut)))
 }
 
-/// The longest `generateName` masked without allocating (longer ones are invalid names).
+/// The longest `generateName` masked without allocating, and more: a longer one masks to a
+/// name longer than a subdomain's 253 bytes, invalid anyway.
 const MASKED_ON_STACK: usize = DNS1123_SUBDOMAIN_MAX + 3;
 
 /// `EmptyError`.
@@ -151,8 +152,10 @@ pub fn regex_error(msg: &str, fmt: &str, examples: &[&str]) -> String {
     s
 }
 
-/// The classes of a byte in apimachinery's name patterns, one table lookup per byte: the
-/// names checked are every label and annotation key of every rendered resource.
+// The classes of a byte in apimachinery's name patterns, found by one table lookup per
+// byte: the names checked are every label and annotation key of every rendered resource.
+
+/// `[A-Za-z0-9]`.
 const ALNUM: u8 = 1;
 /// `[a-z0-9]`.
 const LOWER_ALNUM: u8 = 2;
