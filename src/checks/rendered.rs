@@ -144,7 +144,7 @@ pub fn check_rendered(
         functions: source.functions(),
         earlier,
         variants: RefCell::new(HashMap::new()),
-        kinds: RefCell::new(HashMap::new()),
+        kinds: RefCell::default(),
     };
     let mut findings = Vec::new();
     findings.extend(opaque_note(&rendered));
@@ -312,8 +312,12 @@ struct Ctx<'a> {
     variants: RefCell<HashMap<VariantKey, Option<Arc<Vec<Variant>>>>>,
     /// Each rendered kind's compiled schema and CRD scope, by `apiVersion` and kind
     /// (nested, so a lookup needs no owned key).
-    kinds: RefCell<HashMap<String, HashMap<String, KindRules>>>,
+    kinds: RefCell<ByName<ByName<KindRules>>>,
 }
+
+/// A map by a name a Composition chose (an `apiVersion`, a kind): hashed with foldhash,
+/// seeded per process, rather than SipHash.
+type ByName<V> = HashMap<String, V, foldhash::quality::RandomState>;
 
 /// How a rendered kind is validated: its compiled schema (when its definition is known and
 /// compiles), its scope, its name rule, and where a built-in kind's schema comes from.

@@ -22,6 +22,10 @@ pub use transform::validate_transform;
 
 use std::collections::HashSet;
 
+/// Names a Composition declares, checked for repeats: hashed with foldhash (seeded per
+/// process) rather than SipHash.
+type Names<'a> = HashSet<&'a str, foldhash::quality::RandomState>;
+
 use crate::findings::{BadValue, ErrorType, FieldError, Path};
 use crate::model::{ComposedTemplate, Composition, MODE_PIPELINE, MODE_RESOURCES, PATCH_SET};
 use crate::schema::split_api_version;
@@ -214,7 +218,7 @@ pub fn validate_mode(c: &Composition) -> Vec<FieldError> {
 /// every `patchSetName` of a resource patch names a declared patch set.
 pub fn validate_patch_sets(c: &Composition) -> Vec<FieldError> {
     let mut errs = Vec::new();
-    let mut declared = HashSet::new();
+    let mut declared = Names::default();
     for (i, ps) in c.spec.patch_sets.iter().enumerate() {
         let p = || Path::new("spec").child("patchSets").index(i);
         if ps.name.is_empty() {
@@ -301,7 +305,7 @@ pub fn validate_resources(c: &Composition) -> Vec<FieldError> {
 pub fn validate_resource_names(c: &Composition) -> Vec<FieldError> {
     const MIXED: &str = "cannot mix named and anonymous resources, all resources must have a name or none must have a name";
     let mut errs = Vec::new();
-    let mut seen = HashSet::new();
+    let mut seen = Names::default();
     for (i, res) in c.spec.resources.iter().enumerate() {
         let field = || Path::new("spec").child("resources").index(i).child("name");
         let name = res.name.as_deref().unwrap_or("");
@@ -331,13 +335,13 @@ pub fn validate_resource_names(c: &Composition) -> Vec<FieldError> {
 /// for Secret credentials.
 pub fn validate_pipeline(c: &Composition) -> Vec<FieldError> {
     let mut errs = Vec::new();
-    let mut steps = HashSet::new();
+    let mut steps = Names::default();
     for (i, step) in c.spec.pipeline.iter().enumerate() {
         let p = Path::new("spec").child("pipeline").index(i);
         if !step.step.is_empty() && !steps.insert(step.step.as_str()) {
             errs.push(FieldError::duplicate(p.child("step"), step.step.as_str()));
         }
-        let mut creds = HashSet::new();
+        let mut creds = Names::default();
         for (j, cred) in step.credentials.iter().enumerate() {
             let cp = p.child("credentials").index(j);
             if !creds.insert(cred.name.as_str()) {

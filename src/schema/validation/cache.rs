@@ -17,7 +17,10 @@ struct Entry {
     compiled: Arc<CompiledSchema>,
 }
 
-static CACHE: LazyLock<Mutex<HashMap<usize, Entry>>> = LazyLock::new(Mutex::default);
+/// Compiled schemas by the address of their `Arc<Schema>` (an address needs no SipHash).
+type Entries = HashMap<usize, Entry, foldhash::fast::FixedState>;
+
+static CACHE: LazyLock<Mutex<Entries>> = LazyLock::new(Mutex::default);
 
 /// The compiled form of `schema`, compiled on first use and cached as long as the
 /// `Arc<Schema>` lives (keyed by the Arc's address, holding a `Weak` to detect reuse; dead
@@ -51,16 +54,12 @@ pub fn compiled(schema: &Arc<Schema>) -> Result<Arc<CompiledSchema>, CompileErro
     Ok(fresh)
 }
 
-fn lock() -> std::sync::MutexGuard<'static, HashMap<usize, Entry>> {
+fn lock() -> std::sync::MutexGuard<'static, Entries> {
     // A panic while holding the lock leaves the map consistent (every change is one call).
     CACHE.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-fn lookup(
-    cache: &HashMap<usize, Entry>,
-    key: usize,
-    schema: &Arc<Schema>,
-) -> Option<Arc<CompiledSchema>> {
+fn lookup(cache: &Entries, key: usize, schema: &Arc<Schema>) -> Option<Arc<CompiledSchema>> {
     let entry = cache.get(&key)?;
     let live = entry.schema.upgrade()?;
     Arc::ptr_eq(&live, schema).then(|| Arc::clone(&entry.compiled))
