@@ -1,7 +1,7 @@
 //! The threads that decode and validate reviews: a fixed set, one per worker, the most
 //! recently idle one taking the next review.
 //!
-//! A review allocates some 7,000 blocks, each from its thread's own allocator heap. On
+//! A review allocates thousands of blocks, each from its thread's own allocator heap. On
 //! tokio's blocking pool (a thread per review in flight, woken in turn) every review ran on
 //! a heap last touched several reviews before, out of cache: at concurrency 8 the same
 //! instructions took twice the CPU they take in one thread (docs/performance.md). Here the
