@@ -5,9 +5,9 @@
 //! `cargo bench`) is started with a self-signed certificate for `localhost` and the schema
 //! files of one Composition, and is sent that Composition, wrapped in an
 //! `admission.k8s.io/v1` AdmissionReview as the API server sends it for `kubectl apply`
-//! (CREATE, `userInfo`, `options`, `?timeout=10s`, the object with `uid`,
-//! `creationTimestamp`, `managedFields` and the last-applied-configuration annotation), each
-//! request with its own uid.
+//! (CREATE, `userInfo`, `options`, `?timeout=10s`, the object with the Composition CRD's
+//! defaults, `uid`, `creationTimestamp`, `managedFields` and the last-applied-configuration
+//! annotation), each request with its own uid.
 //!
 //! The Composition: `configuration-aws-network@v0.2.0` `apis/basic/composition.yaml` from
 //! `../shared/corpus` (Upbound's reference AWS network configuration: 16 composed resources,
@@ -47,6 +47,9 @@
 //! - `SERVE_BENCH_PIN` (`--pin`, `0`, `1` or `both`, default `0`);
 //! - `SERVE_BENCH_WORKERS` (`--workers`): the server's `--workers` (default: its own);
 //! - `SERVE_BENCH_BIN`: another `composition-webhook` binary to measure (to compare builds);
+//! - `SERVE_BENCH_DUMP=<dir>`: also write every request of a level (warm-up included) to
+//!   `<dir>/lat-<concurrency>-<cold|warm>.txt`, one line each: when it ended and how long it
+//!   took, in µs since the level started (to see whether a tail is spread out or bunched);
 //! - `SERVE_BENCH_IN_PROCESS` (`--in-process N`): only decode and decide the review N times
 //!   in-process after one warm-up review, print the mean per review and exit, without the
 //!   server (for profiles: `valgrind --tool=callgrind --toggle-collect='*serve::repeat*'`).
@@ -344,9 +347,12 @@ fn fields_v1(value: &Value, top: bool) -> Value {
 }
 
 /// The Composition as the API server has it when it calls the webhook on a `kubectl apply`
-/// CREATE: the last-applied annotation, uid, creationTimestamp, generation, managedFields.
+/// CREATE: its Composition CRD's defaults applied (the API server defaults a custom resource
+/// as it decodes the request, before admission), the last-applied annotation (what kubectl
+/// sent, undefaulted), uid, creationTimestamp, generation, managedFields.
 fn as_created(manifest: &Value) -> Value {
-    let mut object = manifest.clone();
+    let mut object =
+        composition_webhook::model::with_api_defaults(manifest, &v1_options().composition_api);
     let last_applied = format!("{}\n", serde_json::to_string(manifest).expect("JSON"));
     let meta = object["metadata"]
         .as_object_mut()
@@ -1041,6 +1047,16 @@ async fn run_level(
     }
     first_errors.truncate(5);
 
+    if let Ok(dir) = std::env::var("SERVE_BENCH_DUMP") {
+        let text: String = samples
+            .iter()
+            .map(|s| format!("{} {}\n", s.done_us, s.latency_us))
+            .collect();
+        let file = format!("{dir}/lat-{concurrency}-{}.txt", bodies.name());
+        if let Err(e) = std::fs::write(&file, text) {
+            eprintln!("cannot write {file}: {e}");
+        }
+    }
     let mut rounds = Vec::new();
     let mut reviews = 0;
     for i in 0..settings.rounds {
