@@ -559,13 +559,16 @@ fn repeat(catalog: &Catalog, body: &[u8], n: usize) {
 fn in_process_only(case: &Case, body: &[u8], n: usize) {
     let catalog = catalog_of(case);
     let (allowed, warnings) = review_in_process(&catalog, body);
+    // The most a review holds at once (the server's allocator counts on this thread).
+    let (_, peak) = composition_webhook::budget::peak_during(|| review_in_process(&catalog, body));
     let started = Instant::now();
     repeat(&catalog, body, n);
     let elapsed = started.elapsed();
     println!(
-        "{}: allowed={allowed} with {warnings} warnings; {n} reviews in-process (scan+decode+decide+encode): {:.1} µs each",
+        "{}: allowed={allowed} with {warnings} warnings; {n} reviews in-process (scan+decode+decide+encode): {:.1} µs each; at most {:.0} KiB held at once",
         case.label,
-        elapsed.as_secs_f64() * 1e6 / n.max(1) as f64
+        elapsed.as_secs_f64() * 1e6 / n.max(1) as f64,
+        peak as f64 / 1024.0
     );
 }
 

@@ -218,3 +218,37 @@ proptest! {
         }
     }
 }
+
+/// What the model does not keep of a Composition (here a MiB of `managedFields`, which the
+/// audit reads with every Composition of the cluster) is freed before rendering, which
+/// allocates as much again: the Composition holds less at once than the same one without
+/// it, and is judged the same.
+#[test]
+fn what_the_model_does_not_keep_is_freed_before_rendering() {
+    let catalog = catalog();
+    let validator = Validator::new(&catalog, Options::admitted(Mode::Loose, true));
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/example/composition.yaml");
+    let light = document::load_path(&path)
+        .expect("the example")
+        .remove(0)
+        .value;
+    let mut heavy = light.clone();
+    heavy["metadata"]["managedFields"] = json!([{
+        "manager": "kubectl-client-side-apply",
+        "operation": "Update",
+        "fieldsType": "FieldsV1",
+        "fieldsV1": {"f:spec": {"f:note": "x".repeat(1 << 20)}},
+    }]);
+    // Validators are compiled on first use and kept: not part of either measure.
+    validator.validate_owned(light.clone());
+    let (light_report, light_peak) = budget::peak_during(|| validator.validate_owned(light));
+    let (heavy_report, heavy_peak) = budget::peak_during(|| validator.validate_owned(heavy));
+    assert!(light_report.verdict.allowed, "{:?}", light_report.findings);
+    assert_eq!(heavy_report.verdict, light_report.verdict);
+    assert_eq!(heavy_report.findings, light_report.findings);
+    assert!(
+        heavy_peak < light_peak,
+        "held at most {heavy_peak} bytes with the MiB, {light_peak} without"
+    );
+}
