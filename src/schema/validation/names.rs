@@ -107,13 +107,12 @@ fn with_mask<R>(name: &str, prefix: bool, f: impl FnOnce(&str) -> R) -> R {
     if !(prefix && name.len() > 1 && name.ends_with('-')) {
         return f(name);
     }
-    // The byte before the dash may start a multi-byte character: Go cuts bytes.
+    // The byte before the dash may start a multi-byte character: Go cuts bytes. Such a cut
+    // followed by `a` is not UTF-8, and is formatted as Go's string prints.
     let cut = &name.as_bytes()[..name.len() - 2];
     let mut buf = [0u8; MASKED_ON_STACK];
-    if let Ok(cut) = std::str::from_utf8(cut)
-        && let Some(masked) = buf.get_mut(..=cut.len())
-    {
-        masked[..cut.len()].copy_from_slice(cut.as_bytes());
+    if let Some(masked) = buf.get_mut(..=cut.len()) {
+        masked[..cut.len()].copy_from_slice(cut);
         masked[cut.len()] = b'a';
         if let Ok(masked) = std::str::from_utf8(masked) {
             return f(masked);
