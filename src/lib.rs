@@ -88,6 +88,7 @@ pub mod document;
 pub mod fieldpath;
 pub mod findings;
 pub mod go;
+pub mod hashing;
 pub mod json;
 pub mod mode;
 pub mod model;

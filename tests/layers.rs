@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 /// The core from the bottom up: `go` (Go's semantics) under everything, the engine on top.
 const LAYERS: &[&[&str]] = &[
-    &["budget", "json"],
+    &["budget", "hashing", "json"],
     &["go"],
     &["fieldpath", "findings", "document"],
     &["schema"],

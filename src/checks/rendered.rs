@@ -315,9 +315,8 @@ struct Ctx<'a> {
     kinds: RefCell<ByName<ByName<KindRules>>>,
 }
 
-/// A map by a name a Composition chose (an `apiVersion`, a kind): hashed with foldhash,
-/// seeded per process, rather than SipHash.
-type ByName<V> = HashMap<String, V, foldhash::quality::RandomState>;
+/// A map by a name a Composition chose (an `apiVersion`, a kind).
+type ByName<V> = HashMap<String, V, crate::hashing::ByInput>;
 
 /// How a rendered kind is validated: its compiled schema (when its definition is known and
 /// compiles), its scope, its name rule, and where a built-in kind's schema comes from.

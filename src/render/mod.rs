@@ -344,7 +344,7 @@ fn render_set<'a>(set: &Templates<'a>, at: &Path, out: &mut Rendered<'a>) {
     let stamp = Stamp::of(&out.composite);
     // Each patch's paths parsed once per set, by the patch's address: a patch set's patches
     // are applied to every template that uses it.
-    let mut parsed: HashMap<*const model::Patch, patch::ParsedPaths, foldhash::fast::FixedState> =
+    let mut parsed: HashMap<*const model::Patch, patch::ParsedPaths, crate::hashing::ByAddress> =
         HashMap::default();
     for (i, template) in set.resources.iter().enumerate() {
         if crate::budget::step().is_err() {

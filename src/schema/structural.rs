@@ -125,7 +125,7 @@ pub struct ValidationRule {
 /// A node's `properties`, in the order of their names (as a sorted map would hold them),
 /// found by hashing the name: validation looks up every member of every object it walks,
 /// and a provider's `forProvider` has hundreds of properties.
-pub type Properties = indexmap::IndexMap<String, Schema, foldhash::fast::RandomState>;
+pub type Properties = indexmap::IndexMap<String, Schema, crate::hashing::BySchema>;
 
 /// A structural OpenAPI v3 schema node (Kubernetes `JSONSchemaProps`, minus descriptions).
 #[derive(Debug, Clone, PartialEq, Default)]

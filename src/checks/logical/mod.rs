@@ -26,9 +26,8 @@ use crate::findings::{BadValue, ErrorType, FieldError, Path};
 use crate::model::{ComposedTemplate, Composition, MODE_PIPELINE, MODE_RESOURCES, PATCH_SET};
 use crate::schema::split_api_version;
 
-/// Names a Composition declares, checked for repeats: hashed with foldhash (seeded per
-/// process) rather than SipHash.
-type Names<'a> = HashSet<&'a str, foldhash::quality::RandomState>;
+/// Names a Composition declares, checked for repeats.
+type Names<'a> = HashSet<&'a str, crate::hashing::ByInput>;
 
 /// Every logical error of a Composition: upstream's checks in upstream's order, then the
 /// syntax of every field path; preceded, with `as_api_server`, by what the API server checks

@@ -81,7 +81,7 @@ pub struct Resolved<'p> {
 /// Resolutions by the addresses of the schema (0: none) and of the path, and the path's
 /// length.
 type ResolvedPaths =
-    HashMap<(usize, usize, usize), Result<FieldType, PathError>, foldhash::fast::FixedState>;
+    HashMap<(usize, usize, usize), Result<FieldType, PathError>, crate::hashing::ByAddress>;
 
 impl<'p> Resolved<'p> {
     /// [`resolve`]: the same result, worked out once per schema and path string.

@@ -17,8 +17,8 @@ struct Entry {
     compiled: Arc<CompiledSchema>,
 }
 
-/// Compiled schemas by the address of their `Arc<Schema>` (an address needs no SipHash).
-type Entries = HashMap<usize, Entry, foldhash::fast::FixedState>;
+/// Compiled schemas by the address of their `Arc<Schema>`.
+type Entries = HashMap<usize, Entry, crate::hashing::ByAddress>;
 
 static CACHE: LazyLock<Mutex<Entries>> = LazyLock::new(Mutex::default);
 

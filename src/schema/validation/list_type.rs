@@ -100,8 +100,7 @@ impl Key {
 
 /// Indexes of the second occurrence of every repeated key.
 fn first_repeats(keys: impl Iterator<Item = Key>) -> Vec<usize> {
-    // Keys are the object's: foldhash, seeded per process, hashes them faster than SipHash.
-    let mut seen: HashMap<Key, usize, foldhash::quality::RandomState> = HashMap::default();
+    let mut seen: HashMap<Key, usize, crate::hashing::ByInput> = HashMap::default();
     let mut repeats = Vec::new();
     for (i, key) in keys.enumerate() {
         let times = seen.entry(key).or_insert(0);

@@ -334,9 +334,8 @@ pub fn validate_object(
 #[derive(Debug, Default)]
 pub(crate) struct Subtrees(AddressSet);
 
-/// A set of node addresses, hashed by foldhash (SipHash is most of a lookup for a `usize`,
-/// and the walks look up every object and array they meet).
-type AddressSet = std::collections::HashSet<usize, foldhash::fast::FixedState>;
+/// A set of node addresses (the walks look up every object and array they meet).
+type AddressSet = std::collections::HashSet<usize, crate::hashing::ByAddress>;
 
 impl Subtrees {
     fn of(schema: &Schema, has: fn(&Schema) -> bool) -> Self {
