@@ -589,6 +589,10 @@ impl Stamp {
     }
 }
 
+/// The members a stamp may add to a composed resource's metadata: `generateName`,
+/// `namespace`, `labels`, `annotations` and `ownerReferences`.
+const STAMPED_METADATA: usize = 5;
+
 /// What Crossplane sets on every composed resource: `generateName` from the XR's name, the
 /// composite and claim labels, the template name annotation and the XR as controller.
 fn metadata(object: &mut Value, stamp: &Stamp, template: Option<&str>) {
@@ -605,7 +609,8 @@ fn metadata(object: &mut Value, stamp: &Stamp, template: Option<&str>) {
         obj.shift_insert(
             at.min(obj.len()),
             "metadata".into(),
-            Value::Object(Map::new()),
+            // Room for what is stamped, not grown into member by member.
+            Value::Object(Map::with_capacity(STAMPED_METADATA)),
         );
     }
     let Some(meta) = member_mut(obj, "metadata").and_then(Value::as_object_mut) else {
@@ -617,7 +622,7 @@ fn metadata(object: &mut Value, stamp: &Stamp, template: Option<&str>) {
     }
     let labels = meta
         .entry("labels")
-        .or_insert_with(|| Value::Object(Map::new()));
+        .or_insert_with(|| Value::Object(Map::with_capacity(stamp.labels.len())));
     if let Some(labels) = labels.as_object_mut() {
         for (key, value) in &stamp.labels {
             labels.insert((*key).into(), value.clone());
@@ -626,7 +631,7 @@ fn metadata(object: &mut Value, stamp: &Stamp, template: Option<&str>) {
     if let Some(name) = template {
         let annotations = meta
             .entry("annotations")
-            .or_insert_with(|| Value::Object(Map::new()));
+            .or_insert_with(|| Value::Object(Map::with_capacity(1)));
         if let Some(a) = annotations.as_object_mut() {
             a.insert(
                 ANNOTATION_RESOURCE_NAME.into(),
