@@ -242,9 +242,9 @@ impl<'t> Walk<'t> {
     }
 
     /// Past the rest of a string (the walk just past its opening quote) and its closing
-    /// quote; whether it holds an escape. Sixty-four bytes at a time while they last (a
-    /// last-applied annotation has an escape every few bytes, each of which would otherwise
-    /// start a new search), then eight at a time.
+    /// quote; whether it holds an escape. Sixty-four bytes at a time (a last-applied
+    /// annotation has an escape every few bytes, each of which would otherwise start a new
+    /// search); the text's last bytes padded with quotes into a block of their own.
     fn string_rest(&mut self) -> Option<bool> {
         let bytes = self.text.as_bytes();
         // Most strings (keys, names) end within sixteen bytes without an escape.
@@ -255,56 +255,46 @@ impl<'t> Walk<'t> {
                 self.at += stops.trailing_zeros() as usize + 1;
                 return Some(false);
             }
+            if stops == 0 {
+                // Nothing there a block would need to see again.
+                self.at += 16;
+            }
         }
         let mut escaped = false;
-        while let Some(block) = bytes.get(self.at..).and_then(<[u8]>::first_chunk::<64>) {
-            let (step, ended) = block_rest(bytes, self.at, block, &mut escaped)?;
+        loop {
+            let rest = bytes.get(self.at..)?;
+            let (step, ended) = match rest.first_chunk::<64>() {
+                Some(block) => block_rest(bytes, self.at, block, &mut escaped)?,
+                None => {
+                    let mut block = [b'"'; 64];
+                    block[..rest.len()].copy_from_slice(rest);
+                    let (step, ended) = block_rest(bytes, self.at, &block, &mut escaped)?;
+                    // A string that ends only in the padding does not end.
+                    if step > rest.len() {
+                        return None;
+                    }
+                    (step, ended)
+                }
+            };
             self.at += step;
             if ended {
                 return Some(escaped);
             }
         }
-        self.string_tail(escaped)
     }
+}
 
-    /// [`Walk::string_rest`] eight bytes at a time, for a string's last bytes before the
-    /// text's end.
-    fn string_tail(&mut self, mut escaped: bool) -> Option<bool> {
-        let bytes = self.text.as_bytes();
-        loop {
-            // Eight bytes at a time to the next quote, backslash or control character.
-            while let Some(chunk) = bytes.get(self.at..self.at + 8) {
-                let Ok(chunk) = <[u8; 8]>::try_from(chunk) else {
-                    break;
-                };
-                let found = special(u64::from_le_bytes(chunk));
-                if found != 0 {
-                    self.at += (found.trailing_zeros() / 8) as usize;
-                    break;
-                }
-                self.at += 8;
-            }
-            match *bytes.get(self.at)? {
-                b'"' => {
-                    self.at += 1;
-                    return Some(escaped);
-                }
-                b'\\' => {
-                    escaped = true;
-                    self.at += escape(bytes, self.at)?;
-                }
-                0..=0x1f => return None,
-                _ => self.at += 1,
-            }
-        }
-    }
+/// Whether `b`, after a backslash, makes a whole escape (`\"`, `\n`, ...); a `u` starts a
+/// longer one.
+fn short_escape(b: u8) -> bool {
+    matches!(b, b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't')
 }
 
 /// The length of the escape whose backslash is at `at` in `bytes`, if it is one a parse
 /// accepts and no half of a surrogate pair.
 fn escape(bytes: &[u8], at: usize) -> Option<usize> {
     match *bytes.get(at + 1)? {
-        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => Some(2),
+        b if short_escape(b) => Some(2),
         b'u' => {
             let hex = bytes.get(at + 2..at + 6)?;
             let surrogate = matches!(hex[0], b'd' | b'D') && !matches!(hex[1], b'0'..=b'7');
@@ -355,10 +345,7 @@ fn block_rest(
         while escapes != 0 {
             let i = escapes.trailing_zeros() as usize;
             // A `\u` escape (or none a parse accepts) is looked at whole.
-            if !matches!(
-                block[i],
-                b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't'
-            ) {
+            if !short_escape(block[i]) {
                 escape(bytes, at + i - 1)?;
             }
             escapes &= escapes - 1;
@@ -367,7 +354,7 @@ fn block_rest(
     Some((step, ends != 0))
 }
 
-/// Of 64 bytes, a bit for each quote, backslash and control character.
+/// Of a block of bytes, a bit for each quote, backslash and control character.
 #[derive(Debug, Default, PartialEq, Eq)]
 struct Specials {
     quote: u64,
@@ -431,19 +418,6 @@ impl Specials {
         }
         found
     }
-}
-
-const ONES: u64 = 0x0101_0101_0101_0101;
-const HIGHS: u64 = 0x8080_8080_8080_8080;
-
-/// Of eight bytes read little-endian, the high bit of each that ends a string's plain run:
-/// a quote, a backslash or a control character. Borrows may set bits above the first such
-/// byte, never below it, so the lowest bit set is exact.
-fn special(w: u64) -> u64 {
-    let zero = |x: u64| x.wrapping_sub(ONES) & !x & HIGHS;
-    zero(w ^ (ONES * u64::from(b'"')))
-        | zero(w ^ (ONES * u64::from(b'\\')))
-        | (w.wrapping_sub(ONES * 0x20) & !w & HIGHS)
 }
 
 #[cfg(test)]
@@ -580,6 +554,25 @@ mod tests {
         );
     }
 
+    /// A string's rest a byte at a time, as a parse reads it (and refusing half a surrogate
+    /// pair): the reference the block walk is held to. Whether it holds an escape, and where
+    /// it ends.
+    fn string_rest_bytewise(text: &str) -> Option<(bool, usize)> {
+        let bytes = text.as_bytes();
+        let (mut at, mut escaped) = (0, false);
+        loop {
+            match *bytes.get(at)? {
+                b'"' => return Some((escaped, at + 1)),
+                b'\\' => {
+                    escaped = true;
+                    at += escape(bytes, at)?;
+                }
+                0..=0x1f => return None,
+                _ => at += 1,
+            }
+        }
+    }
+
     /// Texts of a string's rest: runs of backslashes, escaped and unescaped quotes,
     /// `\u` escapes (surrogates, bad hex), control characters and multi-byte characters,
     /// long enough to cross several 64-byte blocks at every offset.
@@ -668,9 +661,8 @@ mod tests {
         fn a_string_is_walked_by_blocks_as_byte_by_byte(text in string_rest_text(), at in 0usize..70) {
             let text = format!("{}{text}", "a".repeat(at));
             let mut blocks = Walk::new(&text);
-            let mut bytes = Walk::new(&text);
             let by_blocks = blocks.string_rest().map(|e| (e, blocks.at));
-            let byte_by_byte = bytes.string_tail(false).map(|e| (e, bytes.at));
+            let byte_by_byte = string_rest_bytewise(&text);
             proptest::prop_assert_eq!(by_blocks, byte_by_byte, "{:?}", text);
             if let Ok(read) = serde_json::from_str::<String>(&format!("\"{text}")) {
                 // A parse that reads the whole text as one string: the walk ends there too,
