@@ -372,6 +372,34 @@ impl From<&Path> for String {
     }
 }
 
+/// Where a walk is, as the steps from a [`Path`]: the path itself is built only for a
+/// finding ([`PathAt::path`]). A walk that finds nothing, as most do, allocates no path
+/// for the values it passes.
+#[derive(Debug, Clone, Copy)]
+pub enum PathAt<'a> {
+    /// The walk's root.
+    Root(&'a Path),
+    /// A property: `<parent>.<name>`.
+    Child(&'a PathAt<'a>, &'a str),
+    /// A map key: `<parent>[<key>]`.
+    Key(&'a PathAt<'a>, &'a str),
+    /// A list item: `<parent>[<i>]`.
+    Index(&'a PathAt<'a>, usize),
+}
+
+impl PathAt<'_> {
+    /// The path, as [`Path::child`], [`Path::key`] and [`Path::index`] chained from the root
+    /// build it.
+    pub fn path(&self) -> Path {
+        match self {
+            PathAt::Root(p) => (*p).clone(),
+            PathAt::Child(parent, name) => parent.path().child(name),
+            PathAt::Key(parent, key) => parent.path().key(key),
+            PathAt::Index(parent, i) => parent.path().index(*i),
+        }
+    }
+}
+
 /// Where a patch is written in a Composition (`spec.resources[0].patches[1]`,
 /// `spec.pipeline[2].input.patchSets[0].patches[3]`), as numbers: a render records one for
 /// every patch it applies and shows few, so the text is built only when shown.

@@ -137,18 +137,19 @@ pub fn validate_required(c: &Composition) -> Vec<FieldError> {
 pub fn validate_bases(resources: &[ComposedTemplate], at: &Path) -> Vec<FieldError> {
     let mut errs = Vec::new();
     for (i, res) in resources.iter().enumerate() {
-        let base = at.child("resources").index(i).child("base");
+        // Spelled out only for an error: most bases have none.
+        let base = || at.child("resources").index(i).child("base");
         match &res.base {
             serde_json::Value::Object(obj) => {
                 for key in ["apiVersion", "kind"] {
-                    match obj.get(key) {
+                    match crate::json::member(obj, key) {
                         Some(serde_json::Value::String(s))
                             if key == "apiVersion"
                                 && !s.is_empty()
                                 && split_api_version(s).is_none() =>
                         {
                             errs.push(FieldError::invalid(
-                                base.child(key),
+                                base().child(key),
                                 s.as_str(),
                                 "must be group/version, or version for the core group",
                             ))
@@ -156,12 +157,12 @@ pub fn validate_bases(resources: &[ComposedTemplate], at: &Path) -> Vec<FieldErr
                         Some(serde_json::Value::String(s)) if !s.is_empty() => {}
                         Some(serde_json::Value::String(_)) | None => {
                             errs.push(FieldError::required(
-                                base.child(key),
+                                base().child(key),
                                 "every base must set its apiVersion and kind",
                             ))
                         }
                         Some(other) => errs.push(FieldError::invalid(
-                            base.child(key),
+                            base().child(key),
                             BadValue::from_json(other),
                             "must be a string",
                         )),
@@ -169,11 +170,11 @@ pub fn validate_bases(resources: &[ComposedTemplate], at: &Path) -> Vec<FieldErr
                 }
             }
             serde_json::Value::Null => errs.push(FieldError::required(
-                base,
+                base(),
                 "every resource needs a base object",
             )),
             other => errs.push(FieldError::invalid(
-                base,
+                base(),
                 BadValue::from_json(other),
                 "the base must be a Kubernetes object",
             )),

@@ -7,7 +7,8 @@
 use serde_json::{Map, Value};
 
 use super::{Subtrees, names};
-use crate::findings::{BadValue, FieldError, Path};
+use crate::findings::{BadValue, FieldError, Path, PathAt};
+use crate::json::member;
 use crate::schema::Schema;
 
 /// Appends the embedded-resource errors of `value` to `out`.
@@ -29,32 +30,34 @@ pub(super) fn validate(
 }
 
 /// `validateEmbeddedResource`.
-fn embedded_resource(map: &Map<String, Value>, path: &Path, out: &mut Vec<FieldError>) {
+fn embedded_resource(map: &Map<String, Value>, path: &PathAt<'_>, out: &mut Vec<FieldError>) {
     for key in ["apiVersion", "kind"] {
-        if !map.contains_key(key) {
-            out.push(FieldError::required(path.child(key), ""));
+        if member(map, key).is_none() {
+            out.push(FieldError::required(path.path().child(key), ""));
         }
     }
     for (key, value) in map {
         match key.as_str() {
             "apiVersion" => {
-                if let Some(v) = non_empty_string(value, &path.child(key), out)
+                if let Some(v) = non_empty_string(value, &PathAt::Child(path, key), out)
                     && v != "/"
                     && v.matches('/').count() > 1
                 {
                     out.push(FieldError::invalid(
-                        path.child(key),
+                        path.path().child(key),
                         v,
                         format!("unexpected GroupVersion string: {v}"),
                     ));
                 }
             }
             "kind" => {
-                if let Some(kind) = non_empty_string(value, &path.child(key), out) {
+                if let Some(kind) = non_empty_string(value, &PathAt::Child(path, key), out)
+                    && !ascii_label_in_any_case(kind)
+                {
                     let errs = names::dns1035_label(&kind.to_lowercase());
                     if !errs.is_empty() {
                         out.push(FieldError::invalid(
-                            path.child(key),
+                            path.path().child(key),
                             kind,
                             format!(
                                 "may have mixed case, but should otherwise match: {}",
@@ -66,7 +69,7 @@ fn embedded_resource(map: &Map<String, Value>, path: &Path, out: &mut Vec<FieldE
             }
             "metadata" => {
                 if let Value::Object(meta) = value {
-                    object_meta(meta, &path.child("metadata"), out);
+                    object_meta(meta, &PathAt::Child(path, "metadata"), out);
                 }
             }
             _ => {}
@@ -74,19 +77,29 @@ fn embedded_resource(map: &Map<String, Value>, path: &Path, out: &mut Vec<FieldE
     }
 }
 
+/// Whether `kind` is ASCII and, lowercased, a DNS-1035 label: what every kind is. The
+/// check of the lowercased text (an allocation) is left for the others, which it words.
+fn ascii_label_in_any_case(kind: &str) -> bool {
+    let b = kind.as_bytes();
+    b.len() <= names::LABEL_MAX
+        && b.first().is_some_and(u8::is_ascii_alphabetic)
+        && b.last().is_some_and(u8::is_ascii_alphanumeric)
+        && b.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'-')
+}
+
 /// `value` as a string to check further; an error for a non-string or an empty one.
 fn non_empty_string<'a>(
     value: &'a Value,
-    field: &Path,
+    field: &PathAt<'_>,
     out: &mut Vec<FieldError>,
 ) -> Option<&'a str> {
     match value.as_str() {
         None => out.push(FieldError::invalid(
-            field.clone(),
+            field.path(),
             BadValue::from_json(value),
             "must be a string",
         )),
-        Some("") => out.push(FieldError::invalid(field.clone(), "", "must not be empty")),
+        Some("") => out.push(FieldError::invalid(field.path(), "", "must not be empty")),
         Some(v) => return Some(v),
     }
     None
@@ -94,24 +107,107 @@ fn non_empty_string<'a>(
 
 /// `ValidateObjectMeta` with `ValidatePathSegmentName`, limited to names and namespace. A
 /// missing name is fine (the API server substitutes one before checking).
-fn object_meta(meta: &Map<String, Value>, path: &Path, out: &mut Vec<FieldError>) {
-    let text = |key: &str| meta.get(key).and_then(Value::as_str).unwrap_or_default();
+fn object_meta(meta: &Map<String, Value>, path: &PathAt<'_>, out: &mut Vec<FieldError>) {
+    let text = |key: &str| {
+        member(meta, key)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+    };
     let generate_name = text("generateName");
     for msg in names::path_segment(generate_name, true) {
         out.push(FieldError::invalid(
-            path.child("generateName"),
+            path.path().child("generateName"),
             generate_name,
             msg,
         ));
     }
     let name = text("name");
     for msg in names::path_segment(name, false) {
-        out.push(FieldError::invalid(path.child("name"), name, msg));
+        out.push(FieldError::invalid(path.path().child("name"), name, msg));
     }
     let namespace = text("namespace");
     if !namespace.is_empty() {
         for msg in names::dns1123_label(namespace) {
-            out.push(FieldError::invalid(path.child("namespace"), namespace, msg));
+            out.push(FieldError::invalid(
+                path.path().child("namespace"),
+                namespace,
+                msg,
+            ));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::validation::{CompiledSchema, validate_resource};
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    /// The errors of `resources` below a schema whose items' `base` is an embedded
+    /// resource, as a function-patch-and-transform input's are.
+    fn errors(resources: Value) -> Vec<String> {
+        let schema = Schema::from_value(&json!({"type": "object", "properties": {
+        "resources": {"type": "array", "items": {"type": "object", "properties": {
+            "base": {
+                "type": "object",
+                "x-kubernetes-embedded-resource": true,
+                "x-kubernetes-preserve-unknown-fields": true
+            }
+        }}}}}))
+        .expect("schema");
+        let compiled = CompiledSchema::compile(&schema).expect("compiles");
+        let mut value = json!({"resources": resources});
+        validate_resource(
+            &compiled,
+            &mut value,
+            &Path::new("spec.pipeline[0].input"),
+            &Default::default(),
+        )
+        .errors
+        .iter()
+        .map(ToString::to_string)
+        .collect()
+    }
+
+    #[test]
+    fn embedded_resources_are_checked_at_their_place() {
+        let ok = json!({"apiVersion": "ec2.aws.upbound.io/v1beta1", "kind": "VPCEndpoint",
+            "metadata": {"name": "a", "generateName": "b-", "namespace": "c"}});
+        assert_eq!(errors(json!([{"base": ok}])), Vec::<String>::new());
+        let bad = json!({"apiVersion": "a/b/c", "kind": "Bad_Kind",
+            "metadata": {"name": "..", "namespace": "Up"}});
+        let mixed = "may have mixed case, but should otherwise match: a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')";
+        assert_eq!(
+            errors(json!([{"base": ok}, {"base": bad}, {"base": {"kind": ""}}])),
+            [
+                r#"spec.pipeline[0].input.resources[1].base.apiVersion: Invalid value: "a/b/c": unexpected GroupVersion string: a/b/c"#.to_string(),
+                format!(r#"spec.pipeline[0].input.resources[1].base.kind: Invalid value: "Bad_Kind": {mixed}"#),
+                r#"spec.pipeline[0].input.resources[1].base.metadata.name: Invalid value: "..": may not be '..'"#.to_string(),
+                r#"spec.pipeline[0].input.resources[1].base.metadata.namespace: Invalid value: "Up": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"#.to_string(),
+                "spec.pipeline[0].input.resources[2].base.apiVersion: Required value".to_string(),
+                r#"spec.pipeline[0].input.resources[2].base.kind: Invalid value: "": must not be empty"#.to_string(),
+            ]
+        );
+    }
+
+    proptest! {
+        /// The shortcut for kinds says "no error" only where the check of the lowercased
+        /// kind finds none, and for ASCII kinds exactly there.
+        #[test]
+        fn a_kind_passes_the_shortcut_as_its_lowercase_passes_the_label_check(
+            kind in prop_oneof![
+                "[A-Za-z0-9_.-]{0,70}",
+                "[A-Za-z][A-Za-z0-9-]{0,66}[A-Za-z0-9]",
+                "\\PC{0,8}",
+            ]
+        ) {
+            let checked = names::dns1035_label(&kind.to_lowercase()).is_empty();
+            if ascii_label_in_any_case(&kind) {
+                prop_assert!(checked);
+            } else if kind.is_ascii() {
+                prop_assert!(!checked);
+            }
         }
     }
 }

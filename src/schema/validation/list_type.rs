@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use serde_json::{Map, Number, Value};
 
 use super::Subtrees;
-use crate::findings::{BadValue, FieldError, Path};
+use crate::findings::{BadValue, FieldError, Path, PathAt};
 use crate::schema::Schema;
 
 /// Appends the list-type errors of `value` to `out`.
@@ -28,11 +28,14 @@ pub(super) fn validate(
 }
 
 /// The invariant of one list.
-fn list(items: &[Value], schema: &Schema, path: &Path, out: &mut Vec<FieldError>) {
+fn list(items: &[Value], schema: &Schema, path: &PathAt<'_>, out: &mut Vec<FieldError>) {
     match schema.list_type.as_deref() {
         Some("set") => {
             for i in first_repeats(items.iter().map(Key::of)) {
-                out.push(FieldError::duplicate(path.index(i), bad_value(&items[i])));
+                out.push(FieldError::duplicate(
+                    path.path().index(i),
+                    bad_value(&items[i]),
+                ));
             }
         }
         Some("map") => list_map(items, schema, path, out),
@@ -40,14 +43,14 @@ fn list(items: &[Value], schema: &Schema, path: &Path, out: &mut Vec<FieldError>
     }
 }
 
-fn list_map(items: &[Value], schema: &Schema, path: &Path, out: &mut Vec<FieldError>) {
+fn list_map(items: &[Value], schema: &Schema, path: &PathAt<'_>, out: &mut Vec<FieldError>) {
     if let Some((i, bad)) = items
         .iter()
         .enumerate()
         .find(|(_, x)| !x.is_null() && !x.is_object())
     {
         out.push(FieldError::invalid(
-            path.index(i),
+            path.path().index(i),
             BadValue::from_json(bad),
             "must be an object for an array of list-type map",
         ));
@@ -67,7 +70,10 @@ fn list_map(items: &[Value], schema: &Schema, path: &Path, out: &mut Vec<FieldEr
         })
         .collect();
     for i in first_repeats(keys.iter().map(Key::of)) {
-        out.push(FieldError::duplicate(path.index(i), bad_value(&keys[i])));
+        out.push(FieldError::duplicate(
+            path.path().index(i),
+            bad_value(&keys[i]),
+        ));
     }
 }
 

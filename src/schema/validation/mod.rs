@@ -49,7 +49,7 @@ use serde_json::Value;
 use thiserror::Error;
 
 use super::{Schema, apply_defaults};
-use crate::findings::{ErrorType, FieldError, Path};
+use crate::findings::{ErrorType, FieldError, Path, PathAt};
 
 pub use cache::compiled;
 pub use formats::go_duration_seconds;
@@ -350,29 +350,31 @@ impl Subtrees {
     }
 
     /// Calls `visit` on `value` (with `schema`, at `path`) and, parents first, on every value
-    /// below it whose schema node is in the set.
+    /// below it whose schema node is in the set. A visit builds the path it is at
+    /// ([`PathAt::path`]) only for a finding.
     pub(crate) fn walk(
         &self,
         value: &Value,
         schema: &Schema,
         path: &Path,
-        visit: &mut dyn FnMut(&Value, &Schema, &Path),
+        visit: &mut dyn FnMut(&Value, &Schema, &PathAt<'_>),
     ) {
+        let root = PathAt::Root(path);
         // No node has the property (most schemas): nothing below the root to visit.
         if self.0.is_empty() {
-            visit(value, schema, path);
+            visit(value, schema, &root);
             return;
         }
-        self.walk_at(value, schema, path, 0, visit);
+        self.walk_at(value, schema, &root, 0, visit);
     }
 
     fn walk_at(
         &self,
         value: &Value,
         schema: &Schema,
-        path: &Path,
+        path: &PathAt<'_>,
         depth: usize,
-        visit: &mut dyn FnMut(&Value, &Schema, &Path),
+        visit: &mut dyn FnMut(&Value, &Schema, &PathAt<'_>),
     ) {
         if depth > crate::schema::structural::MAX_SCHEMA_DEPTH {
             return;
@@ -384,20 +386,20 @@ impl Subtrees {
                     // Structural schemas have properties or additionalProperties, not both.
                     if let Some(prop) = schema.properties.get(key) {
                         if self.contains(prop) {
-                            self.walk_at(child, prop, &path.child(key), depth + 1, visit);
+                            self.walk_at(child, prop, &PathAt::Child(path, key), depth + 1, visit);
                         }
                     } else if let Some(add) = schema
                         .additional_properties_schema()
                         .filter(|s| self.contains(s))
                     {
-                        self.walk_at(child, add, &path.key(key), depth + 1, visit);
+                        self.walk_at(child, add, &PathAt::Key(path, key), depth + 1, visit);
                     }
                 }
             }
             Value::Array(items) => {
                 if let Some(item) = schema.items_schema().filter(|s| self.contains(s)) {
                     for (i, child) in items.iter().enumerate() {
-                        self.walk_at(child, item, &path.index(i), depth + 1, visit);
+                        self.walk_at(child, item, &PathAt::Index(path, i), depth + 1, visit);
                     }
                 }
             }

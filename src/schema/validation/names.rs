@@ -6,7 +6,7 @@
 const DNS1123_SUBDOMAIN_MAX: usize = 253;
 /// `DNS1123LabelMaxLength`, `DNS1035LabelMaxLength`, `LabelValueMaxLength`,
 /// `qualifiedNameMaxLength`.
-const LABEL_MAX: usize = 63;
+pub(super) const LABEL_MAX: usize = 63;
 
 const QUALIFIED_NAME_FMT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
 const QUALIFIED_NAME_ERR: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";

@@ -11,7 +11,7 @@
 use serde_json::Value;
 
 use super::closest;
-use crate::findings::{FieldError, Path};
+use crate::findings::{FieldError, Path, PathAt};
 use crate::schema::structural::MAX_SCHEMA_DEPTH;
 use crate::schema::{AdditionalProperties, Items, Schema};
 
@@ -24,34 +24,13 @@ pub(super) fn prune_unknown_fields(
     path: &Path,
     errs: &mut Vec<FieldError>,
 ) {
-    prune(value, schema, &At::Root(path), true, 0, errs);
-}
-
-/// Where the walk is: the path is built only for an error (most objects have none), not
-/// for every object and array on the way.
-enum At<'a> {
-    Root(&'a Path),
-    Child(&'a At<'a>, &'a str),
-    Key(&'a At<'a>, &'a str),
-    Index(&'a At<'a>, usize),
-}
-
-impl At<'_> {
-    /// The path, as `Path::child`, `key` and `index` chained from the root build it.
-    fn path(&self) -> Path {
-        match self {
-            At::Root(p) => (*p).clone(),
-            At::Child(parent, name) => parent.path().child(name),
-            At::Key(parent, key) => parent.path().key(key),
-            At::Index(parent, i) => parent.path().index(*i),
-        }
-    }
+    prune(value, schema, &PathAt::Root(path), true, 0, errs);
 }
 
 fn prune(
     value: &mut Value,
     schema: &Schema,
-    path: &At<'_>,
+    path: &PathAt<'_>,
     resource_root: bool,
     depth: usize,
     errs: &mut Vec<FieldError>,
@@ -80,14 +59,21 @@ fn prune(
                 }
                 if let Some(prop) = schema.properties.get(key) {
                     if is_container(child) {
-                        prune(child, prop, &At::Child(path, key), false, depth + 1, errs);
+                        prune(
+                            child,
+                            prop,
+                            &PathAt::Child(path, key),
+                            false,
+                            depth + 1,
+                            errs,
+                        );
                     }
                     continue;
                 }
                 match &schema.additional_properties {
                     Some(AdditionalProperties::Schema(s)) => {
                         if is_container(child) {
-                            prune(child, s, &At::Key(path, key), false, depth + 1, errs);
+                            prune(child, s, &PathAt::Key(path, key), false, depth + 1, errs);
                         }
                     }
                     Some(AdditionalProperties::Bool(true)) => {}
@@ -105,14 +91,14 @@ fn prune(
             Some(Items::Schema(item)) => {
                 for (i, child) in items.iter_mut().enumerate() {
                     if is_container(child) {
-                        prune(child, item, &At::Index(path, i), false, depth + 1, errs);
+                        prune(child, item, &PathAt::Index(path, i), false, depth + 1, errs);
                     }
                 }
             }
             Some(Items::Tuple(list)) => {
                 for (i, (child, item)) in items.iter_mut().zip(list).enumerate() {
                     if is_container(child) {
-                        prune(child, item, &At::Index(path, i), false, depth + 1, errs);
+                        prune(child, item, &PathAt::Index(path, i), false, depth + 1, errs);
                     }
                 }
             }
@@ -139,7 +125,7 @@ fn unknown_field(path: &Path, key: &str, schema: &Schema) -> FieldError {
 fn keep_unknown(
     value: &mut Value,
     schema: &Schema,
-    path: &At<'_>,
+    path: &PathAt<'_>,
     resource_root: bool,
     depth: usize,
     errs: &mut Vec<FieldError>,
@@ -155,9 +141,16 @@ fn keep_unknown(
                     continue;
                 }
                 if let Some(prop) = schema.properties.get(key) {
-                    prune(child, prop, &At::Child(path, key), false, depth + 1, errs);
+                    prune(
+                        child,
+                        prop,
+                        &PathAt::Child(path, key),
+                        false,
+                        depth + 1,
+                        errs,
+                    );
                 } else if let Some(add) = schema.additional_properties_schema() {
-                    prune(child, add, &At::Key(path, key), false, depth + 1, errs);
+                    prune(child, add, &PathAt::Key(path, key), false, depth + 1, errs);
                 }
             }
         }
@@ -165,7 +158,7 @@ fn keep_unknown(
             if let Some(item) = schema.items_schema() {
                 for (i, child) in items.iter_mut().enumerate() {
                     if is_container(child) {
-                        keep_unknown(child, item, &At::Index(path, i), false, depth + 1, errs);
+                        keep_unknown(child, item, &PathAt::Index(path, i), false, depth + 1, errs);
                     }
                 }
             }

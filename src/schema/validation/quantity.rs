@@ -33,7 +33,7 @@ pub(super) fn validate(
         };
         if let Some(e) = error {
             out.push(FieldError::invalid(
-                path.as_str(),
+                path.path(),
                 BadValue::from_json(value),
                 e.to_string(),
             ));

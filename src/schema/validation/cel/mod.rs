@@ -24,7 +24,7 @@ use serde_json::{Map, Value, json};
 mod value;
 
 use super::{CelLimits, ResourceValidation};
-use crate::findings::{BadValue, ErrorType, FieldError, Path, join_path};
+use crate::findings::{BadValue, ErrorType, FieldError, Path, PathAt, join_path};
 use crate::schema::structural::{MAX_SCHEMA_DEPTH, join};
 use crate::schema::{Schema, ValidationRule};
 
@@ -405,7 +405,7 @@ impl CelProgram {
             not_evaluated: Vec::new(),
             result,
         };
-        run.walk(node, object, root);
+        run.walk(node, object, &PathAt::Root(root));
         if let Some(reason) = run.stopped.take() {
             let total = run.not_evaluated.len();
             let mut listed: Vec<String> = run
@@ -439,7 +439,7 @@ struct Run<'a> {
 impl Run<'_> {
     /// The API server's order: the node's rules, then list items or map values, then
     /// properties. Nulls are not validated.
-    fn walk(&mut self, node: &Node, value: &Value, path: &Path) {
+    fn walk(&mut self, node: &Node, value: &Value, path: &PathAt<'_>) {
         if value.is_null() {
             return;
         }
@@ -450,19 +450,19 @@ impl Run<'_> {
             Value::Array(items) => {
                 if let Some(item) = &node.items {
                     for (i, child) in items.iter().enumerate() {
-                        self.walk(item, child, &path.index(i));
+                        self.walk(item, child, &PathAt::Index(path, i));
                     }
                 }
             }
             Value::Object(map) => {
                 if let Some(add) = &node.additional {
                     for (key, child) in map {
-                        self.walk(add, child, &path.key(key));
+                        self.walk(add, child, &PathAt::Key(path, key));
                     }
                 }
                 for (key, child) in map {
                     if let Some((_, prop)) = node.properties.iter().find(|(name, _)| name == key) {
-                        self.walk(prop, child, &path.child(key));
+                        self.walk(prop, child, &PathAt::Child(path, key));
                     }
                 }
             }
@@ -470,7 +470,9 @@ impl Run<'_> {
         }
     }
 
-    fn evaluate(&mut self, unit: &Unit, value: &Value, path: &Path) {
+    /// Evaluates `unit`'s rules on `value`; its path (`at`) is built only for what is
+    /// reported.
+    fn evaluate(&mut self, unit: &Unit, value: &Value, at: &PathAt<'_>) {
         if self.stopped.is_none() {
             if self.evaluations + unit.rules.len() > self.limits.max_evaluations {
                 self.stopped = Some(format!(
@@ -488,6 +490,7 @@ impl Run<'_> {
             }
         }
         if self.stopped.is_some() {
+            let path = at.path();
             for rule in &unit.rules {
                 self.not_evaluated.push(format!(
                     "{} at {}",
@@ -499,6 +502,7 @@ impl Run<'_> {
         }
         let cost = estimated_cost(value, unit.comprehension_depth);
         if cost > MAX_RULE_COST {
+            let path = at.path();
             for rule in &unit.rules {
                 self.result.notes.push(format!(
                     "rule {} at {} is not evaluated: its estimated cost exceeds {MAX_RULE_COST}",
@@ -509,7 +513,12 @@ impl Run<'_> {
             return;
         }
         self.evaluations += unit.rules.len();
-        for error in evaluate(unit, value) {
+        let errors = evaluate(unit, value);
+        if errors.is_empty() {
+            return;
+        }
+        let path = &at.path();
+        for error in errors {
             let Some(rule) = unit.rules.iter().find(|r| r.rule == error.rule) else {
                 self.result.notes.push(format!(
                     "CEL evaluation at {}: {}",
