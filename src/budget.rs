@@ -364,18 +364,31 @@ pub fn size_of_value(v: &serde_json::Value) -> usize {
         Value::Array(_) | Value::Object(_) => {}
         _ => return size_of::<Value>(),
     }
+    // Only objects and arrays go on the stack: most nodes are scalars, counted where they
+    // are met.
     let mut total = 0usize;
     let mut stack = vec![v];
-    while let Some(v) = stack.pop() {
-        total = total.saturating_add(size_of::<Value>());
+    fn meet<'a>(v: &'a Value, total: &mut usize, stack: &mut Vec<&'a Value>) {
+        *total = total.saturating_add(size_of::<Value>());
         match v {
-            Value::String(s) => total = total.saturating_add(s.len()),
-            Value::Array(a) => stack.extend(a),
+            Value::String(s) => *total = total.saturating_add(s.len()),
+            Value::Array(_) | Value::Object(_) => stack.push(v),
+            _ => {}
+        }
+    }
+    total = total.saturating_add(size_of::<Value>());
+    while let Some(v) = stack.pop() {
+        match v {
+            Value::Array(a) => {
+                for v in a {
+                    meet(v, &mut total, &mut stack);
+                }
+            }
             Value::Object(m) => {
                 for (k, v) in m {
                     // Key, index entry and hash.
                     total = total.saturating_add(k.len() + 48);
-                    stack.push(v);
+                    meet(v, &mut total, &mut stack);
                 }
             }
             _ => {}
@@ -625,5 +638,46 @@ mod tests {
             size_of_value(&serde_json::json!([1, "ab"])),
             3 * size_of::<serde_json::Value>() + 2
         );
+    }
+
+    /// What [`size_of_value`] counts, said recursively: a node each, a string's bytes, and
+    /// each member's key with its index entry and hash.
+    fn size_by_recursion(v: &serde_json::Value) -> usize {
+        use serde_json::Value;
+        size_of::<Value>()
+            + match v {
+                Value::String(s) => s.len(),
+                Value::Array(a) => a.iter().map(size_by_recursion).sum(),
+                Value::Object(m) => m
+                    .iter()
+                    .map(|(k, v)| k.len() + 48 + size_by_recursion(v))
+                    .sum(),
+                _ => 0,
+            }
+    }
+
+    fn json_values() -> impl proptest::strategy::Strategy<Value = serde_json::Value> {
+        use proptest::prelude::*;
+        use serde_json::{Value, json};
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            Just(json!(true)),
+            Just(json!(-1.5)),
+            "[a-zé]{0,12}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(5, 64, 6, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                proptest::collection::btree_map("[a-z]{0,6}", inner, 0..6)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn a_value_is_sized_as_its_nodes_strings_and_keys(v in json_values()) {
+            proptest::prop_assert_eq!(size_of_value(&v), size_by_recursion(&v));
+        }
     }
 }

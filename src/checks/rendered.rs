@@ -363,7 +363,7 @@ impl Ctx<'_> {
             return findings;
         }
         let result = validation.run(&mut object);
-        let root = validation.root.as_str().to_string();
+        let root = validation.root.as_str();
         for (i, error) in result.errors.into_iter().enumerate() {
             if crate::budget::step().is_err() {
                 break;
@@ -372,9 +372,9 @@ impl Ctx<'_> {
             let rule = i.checked_sub(result.rules_from);
             let targets: Vec<Vec<String>> = match rule.and_then(|r| result.rule_fields.get(r)) {
                 Some(fields) if !fields.is_empty() => {
-                    fields.iter().map(|f| relative(f, &root)).collect()
+                    fields.iter().map(|f| relative(f, root)).collect()
                 }
-                _ => vec![relative(&error.field, &root)],
+                _ => vec![relative(&error.field, root)],
             };
             let unknown = is_unknown_field(&error);
             let Some(mut f) = self.judge(error, &targets, rule.is_some(), &resource, &validation)
