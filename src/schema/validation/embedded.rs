@@ -140,7 +140,7 @@ fn object_meta(meta: &Map<String, Value>, path: &PathAt<'_>, out: &mut Vec<Field
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schema::validation::{CompiledSchema, validate_resource};
+    use crate::schema::validation::shown_errors;
     use proptest::prelude::*;
     use serde_json::json;
 
@@ -156,18 +156,11 @@ mod tests {
             }
         }}}}}))
         .expect("schema");
-        let compiled = CompiledSchema::compile(&schema).expect("compiles");
-        let mut value = json!({"resources": resources});
-        validate_resource(
-            &compiled,
-            &mut value,
-            &Path::new("spec.pipeline[0].input"),
-            &Default::default(),
+        shown_errors(
+            &schema,
+            json!({"resources": resources}),
+            "spec.pipeline[0].input",
         )
-        .errors
-        .iter()
-        .map(ToString::to_string)
-        .collect()
     }
 
     #[test]

@@ -445,24 +445,31 @@ fn under(root: &Path, relative: &str) -> String {
     crate::findings::join_path(root.as_str(), relative)
 }
 
+/// The errors of `value` validated against `schema` at `root`, as kubectl prints them: what
+/// the tests of the validation's parts compare.
+#[cfg(test)]
+pub(super) fn shown_errors(schema: &Schema, mut value: Value, root: &str) -> Vec<String> {
+    let compiled = CompiledSchema::compile(schema).expect("compiles");
+    validate_resource(
+        &compiled,
+        &mut value,
+        &Path::new(root),
+        &CelLimits::default(),
+    )
+    .errors
+    .iter()
+    .map(ToString::to_string)
+    .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     use serde_json::json;
 
-    fn messages(mut value: Value, schema: &Schema) -> Vec<String> {
-        let compiled = CompiledSchema::compile(schema).expect("compiles");
-        validate_resource(
-            &compiled,
-            &mut value,
-            &Path::default(),
-            &CelLimits::default(),
-        )
-        .errors
-        .iter()
-        .map(ToString::to_string)
-        .collect()
+    fn messages(value: Value, schema: &Schema) -> Vec<String> {
+        shown_errors(schema, value, "")
     }
 
     /// The cases of the lightweight walker this validator replaced (`legacy.rs`), with the

@@ -44,7 +44,7 @@ pub(super) fn validate(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schema::validation::{CompiledSchema, validate_resource};
+    use crate::schema::validation::shown_errors;
     use serde_json::json;
 
     fn errors(value: Value) -> Vec<String> {
@@ -57,18 +57,7 @@ mod tests {
         {
             v.quantity = true;
         }
-        let compiled = CompiledSchema::compile(&schema).expect("compiles");
-        let mut value = json!({"limits": value});
-        validate_resource(
-            &compiled,
-            &mut value,
-            &Path::new("spec"),
-            &Default::default(),
-        )
-        .errors
-        .iter()
-        .map(ToString::to_string)
-        .collect()
+        shown_errors(&schema, json!({"limits": value}), "spec")
     }
 
     #[test]
