@@ -51,10 +51,8 @@ fn embedded_resource(map: &Map<String, Value>, path: &PathAt<'_>, out: &mut Vec<
                 }
             }
             "kind" => {
-                if let Some(kind) = non_empty_string(value, &PathAt::Child(path, key), out)
-                    && !ascii_label_in_any_case(kind)
-                {
-                    let errs = names::dns1035_label(&kind.to_lowercase());
+                if let Some(kind) = non_empty_string(value, &PathAt::Child(path, key), out) {
+                    let errs = names::dns1035_label_lowercased(kind);
                     if !errs.is_empty() {
                         out.push(FieldError::invalid(
                             path.path().child(key),
@@ -75,16 +73,6 @@ fn embedded_resource(map: &Map<String, Value>, path: &PathAt<'_>, out: &mut Vec<
             _ => {}
         }
     }
-}
-
-/// Whether `kind` is ASCII and, lowercased, a DNS-1035 label: what every kind is. The
-/// check of the lowercased text (an allocation) is left for the others, which it words.
-fn ascii_label_in_any_case(kind: &str) -> bool {
-    let b = kind.as_bytes();
-    b.len() <= names::LABEL_MAX
-        && b.first().is_some_and(u8::is_ascii_alphabetic)
-        && b.last().is_some_and(u8::is_ascii_alphanumeric)
-        && b.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'-')
 }
 
 /// `value` as a string to check further; an error for a non-string or an empty one.
@@ -141,7 +129,6 @@ fn object_meta(meta: &Map<String, Value>, path: &PathAt<'_>, out: &mut Vec<Field
 mod tests {
     use super::*;
     use crate::schema::validation::shown_errors;
-    use proptest::prelude::*;
     use serde_json::json;
 
     /// The errors of `resources` below a schema whose items' `base` is an embedded
@@ -182,25 +169,5 @@ mod tests {
                 r#"spec.pipeline[0].input.resources[2].base.kind: Invalid value: "": must not be empty"#.to_string(),
             ]
         );
-    }
-
-    proptest! {
-        /// The shortcut for kinds says "no error" only where the check of the lowercased
-        /// kind finds none, and for ASCII kinds exactly there.
-        #[test]
-        fn a_kind_passes_the_shortcut_as_its_lowercase_passes_the_label_check(
-            kind in prop_oneof![
-                "[A-Za-z0-9_.-]{0,70}",
-                "[A-Za-z][A-Za-z0-9-]{0,66}[A-Za-z0-9]",
-                "\\PC{0,8}",
-            ]
-        ) {
-            let checked = names::dns1035_label(&kind.to_lowercase()).is_empty();
-            if ascii_label_in_any_case(&kind) {
-                prop_assert!(checked);
-            } else if kind.is_ascii() {
-                prop_assert!(!checked);
-            }
-        }
     }
 }

@@ -30,14 +30,7 @@ pub(super) fn validate(
 /// The invariant of one list.
 fn list(items: &[Value], schema: &Schema, path: &PathAt<'_>, out: &mut Vec<FieldError>) {
     match schema.list_type.as_deref() {
-        Some("set") => {
-            for i in first_repeats(items.iter().map(Key::of)) {
-                out.push(FieldError::duplicate(
-                    path.path().index(i),
-                    bad_value(&items[i]),
-                ));
-            }
-        }
+        Some("set") => duplicates(path, items, first_repeats(items.iter().map(Key::of)), out),
         Some("map") => list_map(items, schema, path, out),
         _ => {}
     }
@@ -69,11 +62,18 @@ fn list_map(items: &[Value], schema: &Schema, path: &PathAt<'_>, out: &mut Vec<F
             Value::Object(key)
         })
         .collect();
-    for i in first_repeats(keys.iter().map(Key::of)) {
-        out.push(FieldError::duplicate(
-            path.path().index(i),
-            bad_value(&keys[i]),
-        ));
+    duplicates(path, &keys, first_repeats(keys.iter().map(Key::of)), out);
+}
+
+/// A `Duplicate value` at each of `repeats` (indexes of `shown`, which holds what each
+/// prints): the list's path is spelled out once, however many there are.
+fn duplicates(path: &PathAt<'_>, shown: &[Value], repeats: Vec<usize>, out: &mut Vec<FieldError>) {
+    if repeats.is_empty() {
+        return;
+    }
+    let path = path.path();
+    for i in repeats {
+        out.push(FieldError::duplicate(path.index(i), bad_value(&shown[i])));
     }
 }
 
@@ -146,5 +146,46 @@ fn canonical(v: &Value) -> Value {
             _ => v.clone(),
         },
         other => other.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::validation::shown_errors;
+    use serde_json::json;
+
+    /// `ports` a list-type set, `rules` a list-type map keyed by `name` and `port`, both
+    /// below a list, as a rendered resource's nested lists are.
+    fn errors(value: Value) -> Vec<String> {
+        let schema = Schema::from_value(&json!({"type": "object", "properties": {
+        "items": {"type": "array", "items": {"type": "object", "properties": {
+            "ports": {"type": "array", "x-kubernetes-list-type": "set",
+                "items": {"x-kubernetes-preserve-unknown-fields": true}},
+            "rules": {"type": "array", "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["name", "port"],
+                "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}
+        }}}}}))
+        .expect("schema");
+        shown_errors(&schema, json!({"items": value}), "spec.forProvider")
+    }
+
+    #[test]
+    fn each_repeat_is_a_duplicate_at_its_item() {
+        assert_eq!(
+            errors(json!([
+                {"ports": [80, 443], "rules": [{"name": "a", "port": 1}, {"name": "a", "port": 2}]},
+                {
+                    "ports": [80, 80.0, 443, 80, {"b": 1, "a": 2}, {"a": 2, "b": 1}],
+                    "rules": [{"name": "a", "port": 1}, {"name": "a"}, {"port": 1, "name": "a", "x": 0}, {"name": "a"}]
+                }
+            ])),
+            [
+                "spec.forProvider.items[1].ports[3]: Duplicate value: 80",
+                r#"spec.forProvider.items[1].ports[5]: Duplicate value: {"a":2,"b":1}"#,
+                r#"spec.forProvider.items[1].rules[2]: Duplicate value: {"name":"a","port":1}"#,
+                r#"spec.forProvider.items[1].rules[3]: Duplicate value: {"name":"a"}"#,
+            ]
+        );
     }
 }

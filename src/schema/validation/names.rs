@@ -6,7 +6,7 @@
 const DNS1123_SUBDOMAIN_MAX: usize = 253;
 /// `DNS1123LabelMaxLength`, `DNS1035LabelMaxLength`, `LabelValueMaxLength`,
 /// `qualifiedNameMaxLength`.
-pub(super) const LABEL_MAX: usize = 63;
+const LABEL_MAX: usize = 63;
 
 const QUALIFIED_NAME_FMT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
 const QUALIFIED_NAME_ERR: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
@@ -385,6 +385,22 @@ pub fn dns1035_label(value: &str) -> Vec<String> {
     errs
 }
 
+/// `IsDNS1035Label` of `value` lowercased, as an embedded resource's kind is checked. An
+/// ASCII value that is a label in any case (every real kind) is not lowercased (an
+/// allocation) to find that it has no error.
+pub fn dns1035_label_lowercased(value: &str) -> Vec<String> {
+    let b = value.as_bytes();
+    let label_in_any_case = b.len() <= LABEL_MAX
+        && b.first().is_some_and(u8::is_ascii_alphabetic)
+        && b.last().is_some_and(u8::is_ascii_alphanumeric)
+        && b.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'-');
+    if label_in_any_case {
+        Vec::new()
+    } else {
+        dns1035_label(&value.to_lowercase())
+    }
+}
+
 /// `IsValidPathSegmentName` (`prefix`: `IsValidPathSegmentPrefix`).
 pub fn path_segment(name: &str, prefix: bool) -> Vec<String> {
     if !prefix {
@@ -424,6 +440,21 @@ mod tests {
         let label = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
         let re = regex::Regex::new(&format!("^{label}(\\.{label})*$")).unwrap();
         value.len() <= 253 && re.is_match(value)
+    }
+
+    proptest! {
+        /// A kind's check gives the errors of its lowercased text, with or without the
+        /// shortcut that spares an ASCII label the lowercasing.
+        #[test]
+        fn a_kind_is_checked_as_its_lowercased_text(
+            kind in prop_oneof![
+                "[A-Za-z0-9_.-]{0,70}",
+                "[A-Za-z][A-Za-z0-9-]{0,66}[A-Za-z0-9]",
+                "\\PC{0,8}",
+            ]
+        ) {
+            prop_assert_eq!(dns1035_label_lowercased(&kind), dns1035_label(&kind.to_lowercase()));
+        }
     }
 
     proptest! {
