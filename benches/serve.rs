@@ -532,13 +532,20 @@ fn review_in_process(catalog: &Catalog, body: &[u8]) -> (bool, usize) {
     let request = review::decode_with_shape(json, &body, limits.memory_bytes, shape)
         .expect("the review decodes");
     let uid = request.uid.clone();
-    let decision = admission::decide(
+    // As the handler does: the body read again only should a finding need the bases.
+    let reread = || {
+        review::decode_with_shape(json, &body, limits.memory_bytes, shape)
+            .ok()
+            .and_then(|r| r.object)
+    };
+    let decision = admission::decide_rereading(
         request,
         catalog,
         Mode::Loose,
         true,
         Duration::from_secs(9),
         |_, _| None,
+        Some(reread),
     );
     let allowed = decision.answer.allowed;
     let warnings = decision.answer.warnings.len();

@@ -86,6 +86,24 @@ impl Report {
     }
 }
 
+/// How a validation uses the Composition's JSON.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reading {
+    /// Read by reference, its bases copied to be rendered: what needs it as it was has it.
+    Keep,
+    /// Used up: read into the model by value, its bases rendered into the resources
+    /// ([`checks::rendered::check_taking`]). What needs it as it was (an error of the model,
+    /// a finding rendered again from other XR values) asks for it again.
+    UseUp,
+}
+
+/// A report, and whether a part of it needed the JSON that was used up: then the report
+/// says less than [`Reading::Keep`]'s would.
+struct Validated {
+    report: Report,
+    read_again: bool,
+}
+
 /// Validates Compositions against the schemas of a [`SchemaSource`].
 pub struct Validator<'a> {
     schemas: &'a dyn SchemaSource,
@@ -117,10 +135,11 @@ impl<'a> Validator<'a> {
     pub fn validate_value(&self, value: &Value) -> Report {
         self.budget
             .run(|| {
-                self.validate_defaulted(&mut crate::model::with_api_defaults(
-                    value,
-                    &self.options.composition_api,
-                ))
+                self.validate_defaulted(
+                    &mut crate::model::with_api_defaults(value, &self.options.composition_api),
+                    Reading::Keep,
+                )
+                .report
             })
             .0
     }
@@ -131,7 +150,41 @@ impl<'a> Validator<'a> {
         self.budget
             .run(|| {
                 schema::apply_defaults(&mut value, self.options.composition_api.schema());
-                self.validate_defaulted(&mut value)
+                self.validate_defaulted(&mut value, Reading::Keep).report
+            })
+            .0
+    }
+
+    /// As [`Validator::validate_owned`], using the JSON up: read into the model by value (its
+    /// strings moved, not copied) and its bases rendered into the composed resources (a copy
+    /// costs as many allocations as reading them did). What needs the JSON as it was, an
+    /// error of the model (told with its path and value) or a finding rendered again from
+    /// other XR values (to tell whether it holds for every value an enum allows), is rare:
+    /// then `reread` gives the same JSON again and the Composition is validated again from
+    /// it, as [`Validator::validate_owned`] would. When `reread` gives nothing, such a
+    /// finding stays a warning (as for a value only the mock holds), and a model's error is
+    /// told without its field.
+    pub fn validate_owned_rereading(
+        &self,
+        mut value: Value,
+        reread: impl FnOnce() -> Option<Value>,
+    ) -> Report {
+        self.budget
+            .run(|| {
+                let api = self.options.composition_api.schema();
+                schema::apply_defaults(&mut value, api);
+                let first = self.validate_defaulted(&mut value, Reading::UseUp);
+                drop(value);
+                if !first.read_again || first.report.stopped.is_some() {
+                    return first.report;
+                }
+                let Some(mut again) = reread() else {
+                    return first.report;
+                };
+                // Not held while the second validation allocates as much again.
+                drop(first);
+                schema::apply_defaults(&mut again, api);
+                self.validate_defaulted(&mut again, Reading::Keep).report
             })
             .0
     }
@@ -139,7 +192,7 @@ impl<'a> Validator<'a> {
     /// Validates a Composition to which the Composition CRD's defaults have been applied
     /// (they do not touch `metadata`, read below). The model takes the bases and inputs out of
     /// `defaulted` rather than copying them.
-    fn validate_defaulted(&self, defaulted: &mut Value) -> Report {
+    fn validate_defaulted(&self, defaulted: &mut Value, reading: Reading) -> Validated {
         let api_errors = if self.options.as_api_server {
             api_server_errors(defaulted, &self.options.composition_api)
         } else {
@@ -156,13 +209,41 @@ impl<'a> Validator<'a> {
         // A document that already holds the review's memory (a 3 MiB array) is not copied
         // into the model: its name and mode are read below, and the finding says why.
         if !wrong_types && budget::check().is_ok() {
+            if reading == Reading::UseUp {
+                return match Composition::from_defaulted_value_owned(std::mem::take(defaulted)) {
+                    Ok(mut c) => self.validate_with(&mut c, findings, reading),
+                    Err(unread) => {
+                        findings.push(Finding::new(
+                            Stage::Logical,
+                            FieldError::new(
+                                ErrorType::TypeInvalid,
+                                "",
+                                BadValue::Omit,
+                                unread.message,
+                            ),
+                        ));
+                        let choice = mode::mode_from_annotations(
+                            &unread.metadata.annotations,
+                            self.options.default_mode,
+                        );
+                        match &choice {
+                            Err(e) => findings.push(e.finding()),
+                            Ok(c) => findings.extend(c.note()),
+                        }
+                        Validated {
+                            report: self.finish(unread.metadata.name, choice, findings),
+                            read_again: true,
+                        }
+                    }
+                };
+            }
             match Composition::from_defaulted_value_mut(defaulted) {
                 Ok(mut c) => {
                     // The model has what it reads (the bases moved, the rest copied): the
                     // tree is freed now, not after rendering, which allocates as much again
                     // (a review of configuration-aws-network v0.2.0 held a third less).
                     *defaulted = Value::Null;
-                    return self.validate_with(&mut c, findings);
+                    return self.validate_with(&mut c, findings, reading);
                 }
                 Err(e) => {
                     let bad = e
@@ -193,7 +274,10 @@ impl<'a> Validator<'a> {
             Err(e) => findings.push(e.finding()),
             Ok(c) => findings.extend(c.note()),
         }
-        self.finish(name, choice, findings)
+        Validated {
+            report: self.finish(name, choice, findings),
+            read_again: false,
+        }
     }
 
     /// Runs the checks on a parsed Composition after `earlier` findings (the API server's). A
@@ -203,10 +287,15 @@ impl<'a> Validator<'a> {
     /// except that its words replace a bare `Required value`.
     /// The patch-and-transform inputs are read in place
     /// ([`checks::patch_and_transform::read_steps`]), after the logical checks.
-    fn validate_with(&self, c: &mut Composition, mut findings: Vec<Finding>) -> Report {
-        let logical = checks::logical::validate(c, self.options.as_api_server);
-        let (mut steps, step_errors) = checks::patch_and_transform::read_steps(c);
-        let c = &*c;
+    fn validate_with(
+        &self,
+        owned: &mut Composition,
+        mut findings: Vec<Finding>,
+        reading: Reading,
+    ) -> Validated {
+        let logical = checks::logical::validate(owned, self.options.as_api_server);
+        let (mut steps, step_errors) = checks::patch_and_transform::read_steps(owned);
+        let c = &*owned;
         let logical = logical.into_iter().chain(step_errors).chain(
             steps
                 .iter_mut()
@@ -322,17 +411,32 @@ impl<'a> Validator<'a> {
         );
         // Rendering a Composition that is wrong by itself would only repeat its errors.
         let logical_errors = findings.iter().any(|f| f.stage == Stage::Logical);
+        let name = c.metadata.name.clone();
+        let mut read_again = false;
         if self.options.rendered && !logical_errors && !budget::spent() {
-            let rendered = checks::rendered::check(
-                c,
-                &steps,
-                checks::rendered::Composite::Mock(composite),
-                self.schemas,
-                &findings,
-            );
+            let mock = checks::rendered::Composite::Mock(composite);
+            let rendered = match reading {
+                Reading::Keep => {
+                    checks::rendered::check(owned, &steps, mock, self.schemas, &findings)
+                }
+                Reading::UseUp => {
+                    let taken = checks::rendered::check_taking(
+                        owned,
+                        &mut steps,
+                        mock,
+                        self.schemas,
+                        &findings,
+                    );
+                    read_again = taken.needed_bases;
+                    taken.findings
+                }
+            };
             findings.extend(rendered);
         }
-        self.finish(c.metadata.name.clone(), choice, findings)
+        Validated {
+            report: self.finish(name, choice, findings),
+            read_again,
+        }
     }
 
     fn finish(

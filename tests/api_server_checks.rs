@@ -288,3 +288,50 @@ fn patch_and_transform_inputs() {
         ]
     );
 }
+
+/// The webhook reads a Composition into its model by value (its strings moved, not copied),
+/// which uses it up; an error of the model is told from the same Composition read again, with
+/// its field and value, as for a file (`Validator::validate_owned_rereading`).
+#[test]
+fn a_model_error_is_told_from_the_composition_read_again() {
+    let catalog = Catalog::new();
+    let validator = Validator::new(&catalog, Options::admitted(Default::default(), true));
+    let messages = |r: &composition_webhook::validate::Report| -> Vec<String> {
+        r.findings.iter().map(|f| f.message()).collect()
+    };
+    let mut wrong_spec = base();
+    wrong_spec["spec"]["resources"][0]["patches"][0]["transforms"] = json!("upper");
+    let mut wrong_annotation = base();
+    wrong_annotation["metadata"]["annotations"] =
+        json!({"crossplane.io/composition-schema-aware-validation-mode": 1});
+    for (v, want, unread) in [
+        (
+            wrong_spec,
+            r#"spec.resources[0].patches[0].transforms: Invalid value: "upper": must be of type array, got string"#,
+            r#"Invalid value: invalid type: string "upper", expected a sequence"#,
+        ),
+        (
+            wrong_annotation,
+            r#"metadata.annotations[crossplane.io/composition-schema-aware-validation-mode]: Invalid value: 1: must be of type string, got integer"#,
+            "Invalid value: invalid type: integer `1`, expected a string",
+        ),
+    ] {
+        let kept = validator.validate_owned(v.clone());
+        assert_eq!(messages(&kept), [want]);
+        let mut rereads = 0;
+        let used_up = validator.validate_owned_rereading(v.clone(), || {
+            rereads += 1;
+            Some(v.clone())
+        });
+        assert_eq!(rereads, 1);
+        assert_eq!(messages(&used_up), [want]);
+        assert_eq!(used_up.verdict, kept.verdict);
+        // Not read again: serde's words, without the field.
+        let unread_report = validator.validate_owned_rereading(v.clone(), || None);
+        assert_eq!(messages(&unread_report), [unread]);
+    }
+    // A valid Composition is read once.
+    let v = base();
+    let used_up = validator.validate_owned_rereading(v.clone(), || panic!("read again"));
+    assert_eq!(messages(&used_up), messages(&validator.validate_owned(v)));
+}

@@ -17,15 +17,28 @@ use composition_webhook::schema::{Catalog, Schema, apply_defaults, split_api_ver
 use composition_webhook::validate::{Options, Report, Validator};
 use serde_json::{Value, json};
 
+/// The report on `composition`, the same whether it is read by reference (files) or used up
+/// and read again only when needed (the webhook's way, `validate_owned_rereading`).
 fn validate(catalog: &Catalog, composition: &Value, mode: Mode) -> Report {
-    Validator::new(
+    let validator = Validator::new(
         catalog,
         Options {
             default_mode: mode,
             ..common::v1_options()
         },
-    )
-    .validate_value(composition)
+    );
+    let report = validator.validate_value(composition);
+    let used_up =
+        validator.validate_owned_rereading(composition.clone(), || Some(composition.clone()));
+    assert_eq!(
+        format!(
+            "{:?}",
+            (&used_up.findings, &used_up.verdict, &used_up.stopped)
+        ),
+        format!("{:?}", (&report.findings, &report.verdict, &report.stopped)),
+        "used up and read again"
+    );
+    report
 }
 
 fn messages(report: &Report, stage: Option<Stage>) -> Vec<String> {
@@ -702,6 +715,36 @@ fn value_independent_findings_are_errors() {
         ]
     );
     assert_eq!(report.verdict.code, Some(422));
+
+    // The webhook renders the bases into the resources instead of copying them; the two
+    // findings rendered again from every value of `spec.tier` and `spec.ha` need the bases
+    // as they were: the Composition is read again, once, for the same report.
+    let validator = Validator::new(
+        &catalog,
+        Options {
+            default_mode: Mode::Loose,
+            ..common::v1_options()
+        },
+    );
+    let mut rereads = 0;
+    let taking = validator.validate_owned_rereading(c.clone(), || {
+        rereads += 1;
+        Some(c.clone())
+    });
+    assert_eq!(rereads, 1);
+    assert_eq!(rendered(&taking), rendered(&report));
+    assert_eq!(taking.verdict, report.verdict);
+    // Not read again, they are judged as a value only the mock holds: warnings.
+    let unread = validator.validate_owned_rereading(c.clone(), || None);
+    assert_eq!(
+        rendered(&unread),
+        [
+            "error: spec.resources[0].base.spec.forProvider.storageGb: Invalid value: \"storageGb\": unknown field: \"storageGb\", did you mean \"storage\"? (spec.resources[0].patches[0] writes it from spec.params: the field is unknown whatever the value)",
+            "warning: spec.resources[0].base.spec.forProvider.class: Unsupported value: \"small\": supported values: \"db.t3\", \"db.m5\" (the value comes from spec.resources[0].patches[1]: spec.tier is \"small\" in the mock composite resource, a real one may hold another)",
+            "warning: spec.resources[0].base.spec.forProvider.multiAz: Unsupported value: \"false\": supported values: \"yes\", \"no\" (the value comes from spec.resources[0].patches[2]: spec.ha is false in the mock composite resource, a real one may hold another)",
+            "warning: spec.resources[0].base.spec.forProvider.id: Invalid value: \"name\": spec.forProvider.id in body should match '^[0-9]+$' (the value comes from spec.resources[0].patches[3]: spec.name is \"name\" in the mock composite resource, a real one may hold another)",
+        ]
+    );
 }
 
 /// Item 2: upjet's "spec.forProvider.policy is a required parameter" rule sits on `spec`;

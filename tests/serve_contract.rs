@@ -877,6 +877,57 @@ async fn many_warnings_fit_what_the_api_server_keeps() {
     );
 }
 
+/// A finding that every value of an enum XR field renders is an error through the webhook
+/// too, where the bases are rendered into the resources instead of copied: telling it needs a
+/// base as it was, so the server reads the review's Composition again for it (the same
+/// Composition and schemas give a warning in `tests/rendered.rs` when it cannot be read again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finding_of_every_enum_value_is_an_error_through_the_webhook() {
+    let dir = ScratchDir::new("every-value");
+    let xrd = json!({
+        "apiVersion": "apiextensions.crossplane.io/v1", "kind": "CompositeResourceDefinition",
+        "metadata": {"name": "xdatabases.example.org"},
+        "spec": {"group": "example.org", "names": {"kind": "XDatabase", "plural": "xdatabases"},
+            "versions": [{"name": "v1", "served": true, "referenceable": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "required": ["tier"], "properties": {
+                        "tier": {"type": "string", "enum": ["small", "large"]}}}}}}}]}
+    });
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "instances.db.example.org"},
+        "spec": {"group": "db.example.org", "scope": "Cluster",
+            "names": {"kind": "Instance", "plural": "instances"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "properties": {"forProvider": {"type": "object",
+                        "properties": {"class": {"type": "string", "enum": ["db.t3", "db.m5"]}}}}}}}}}]}
+    });
+    for (file, doc) in [("xrd.yaml", &xrd), ("crd.yaml", &crd)] {
+        std::fs::write(dir.path(file), doc.to_string()).expect("schema file");
+    }
+    let server = start_with(&[dir.path("xrd.yaml"), dir.path("crd.yaml")], &[]);
+    let client = server.client();
+    let object = json!({
+        "apiVersion": "apiextensions.crossplane.io/v1", "kind": "Composition",
+        "metadata": {"name": "xdatabases.aws"},
+        "spec": {"compositeTypeRef": {"apiVersion": "example.org/v1", "kind": "XDatabase"},
+            "resources": [{"name": "db",
+                "base": {"apiVersion": "db.example.org/v1", "kind": "Instance",
+                         "spec": {"forProvider": {}}},
+                "patches": [{"fromFieldPath": "spec.tier", "toFieldPath": "spec.forProvider.class"}]}]}
+    });
+    let cause = (
+        "FieldValueNotSupported",
+        "spec.resources[0].base.spec.forProvider.class",
+        r#"Unsupported value: "small": supported values: "db.t3", "db.m5" (written by spec.resources[0].patches[0]: every value of spec.tier the composite resource's schema allows (spec.tier: "small", "large") renders this)"#,
+    );
+    assert_eq!(
+        answer(&client, &create("uid-every-value", object)).await,
+        invalid("xdatabases.aws", &[cause], &[])
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // 6. Crossplane's upstream cases through the webhook.
 

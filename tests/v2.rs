@@ -75,15 +75,21 @@ fn cluster_role_for_namespaced_xr() -> Value {
     )
 }
 
-/// `field: message` of every finding but the Crds stage's.
+/// `field: message` of every finding but the Crds stage's; the same when the Composition is
+/// used up and read again only when needed (the webhook's way).
 fn messages(catalog: &Catalog, c: &Value) -> Vec<String> {
-    Validator::new(catalog, Options::default())
-        .validate_value(c)
-        .findings
-        .iter()
-        .filter(|f| f.stage != Stage::Crds)
-        .map(|f| f.error.to_string())
-        .collect()
+    let validator = Validator::new(catalog, Options::default());
+    let shown = |r: composition_webhook::validate::Report| -> Vec<String> {
+        r.findings
+            .iter()
+            .filter(|f| f.stage != Stage::Crds)
+            .map(|f| f.error.to_string())
+            .collect()
+    };
+    let kept = shown(validator.validate_value(c));
+    let used_up = shown(validator.validate_owned_rereading(c.clone(), || Some(c.clone())));
+    assert_eq!(used_up, kept, "used up and read again");
+    kept
 }
 
 const NAMESPACED_XRD: &str = "namespaced-xr-no-cluster-scoped-resource.definition.yaml";
@@ -540,12 +546,17 @@ fn findings(catalog: &Catalog, c: &Value, mode: composition_webhook::mode::Mode)
         default_mode: mode,
         ..Options::default()
     };
-    Validator::new(catalog, options)
-        .validate_value(c)
-        .findings
-        .iter()
-        .map(|f| format!("{}: {}", f.severity.name(), f.message()))
-        .collect()
+    let validator = Validator::new(catalog, options);
+    let shown = |r: composition_webhook::validate::Report| -> Vec<String> {
+        r.findings
+            .iter()
+            .map(|f| format!("{}: {}", f.severity.name(), f.message()))
+            .collect()
+    };
+    let kept = shown(validator.validate_value(c));
+    let used_up = shown(validator.validate_owned_rereading(c.clone(), || Some(c.clone())));
+    assert_eq!(used_up, kept, "used up and read again");
+    kept
 }
 
 /// A kind only an Inactive MRD defines is refused by the API server: the finding names the

@@ -19,7 +19,7 @@
 //! A finding about a field that a patch with a logical or schema error writes is the same
 //! problem seen again, and is dropped; the base and the other patches are still validated.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -121,6 +121,41 @@ pub fn check(
     check_rendered(c, steps, composite, &xr, rendered, source, earlier)
 }
 
+/// What [`check_taking`] found.
+#[derive(Debug)]
+pub struct Taken {
+    /// The findings: [`check`]'s, unless `needed_bases`.
+    pub findings: Vec<Finding>,
+    /// Whether a finding needed the template rendered again from other XR values, which
+    /// takes its base: then `findings` judged it without them (a warning where [`check`]
+    /// may say it holds for every value), and [`check`] of the Composition as it was read
+    /// gives the findings.
+    pub needed_bases: bool,
+}
+
+/// [`check`] that renders the bases into their resources instead of copying them: `c` and
+/// `steps` are left without their bases ([`render::TakenBases`]). For a Composition nothing
+/// reads after this check (the webhook's).
+pub fn check_taking(
+    c: &mut Composition,
+    steps: &mut [PatchAndTransformStep],
+    composite: Composite<'_>,
+    source: &dyn SchemaSource,
+    earlier: &[Finding],
+) -> Taken {
+    // The mock reads the patches and the XR's schema, not the bases.
+    let xr = composite_value(c, steps, composite);
+    let bases = render::TakenBases::take(c, steps);
+    let (c, steps) = (&*c, &*steps);
+    let rendered = render::render_taking(c, steps, bases, &xr, source.functions().as_deref());
+    let ctx = Ctx::new(c, steps, composite, &xr, source, earlier, true);
+    let findings = ctx.check(rendered);
+    Taken {
+        findings,
+        needed_bases: ctx.needed_bases.get(),
+    }
+}
+
 /// [`check`] of what was already rendered from `xr` (the value [`composite_value`] gives
 /// for `composite`): `render` prints the resources and validates the same render.
 pub fn check_rendered(
@@ -128,52 +163,72 @@ pub fn check_rendered(
     steps: &[PatchAndTransformStep],
     composite: Composite<'_>,
     xr: &Value,
-    mut rendered: Rendered,
+    rendered: Rendered,
     source: &dyn SchemaSource,
     earlier: &[Finding],
 ) -> Vec<Finding> {
-    let ctx = Ctx {
-        c,
-        steps,
-        xr,
-        mock: match composite {
-            Composite::Mock(schema) => Some(schema),
-            Composite::Real(_) => None,
-        },
-        source,
-        functions: source.functions(),
-        earlier,
-        variants: RefCell::new(HashMap::new()),
-        kinds: RefCell::default(),
-    };
-    let mut findings = Vec::new();
-    findings.extend(opaque_note(&rendered));
-    // An environment patch not rendered leaves the environment unknown: said, not judged.
-    for (at, why) in &rendered.environment_not_rendered {
-        findings.push(not_rendered(at, why));
-    }
-    let resources = std::mem::take(&mut rendered.resources);
-    for resource in resources {
-        if crate::budget::step().is_err() {
-            break;
+    Ctx::new(c, steps, composite, xr, source, earlier, false).check(rendered)
+}
+
+impl<'a> Ctx<'a> {
+    fn new(
+        c: &'a Composition,
+        steps: &'a [PatchAndTransformStep],
+        composite: Composite<'a>,
+        xr: &'a Value,
+        source: &'a dyn SchemaSource,
+        earlier: &'a [Finding],
+        bases_taken: bool,
+    ) -> Self {
+        Ctx {
+            c,
+            steps,
+            xr,
+            mock: match composite {
+                Composite::Mock(schema) => Some(schema),
+                Composite::Real(_) => None,
+            },
+            source,
+            functions: source.functions(),
+            earlier,
+            variants: RefCell::new(HashMap::new()),
+            kinds: RefCell::default(),
+            bases_taken,
+            needed_bases: Cell::new(false),
         }
-        // Findings of a step that a later, unrendered function may change are warnings; so
-        // are those of a resource a later filter may remove, with the filter named.
-        let later = if !rendered.changed_later(&resource.at).is_empty() {
-            Later::Changed
-        } else {
-            let filters = rendered.removed_later(&resource.at, resource.name.as_deref());
-            match filters.as_slice() {
-                [] => Later::Unchanged,
-                steps => {
-                    let (names, by_name) = named(steps);
-                    Later::MayBeRemoved(names, by_name)
-                }
-            }
-        };
-        findings.extend(ctx.check_resource(resource, &later));
     }
-    findings
+
+    /// The findings of a render.
+    fn check(&self, mut rendered: Rendered) -> Vec<Finding> {
+        let mut findings = Vec::new();
+        findings.extend(opaque_note(&rendered));
+        // An environment patch not rendered leaves the environment unknown: said, not judged.
+        for (at, why) in &rendered.environment_not_rendered {
+            findings.push(not_rendered(at, why));
+        }
+        let resources = std::mem::take(&mut rendered.resources);
+        for resource in resources {
+            if crate::budget::step().is_err() {
+                break;
+            }
+            // Findings of a step that a later, unrendered function may change are warnings; so
+            // are those of a resource a later filter may remove, with the filter named.
+            let later = if !rendered.changed_later(&resource.at).is_empty() {
+                Later::Changed
+            } else {
+                let filters = rendered.removed_later(&resource.at, resource.name.as_deref());
+                match filters.as_slice() {
+                    [] => Later::Unchanged,
+                    steps => {
+                        let (names, by_name) = named(steps);
+                        Later::MayBeRemoved(names, by_name)
+                    }
+                }
+            };
+            findings.extend(self.check_resource(resource, &later));
+        }
+        findings
+    }
 }
 
 /// What the steps after a rendered resource's can do to it.
@@ -313,6 +368,11 @@ struct Ctx<'a> {
     /// Each rendered kind's compiled schema and CRD scope, by `apiVersion` and kind
     /// (nested, so a lookup needs no owned key).
     kinds: RefCell<ByName<ByName<KindRules>>>,
+    /// The bases were rendered into the resources ([`check_taking`]): `c` has none left to
+    /// render again from.
+    bases_taken: bool,
+    /// A finding needed a render again, which the bases taken did not allow.
+    needed_bases: Cell<bool>,
 }
 
 /// A map by a name a Composition chose (an `apiVersion`, a kind).
@@ -745,6 +805,10 @@ impl Ctx<'_> {
             fields.push((fieldpath::parse(s).ok()?, values));
         }
         if combinations > MAX_VARIANTS {
+            return None;
+        }
+        if self.bases_taken {
+            self.needed_bases.set(true);
             return None;
         }
         let mut out = Vec::with_capacity(combinations);

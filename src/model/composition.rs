@@ -321,6 +321,52 @@ impl Composition {
         }
     }
 
+    /// As [`Composition::from_defaulted_value_mut`], reading `value` by value: its strings are
+    /// moved into the model instead of copied. An error needs `value` as it was to be told
+    /// (its path and the value there), and `value` is used up by then: [`Unread`] says what
+    /// is known, and the caller that can reads the same JSON again into
+    /// [`Composition::from_defaulted_value_mut`] for the error.
+    pub fn from_defaulted_value_owned(mut value: Value) -> Result<Composition, Unread> {
+        let Some(object) = value.as_object_mut() else {
+            return Err(Unread {
+                metadata: ObjectMeta::default(),
+                message: format!(
+                    "a Composition must be an object, got {}",
+                    json_type_name(&value)
+                ),
+            });
+        };
+        // Read first, by reference (a few strings), so that an error still knows the name and
+        // the mode annotation.
+        let metadata = match object.get_mut("metadata").map(Value::take) {
+            Some(m) => super::null_default::<_, ObjectMeta>(&m).map_err(|e| Unread {
+                metadata: ObjectMeta::default(),
+                message: e.to_string(),
+            })?,
+            None => ObjectMeta::default(),
+        };
+        // Taken out first: read through serde, every object of a base would be built again.
+        let bases = take_members(&mut value, "resources", "base");
+        let inputs = take_members(&mut value, "pipeline", "input");
+        let mut c = match Composition::deserialize(value) {
+            Ok(c) => c,
+            Err(e) => {
+                return Err(Unread {
+                    metadata,
+                    message: e.to_string(),
+                });
+            }
+        };
+        c.metadata = metadata;
+        give_bases(&mut c.spec.resources, bases);
+        for (i, input) in inputs {
+            if let Some(step) = c.spec.pipeline.get_mut(i) {
+                step.input = Some(input);
+            }
+        }
+        Ok(c)
+    }
+
     /// The mode, with the API default (`Resources`) when absent.
     pub fn mode(&self) -> &str {
         if self.spec.mode.is_empty() {
@@ -329,6 +375,16 @@ impl Composition {
             &self.spec.mode
         }
     }
+}
+
+/// What is known of a Composition that could not be read by value into its model
+/// ([`Composition::from_defaulted_value_owned`]).
+#[derive(Debug)]
+pub struct Unread {
+    /// Its metadata, when that could be read.
+    pub metadata: ObjectMeta,
+    /// serde's error, without the field it is at.
+    pub message: String,
 }
 
 /// Takes member `member` of every object item of `spec.<list>`, leaving `null`; a `null`

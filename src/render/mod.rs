@@ -276,6 +276,60 @@ pub fn render<'a>(
     xr: &Value,
     functions: Option<&FunctionSet>,
 ) -> Rendered<'a> {
+    render_from(c, steps, None, xr, functions)
+}
+
+/// The bases of a Composition's templates and of its patch-and-transform steps' templates,
+/// taken out of them ([`TakenBases::take`]) so that [`render_taking`] renders each into its
+/// resource without a copy. A render copies every base it patches, as many allocations as
+/// reading it did; a Composition validated once, whose bases nothing reads after its render,
+/// need not keep them.
+#[derive(Debug, Default)]
+pub struct TakenBases {
+    /// `spec.resources[i].base`, by `i`.
+    spec: Vec<Value>,
+    /// Of each step of `steps` (in that order), `input.resources[i].base`, by `i`.
+    steps: Vec<Vec<Value>>,
+}
+
+impl TakenBases {
+    /// Takes every base out of `c` and `steps`, leaving `null` in its place.
+    pub fn take(c: &mut Composition, steps: &mut [PatchAndTransformStep]) -> Self {
+        let take = |templates: &mut [ComposedTemplate]| {
+            templates
+                .iter_mut()
+                .map(|t| std::mem::take(&mut t.base))
+                .collect()
+        };
+        TakenBases {
+            spec: take(&mut c.spec.resources),
+            steps: steps
+                .iter_mut()
+                .map(|s| take(&mut s.input.resources))
+                .collect(),
+        }
+    }
+}
+
+/// [`render`] of a Composition whose bases were taken out of it (`c` and `steps` as they are
+/// after [`TakenBases::take`]): each base rendered into its resource, not copied.
+pub fn render_taking<'a>(
+    c: &'a Composition,
+    steps: &'a [PatchAndTransformStep],
+    bases: TakenBases,
+    xr: &Value,
+    functions: Option<&FunctionSet>,
+) -> Rendered<'a> {
+    render_from(c, steps, Some(bases), xr, functions)
+}
+
+fn render_from<'a>(
+    c: &'a Composition,
+    steps: &'a [PatchAndTransformStep],
+    mut taken: Option<TakenBases>,
+    xr: &Value,
+    functions: Option<&FunctionSet>,
+) -> Rendered<'a> {
     let templates =
         c.spec.resources.len() + steps.iter().map(|s| s.input.resources.len()).sum::<usize>();
     let mut out = Rendered {
@@ -291,21 +345,27 @@ pub fn render<'a>(
             environment: c.spec.environment.as_ref(),
             step: None,
         };
-        render_set(&set, &Path::new("spec"), &mut out);
+        let bases = taken.as_mut().map(|t| t.spec.as_mut_slice());
+        render_set(&set, bases, &Path::new("spec"), &mut out);
         return out;
     }
     for (i, step) in c.spec.pipeline.iter().enumerate() {
         let at = Path::new("spec").child("pipeline").index(i);
         let input_at = at.child("input");
-        match steps.iter().find(|s| s.at == input_at) {
-            Some(s) => {
+        match steps.iter().position(|s| s.at == input_at) {
+            Some(n) => {
+                let s = &steps[n];
                 let set = Templates {
                     resources: &s.input.resources,
                     patch_sets: &s.input.patch_sets,
                     environment: s.input.environment.as_ref(),
                     step: Some(i),
                 };
-                render_set(&set, &input_at, &mut out);
+                let bases = taken
+                    .as_mut()
+                    .and_then(|t| t.steps.get_mut(n))
+                    .map(Vec::as_mut_slice);
+                render_set(&set, bases, &input_at, &mut out);
             }
             None => {
                 let recognised = Recognition::of(&step.function_ref.name, functions);
@@ -333,8 +393,14 @@ struct Templates<'a> {
     step: Option<usize>,
 }
 
-/// Renders the templates of `set`, held at `at` (`spec`, `spec.pipeline[i].input`).
-fn render_set<'a>(set: &Templates<'a>, at: &Path, out: &mut Rendered<'a>) {
+/// Renders the templates of `set`, held at `at` (`spec`, `spec.pipeline[i].input`); with
+/// `taken`, the set's bases taken out of its templates (by index), moved instead of copied.
+fn render_set<'a>(
+    set: &Templates<'a>,
+    mut taken: Option<&mut [Value]>,
+    at: &Path,
+    out: &mut Rendered<'a>,
+) {
     let environment = environment(
         set.environment,
         at,
@@ -357,15 +423,28 @@ fn render_set<'a>(set: &Templates<'a>, at: &Path, out: &mut Rendered<'a>) {
                 .iter()
                 .position(|r| r.name.as_deref() == Some(n))
         });
-        let start = if template.base.is_object() {
-            Some(&template.base)
-        } else {
-            earlier.and_then(|e| out.resources[e].object.as_ref())
+        let base = match taken.as_deref_mut() {
+            Some(bases) => bases
+                .get_mut(i)
+                .filter(|b| b.is_object())
+                .map(std::mem::take),
+            None => None,
         };
-        if start.is_some_and(|s| crate::budget::reserve_copy(s).is_err()) {
-            return;
-        }
-        let start = start.cloned();
+        let start = match base {
+            // Taken: moved, nothing copied.
+            Some(base) => Some(base),
+            None => {
+                let start = if taken.is_none() && template.base.is_object() {
+                    Some(&template.base)
+                } else {
+                    earlier.and_then(|e| out.resources[e].object.as_ref())
+                };
+                if start.is_some_and(|s| crate::budget::reserve_copy(s).is_err()) {
+                    return;
+                }
+                start.cloned()
+            }
+        };
         let mut rendered = RenderedResource {
             at: template_at,
             name: template.name.clone(),

@@ -22,7 +22,7 @@ use crate::findings::{BadValue, ErrorType, FieldError, Finding, Stage};
 use crate::mode::{self, Mode};
 use crate::model::{APIEXTENSIONS_GROUP, LEGACY_MODE_ANNOTATION, MODE_ANNOTATION};
 use crate::validate::{Options, Report, Validator};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 /// The decision on one request.
 #[derive(Debug)]
@@ -58,6 +58,30 @@ pub fn decide(
     rendered: bool,
     time: Duration,
     started: impl FnOnce(Mode, &str) -> Option<Answer>,
+) -> Decision {
+    decide_rereading(
+        request,
+        schemas,
+        default_mode,
+        rendered,
+        time,
+        started,
+        None::<fn() -> Option<Map<String, Value>>>,
+    )
+}
+
+/// [`decide`], given a way to read the request's object again (the webhook decodes its body
+/// again): then the Composition's bases are rendered into the resources, not copied
+/// ([`Validator::validate_owned_rereading`]), and the object is read again only for a
+/// finding that needs the bases as they were.
+pub fn decide_rereading(
+    request: Request,
+    schemas: &dyn SchemaSource,
+    default_mode: Mode,
+    rendered: bool,
+    time: Duration,
+    started: impl FnOnce(Mode, &str) -> Option<Answer>,
+    reread: Option<impl FnOnce() -> Option<Map<String, Value>>>,
 ) -> Decision {
     let op = operation_name(&request.operation);
     if matches!(request.operation, Operation::Delete | Operation::Connect) {
@@ -107,8 +131,12 @@ pub fn decide(
             report: None,
         };
     }
-    let report = Validator::new(schemas, Options::admitted(default_mode, rendered))
-        .validate_owned(Value::Object(object));
+    let validator = Validator::new(schemas, Options::admitted(default_mode, rendered));
+    let report = match reread {
+        Some(reread) => validator
+            .validate_owned_rereading(Value::Object(object), || reread().map(Value::Object)),
+        None => validator.validate_owned(Value::Object(object)),
+    };
     // Stopped by the deadline or a cancellation: the answer goes by the mode, as for a
     // review that never started.
     if report.stopped.as_ref().is_some_and(|e| !e.is_input()) {

@@ -274,7 +274,14 @@ async fn handle(
                 Err(e) => return Err(e),
             };
             let size = bytes.len();
-            drop(bytes);
+            // Kept (its memory is reserved until the review is done) to be read again only
+            // should a finding need the Composition's bases as they were
+            // (`Validator::validate_owned_rereading`).
+            let reread = || {
+                review::decode_with_shape(content_type.as_deref(), &bytes, max_tree, shape)
+                    .ok()
+                    .and_then(|r| r.object)
+            };
             let operation = admission::operation_name(&request.operation);
             tracing::debug!(
                 uid = %request.uid,
@@ -302,7 +309,7 @@ async fn handle(
                 );
                 return Ok((operation, decision));
             }
-            let decide = |request: review::Request, schemas: &dyn SchemaSource| admission::decide(
+            let decide = |request: review::Request, schemas: &dyn SchemaSource| admission::decide_rereading(
                 request,
                 schemas,
                 state.default_mode,
@@ -315,6 +322,7 @@ async fn handle(
                     (Instant::now() >= deadline)
                         .then(|| admission::deadline_answer(mode, name, budget))
                 },
+                Some(reread),
             );
             // Past the deadline the answer goes by the mode, even for a Composition
             // answered before.
