@@ -191,7 +191,7 @@ impl<'a> Validator<'a> {
 
     /// Validates a Composition to which the Composition CRD's defaults have been applied
     /// (they do not touch `metadata`, read below). The model takes the bases and inputs out of
-    /// `defaulted` rather than copying them.
+    /// `defaulted` rather than copying them; [`Reading::UseUp`] takes all of it.
     fn validate_defaulted(&self, defaulted: &mut Value, reading: Reading) -> Validated {
         let api_errors = if self.options.as_api_server {
             api_server_errors(defaulted, &self.options.composition_api)
@@ -222,14 +222,7 @@ impl<'a> Validator<'a> {
                                 unread.message,
                             ),
                         ));
-                        let choice = mode::mode_from_annotations(
-                            &unread.metadata.annotations,
-                            self.options.default_mode,
-                        );
-                        match &choice {
-                            Err(e) => findings.push(e.finding()),
-                            Ok(c) => findings.extend(c.note()),
-                        }
+                        let choice = self.mode_choice(&unread.metadata.annotations, &mut findings);
                         Validated {
                             report: self.finish(unread.metadata.name, choice, findings),
                             read_again: true,
@@ -269,11 +262,7 @@ impl<'a> Validator<'a> {
             .pointer("/metadata/annotations")
             .and_then(|a| serde_json::from_value(a.clone()).ok())
             .unwrap_or_default();
-        let choice = mode::mode_from_annotations(&annotations, self.options.default_mode);
-        match &choice {
-            Err(e) => findings.push(e.finding()),
-            Ok(c) => findings.extend(c.note()),
-        }
+        let choice = self.mode_choice(&annotations, &mut findings);
         Validated {
             report: self.finish(name, choice, findings),
             read_again: false,
@@ -316,12 +305,7 @@ impl<'a> Validator<'a> {
                 None => findings.push(Finding::new(Stage::Logical, e)),
             }
         }
-        let choice =
-            mode::mode_from_annotations(&c.metadata.annotations, self.options.default_mode);
-        match &choice {
-            Err(e) => findings.push(e.finding()),
-            Ok(c) => findings.extend(c.note()),
-        }
+        let choice = self.mode_choice(&c.metadata.annotations, &mut findings);
         let (schemas, lookup_findings) = schema_aware::lookup::resolve(c, self.schemas);
         findings.extend(lookup_findings);
         findings.extend(checks::functions::check(
@@ -437,6 +421,20 @@ impl<'a> Validator<'a> {
             report: self.finish(name, choice, findings),
             read_again,
         }
+    }
+
+    /// The mode the annotations choose, its error or its note added to `findings`.
+    fn mode_choice(
+        &self,
+        annotations: &std::collections::BTreeMap<String, String>,
+        findings: &mut Vec<Finding>,
+    ) -> Result<mode::ModeChoice, mode::ModeError> {
+        let choice = mode::mode_from_annotations(annotations, self.options.default_mode);
+        match &choice {
+            Err(e) => findings.push(e.finding()),
+            Ok(c) => findings.extend(c.note()),
+        }
+        choice
     }
 
     fn finish(

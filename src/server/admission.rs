@@ -71,9 +71,10 @@ pub fn decide(
 }
 
 /// [`decide`], given a way to read the request's object again (the webhook decodes its body
-/// again): then the Composition's bases are rendered into the resources, not copied
-/// ([`Validator::validate_owned_rereading`]), and the object is read again only for a
-/// finding that needs the bases as they were.
+/// again): then the Composition is used up, read into its model by value and its bases
+/// rendered into the resources ([`Validator::validate_owned_rereading`]), and the object is
+/// read again only for what needs it as it was (a model error, a finding rendered again from
+/// its bases).
 pub fn decide_rereading(
     request: Request,
     schemas: &dyn SchemaSource,

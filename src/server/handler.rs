@@ -275,8 +275,8 @@ async fn handle(
             };
             let size = bytes.len();
             // Kept (its memory is reserved until the review is done) to be read again only
-            // should a finding need the Composition's bases as they were
-            // (`Validator::validate_owned_rereading`).
+            // should validation need the Composition as it was: for a model error, or a
+            // finding rendered again from its bases (`Validator::validate_owned_rereading`).
             let reread = || {
                 review::decode_with_shape(content_type.as_deref(), &bytes, max_tree, shape)
                     .ok()
