@@ -116,9 +116,13 @@ pub fn parse(path: &str) -> Result<Segments, ParseError> {
     Ok(Segments(segments))
 }
 
+/// Segments borrowed from a path, up to eight of them inline: a patch's paths are parsed on
+/// every review, and most have three or four segments.
+pub type SegmentRefs<'a> = smallvec::SmallVec<[SegmentRef<'a>; 8]>;
+
 /// [`parse`] into segments borrowed from `path`.
-pub fn parse_borrowed(path: &str) -> Result<Vec<SegmentRef<'_>>, ParseError> {
-    let mut segments = Vec::with_capacity(8);
+pub fn parse_borrowed(path: &str) -> Result<SegmentRefs<'_>, ParseError> {
+    let mut segments = SegmentRefs::new();
     parse_each(path, |s| segments.push(s))?;
     Ok(segments)
 }

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::paved::{self, Merge};
 use super::transform;
-use crate::fieldpath::{self, SegmentRef, Segments};
+use crate::fieldpath::{self, Segments};
 use crate::go::fmt;
 use crate::model::{self, COMBINE_STRATEGY_STRING, Patch, PatchPolicy};
 
@@ -64,7 +64,7 @@ pub fn direction(patch_type: &str) -> Option<(Direction, bool)> {
 }
 
 /// A path parsed into segments borrowed from the patch.
-type Parsed<'a> = Result<Vec<SegmentRef<'a>>, fieldpath::ParseError>;
+type Parsed<'a> = Result<fieldpath::SegmentRefs<'a>, fieldpath::ParseError>;
 
 /// A patch's field paths, parsed once: a patch set's patches are applied to every template
 /// that uses it, with the same paths each time. The segments borrow the patch's strings.
