@@ -533,11 +533,7 @@ fn review_in_process(catalog: &Catalog, body: &[u8]) -> (bool, usize) {
         .expect("the review decodes");
     let uid = request.uid.clone();
     // As the handler does: the body read again only should a finding need the bases.
-    let reread = || {
-        review::decode_with_shape(json, &body, limits.memory_bytes, shape)
-            .ok()
-            .and_then(|r| r.object)
-    };
+    let reread = || review::object_again(json, &body, limits.memory_bytes, shape);
     let decision = admission::decide_rereading(
         request,
         catalog,

@@ -303,14 +303,7 @@ impl Composition {
         let inputs = take_members(value, "pipeline", "input");
         match Composition::deserialize(&*value) {
             Ok(mut c) => {
-                // Each item became one template or step, at its index: null where the member
-                // was taken, as the model reads a null base or input.
-                give_bases(&mut c.spec.resources, bases);
-                for (i, input) in inputs {
-                    if let Some(step) = c.spec.pipeline.get_mut(i) {
-                        step.input = Some(input);
-                    }
-                }
+                give_taken(&mut c, bases, inputs);
                 Ok(c)
             }
             Err(_) => {
@@ -358,12 +351,7 @@ impl Composition {
             }
         };
         c.metadata = metadata;
-        give_bases(&mut c.spec.resources, bases);
-        for (i, input) in inputs {
-            if let Some(step) = c.spec.pipeline.get_mut(i) {
-                step.input = Some(input);
-            }
-        }
+        give_taken(&mut c, bases, inputs);
         Ok(c)
     }
 
@@ -393,6 +381,18 @@ fn take_members(value: &mut Value, list: &str, member: &str) -> Vec<(usize, Valu
     match value.get_mut("spec").and_then(|s| s.get_mut(list)) {
         Some(Value::Array(items)) => take_from(items, member),
         _ => Vec::new(),
+    }
+}
+
+/// Gives the model read without them the bases and pipeline inputs [`take_members`] took:
+/// each item became one template or step, at its index (null where the member was taken, as
+/// the model reads a null base or input).
+fn give_taken(c: &mut Composition, bases: Vec<(usize, Value)>, inputs: Vec<(usize, Value)>) {
+    give_bases(&mut c.spec.resources, bases);
+    for (i, input) in inputs {
+        if let Some(step) = c.spec.pipeline.get_mut(i) {
+            step.input = Some(input);
+        }
     }
 }
 

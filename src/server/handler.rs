@@ -277,11 +277,7 @@ async fn handle(
             // Kept (its memory is reserved until the review is done) to be read again only
             // should validation need the Composition as it was: for a model error, or a
             // finding rendered again from its bases (`Validator::validate_owned_rereading`).
-            let reread = || {
-                review::decode_with_shape(content_type.as_deref(), &bytes, max_tree, shape)
-                    .ok()
-                    .and_then(|r| r.object)
-            };
+            let reread = || review::object_again(content_type.as_deref(), &bytes, max_tree, shape);
             let operation = admission::operation_name(&request.operation);
             tracing::debug!(
                 uid = %request.uid,

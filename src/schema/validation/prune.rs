@@ -59,14 +59,8 @@ fn prune(
                 }
                 if let Some(prop) = schema.properties.get(key) {
                     if is_container(child) {
-                        prune(
-                            child,
-                            prop,
-                            &PathAt::Child(path, key),
-                            false,
-                            depth + 1,
-                            errs,
-                        );
+                        let at = PathAt::Child(path, key);
+                        prune(child, prop, &at, false, depth + 1, errs);
                     }
                     continue;
                 }
@@ -141,14 +135,8 @@ fn keep_unknown(
                     continue;
                 }
                 if let Some(prop) = schema.properties.get(key) {
-                    prune(
-                        child,
-                        prop,
-                        &PathAt::Child(path, key),
-                        false,
-                        depth + 1,
-                        errs,
-                    );
+                    let at = PathAt::Child(path, key);
+                    prune(child, prop, &at, false, depth + 1, errs);
                 } else if let Some(add) = schema.additional_properties_schema() {
                     prune(child, add, &PathAt::Key(path, key), false, depth + 1, errs);
                 }

@@ -567,6 +567,20 @@ pub fn decode_with_shape(
     review.request.ok_or(ReviewError::NoRequest)
 }
 
+/// The request's object of a body [`decode_with_shape`] read once, read again: what
+/// validation asks for when it needs the Composition as it was
+/// (`Validator::validate_owned_rereading`).
+pub fn object_again(
+    content_type: Option<&str>,
+    body: &[u8],
+    max_tree_bytes: usize,
+    shape: Option<JsonShape>,
+) -> Option<Map<String, Value>> {
+    decode_with_shape(content_type, body, max_tree_bytes, shape)
+        .ok()
+        .and_then(|r| r.object)
+}
+
 /// Reads the envelope, a Composition's object slim or not.
 fn read(body: &[u8], slim: bool) -> Result<Review, serde_json::Error> {
     SLIM.with(|s| s.set(false));
