@@ -522,14 +522,19 @@ fn review_in_process(catalog: &Catalog, body: &[u8]) -> (bool, usize) {
     let json = Some("application/json");
     let limits = composition_webhook::budget::Limits::DEFAULT;
     let scanned = review::scan(json, body, limits.memory_bytes);
-    let (echo, shape, unread) = match scanned {
-        Some(s) => (s.echo, s.shape, s.unread),
-        None => (review::salvage(body), None, Vec::new()),
+    let (echo, shape, unread, sizes) = match scanned {
+        Some(s) => (s.echo, s.shape, s.unread, s.sizes),
+        None => (
+            review::salvage(body),
+            None,
+            Vec::new(),
+            review::Sizes::default(),
+        ),
     };
     // The server owns the body it blanks; here it is copied first.
     let mut body = body.to_vec();
     review::blank_unread(&mut body, &unread);
-    let request = review::decode_with_shape(json, &body, limits.memory_bytes, shape)
+    let request = review::decode_with_shape(json, &body, limits.memory_bytes, shape, sizes)
         .expect("the review decodes");
     let uid = request.uid.clone();
     // As the handler does: the body read again only should a finding need the bases.

@@ -208,8 +208,10 @@ async fn handle(
         None => review::salvage(&bytes),
     };
     tracing::trace!(uid = echo.uid.as_deref().unwrap_or_default(), body = %String::from_utf8_lossy(&bytes), "request body");
-    let (key, shape, unread) =
-        scanned.map_or((None, None, Vec::new()), |s| (s.key, s.shape, s.unread));
+    let (key, shape, unread, sizes) = scanned.map_or_else(
+        || (None, None, Vec::new(), review::Sizes::default()),
+        |s| (s.key, s.shape, s.unread, s.sizes),
+    );
     // A Composition answered before, with the same schemas: answered now, without waiting
     // for a worker behind validations (before the deadline; after it, by the mode).
     if let Some(key) = key
@@ -262,7 +264,7 @@ async fn handle(
             // What the scan found decoding would only skip, it does not read again.
             let mut bytes = bytes;
             review::blank_unread(&mut bytes, &unread);
-            let request = match review::decode_with_shape(content_type.as_deref(), &bytes, max_tree, shape) {
+            let request = match review::decode_with_shape(content_type.as_deref(), &bytes, max_tree, shape, sizes) {
                 Ok(request) => request,
                 // Too large to read within the budget: judged by the mode salvaged.
                 Err(ReviewError::OverBudget { values }) => {

@@ -11,8 +11,8 @@ use std::collections::BTreeMap;
 
 use super::walk::{SHALLOW, Walk};
 use super::{
-    Echo, KIND, LAST_APPLIED, MAX_DEPTH, ObjectEcho, VALUE_BYTES, answered_version, is_composition,
-    is_json,
+    Echo, KIND, LAST_APPLIED, MAX_DEPTH, ObjectEcho, Sizes, VALUE_BYTES, answered_version,
+    is_composition, is_json,
 };
 use crate::document::JsonShape;
 use crate::model::{LEGACY_MODE_ANNOTATION, MODE_ANNOTATION};
@@ -35,6 +35,10 @@ pub struct Scanned {
     /// Composition `metadata.managedFields` and the [`LAST_APPLIED`] annotation): checked by
     /// the scan as decoding would, and blanked by [`blank_unread`] before decoding.
     pub unread: Vec<Range<usize>>,
+    /// The size of each object and array of a Composition's object, as decoding reads it
+    /// (without `managedFields`), in the order they open ([`Walk::record`]): so that decoding
+    /// builds each at its size instead of growing it. Empty for another object.
+    pub sizes: Sizes,
 }
 
 /// Reads a review the way the API server sends it without building a tree, in one walk of
@@ -77,12 +81,14 @@ pub fn scan(content_type: Option<&str>, body: &[u8], max_tree_bytes: usize) -> O
     // Only text is plain: a body of invalid UTF-8 goes the long way, which says where.
     let mut walk = Walk::new(std::str::from_utf8(body).ok()?);
     review(&mut walk, &mut echo, &mut key, &mut unread)?;
+    let sizes = Sizes(walk.take_sizes());
     walk.end()?;
     Some(Scanned {
         echo,
         key,
         shape: Some(shape),
         unread: unread.ranges,
+        sizes,
     })
 }
 
@@ -233,12 +239,15 @@ fn request(
                     return None;
                 }
                 let composition = echo.composition == Some(true);
-                // Decoding skips these only in a Composition (read slim).
+                // Decoding skips these only in a Composition (read slim), and builds its
+                // containers at the sizes noted.
+                walk.record(composition);
                 let (object, k) = object(
                     walk,
                     cacheable && composition,
                     composition.then_some(&mut *unread),
                 )?;
+                walk.record(false);
                 echo.object = Some(object);
                 *key = k;
             }
@@ -361,7 +370,10 @@ fn metadata(walk: &mut Walk<'_>, mut unread: Option<&mut Unread>) -> Option<Scan
                 m.labels = true;
             }
             _ => {
+                // Not read by decoding: no sizes.
+                let recording = walk.record(false);
                 let text = walk.value()?;
+                walk.record(recording);
                 if let Some(unread) = unread.as_deref_mut() {
                     unread.note(text);
                 }

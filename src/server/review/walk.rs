@@ -33,12 +33,56 @@ pub fn plain(raw: &[u8]) -> bool {
 pub struct Walk<'t> {
     text: &'t str,
     at: usize,
+    /// Whether the size of each container walked is noted in `sizes`.
+    recording: bool,
+    /// The sizes noted ([`Walk::record`]).
+    sizes: Vec<u32>,
 }
+
+/// Set in a noted size when the container is an array, clear for an object.
+pub const ARRAY: u32 = 1 << 31;
 
 impl<'t> Walk<'t> {
     /// At the start of `text`.
     pub fn new(text: &'t str) -> Self {
-        Walk { text, at: 0 }
+        Walk {
+            text,
+            at: 0,
+            recording: false,
+            sizes: Vec::new(),
+        }
+    }
+
+    /// From now on (`on`) or no more, notes the size of each object and array the walk
+    /// reads: its members or elements, and [`ARRAY`] for an array, in the order they open.
+    /// Decoding the same text builds its containers in that order, each at its size. Returns
+    /// whether it was recording.
+    pub fn record(&mut self, on: bool) -> bool {
+        std::mem::replace(&mut self.recording, on)
+    }
+
+    /// The sizes noted so far, taken.
+    pub fn take_sizes(&mut self) -> Vec<u32> {
+        std::mem::take(&mut self.sizes)
+    }
+
+    /// Notes a container opening when recording (its size 0 for now, or 1 if `nonempty`):
+    /// where its size is, to count its further members (nowhere when not recording).
+    fn open(&mut self, array: bool, nonempty: bool) -> usize {
+        if !self.recording {
+            return usize::MAX;
+        }
+        self.sizes
+            .push(u32::from(nonempty) | if array { ARRAY } else { 0 });
+        self.sizes.len() - 1
+    }
+
+    /// Counts one more member or element of the container noted at `slot`.
+    fn more(&mut self, slot: usize) {
+        if let Some(size) = self.sizes.get_mut(slot) {
+            // A body that the scan reads has fewer values than 2^31 bytes.
+            *size = size.saturating_add(1);
+        }
     }
 
     fn peek(&self) -> Option<u8> {
@@ -74,9 +118,12 @@ impl<'t> Walk<'t> {
         self.whitespace();
         if self.peek() == Some(b'}') {
             self.at += 1;
+            self.open(false, false);
             return Some(());
         }
+        let slot = self.open(false, false);
         loop {
+            self.more(slot);
             self.whitespace();
             if self.peek() != Some(b'"') {
                 return None;
@@ -136,6 +183,8 @@ impl<'t> Walk<'t> {
     fn skip(&mut self) -> Option<()> {
         let mut objects: u128 = 0;
         let mut depth = 0usize;
+        // Where each open container's size is noted, when recording.
+        let mut slots = [usize::MAX; SHALLOW];
         loop {
             self.whitespace();
             match self.peek()? {
@@ -156,7 +205,9 @@ impl<'t> Walk<'t> {
                     }
                     depth += 1;
                     self.whitespace();
-                    if self.peek() == Some(if object { b'}' } else { b']' }) {
+                    let empty = self.peek() == Some(if object { b'}' } else { b']' });
+                    slots[depth - 1] = self.open(!object, !empty);
+                    if empty {
                         self.at += 1;
                         depth -= 1;
                     } else {
@@ -182,6 +233,7 @@ impl<'t> Walk<'t> {
                 match (self.peek()?, object) {
                     (b',', _) => {
                         self.at += 1;
+                        self.more(slots[depth - 1]);
                         if object {
                             self.member_key()?;
                         }
@@ -640,7 +692,64 @@ mod tests {
         })
     }
 
+    /// The size of each container of `value` in the order they open, as a walk notes them.
+    fn sizes_of(value: &Value, out: &mut Vec<u32>) {
+        match value {
+            Value::Object(map) => {
+                out.push(map.len() as u32);
+                map.values().for_each(|v| sizes_of(v, out));
+            }
+            Value::Array(items) => {
+                out.push(items.len() as u32 | ARRAY);
+                items.iter().for_each(|v| sizes_of(v, out));
+            }
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn notes_sizes_only_while_recording() {
+        let text = r#"{"a": [1, [], {}], "b": {"c": [{"d": 1, "e": 2}]}, "f": [3]}"#;
+        let mut walk = Walk::new(text);
+        walk.object(|walk, key| {
+            // Not "b", nor the object around.
+            walk.record(key != "b");
+            walk.value().map(drop)
+        })
+        .expect("an object");
+        assert_eq!(walk.take_sizes(), [ARRAY | 3, ARRAY, 0, ARRAY | 1]);
+        let mut walk = Walk::new(text);
+        walk.record(true);
+        walk.object(|walk, _| walk.value().map(drop))
+            .expect("an object");
+        assert_eq!(
+            walk.take_sizes(),
+            [3, ARRAY | 3, ARRAY, 0, 1, ARRAY | 1, 2, ARRAY | 1]
+        );
+    }
+
     proptest::proptest! {
+        /// A plain text's containers noted at the sizes a parse builds them, in the order it
+        /// builds them, whether walked as one value or member by member.
+        #[test]
+        fn a_walk_notes_the_sizes_a_parse_builds(text in json_text()) {
+            let mut walk = Walk::new(&text);
+            walk.record(true);
+            if walk.value().is_none() {
+                return Ok(());
+            }
+            let parsed: Value = serde_json::from_str(&text).expect("plain text parses");
+            let mut expected = Vec::new();
+            sizes_of(&parsed, &mut expected);
+            proptest::prop_assert_eq!(walk.take_sizes(), expected.clone(), "{}", text);
+            if parsed.is_object() {
+                let mut walk = Walk::new(&text);
+                walk.record(true);
+                walk.object(|walk, _| walk.value().map(drop)).expect("an object");
+                proptest::prop_assert_eq!(walk.take_sizes(), expected, "{}", text);
+            }
+        }
+
         #[test]
         fn a_plain_text_parses(text in json_text()) {
             let parsed = serde_json::from_str::<Value>(&text);
