@@ -36,7 +36,7 @@ pub struct Scanned {
     /// the scan as decoding would, and blanked by [`blank_unread`] before decoding.
     pub unread: Vec<Range<usize>>,
     /// The size of each object and array of a Composition's object, as decoding reads it
-    /// (without `managedFields`), in the order they open ([`Walk::record`]): so that decoding
+    /// (without `managedFields`), in the order they open (the walk's record of them): so that decoding
     /// builds each at its size instead of growing it. Empty for another object.
     pub sizes: Sizes,
 }

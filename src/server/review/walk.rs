@@ -336,6 +336,29 @@ impl<'t> Walk<'t> {
     }
 }
 
+/// The size of each container of `value` in the order they open, as a recording walk of its
+/// text notes them ([`Walk::record`]).
+#[cfg(test)]
+pub(super) fn sizes_of(value: &serde_json::Value) -> Vec<u32> {
+    use serde_json::Value;
+    fn walk_into(value: &Value, out: &mut Vec<u32>) {
+        match value {
+            Value::Object(map) => {
+                out.push(map.len() as u32);
+                map.values().for_each(|v| walk_into(v, out));
+            }
+            Value::Array(items) => {
+                out.push(items.len() as u32 | ARRAY);
+                items.iter().for_each(|v| walk_into(v, out));
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk_into(value, &mut out);
+    out
+}
+
 /// Whether `b`, after a backslash, makes a whole escape (`\"`, `\n`, ...); a `u` starts a
 /// longer one.
 fn short_escape(b: u8) -> bool {
@@ -692,21 +715,6 @@ mod tests {
         })
     }
 
-    /// The size of each container of `value` in the order they open, as a walk notes them.
-    fn sizes_of(value: &Value, out: &mut Vec<u32>) {
-        match value {
-            Value::Object(map) => {
-                out.push(map.len() as u32);
-                map.values().for_each(|v| sizes_of(v, out));
-            }
-            Value::Array(items) => {
-                out.push(items.len() as u32 | ARRAY);
-                items.iter().for_each(|v| sizes_of(v, out));
-            }
-            _ => {}
-        }
-    }
-
     #[test]
     fn notes_sizes_only_while_recording() {
         let text = r#"{"a": [1, [], {}], "b": {"c": [{"d": 1, "e": 2}]}, "f": [3]}"#;
@@ -739,8 +747,7 @@ mod tests {
                 return Ok(());
             }
             let parsed: Value = serde_json::from_str(&text).expect("plain text parses");
-            let mut expected = Vec::new();
-            sizes_of(&parsed, &mut expected);
+            let expected = sizes_of(&parsed);
             proptest::prop_assert_eq!(walk.take_sizes(), expected.clone(), "{}", text);
             if parsed.is_object() {
                 let mut walk = Walk::new(&text);
