@@ -37,7 +37,8 @@ pub struct Scanned {
     pub unread: Vec<Range<usize>>,
     /// The size of each object and array of a Composition's object, as decoding reads it
     /// (without `managedFields`), in the order they open (the walk's record of them): so that decoding
-    /// builds each at its size instead of growing it. Empty for another object.
+    /// builds each at its size instead of growing it; the first `walk::MAX_SIZES` at most. Empty
+    /// for another object.
     pub sizes: Sizes,
 }
 

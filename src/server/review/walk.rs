@@ -42,6 +42,11 @@ pub struct Walk<'t> {
 /// Set in a noted size when the container is an array, clear for an object.
 pub const ARRAY: u32 = 1 << 31;
 
+/// The most sizes a walk notes (256 KiB of them, held before the review's budget counts
+/// anything): the containers past them are decoded without a size, growing as before. A
+/// Composition of 42 resources and 209 KB of YAML has a few thousand.
+pub const MAX_SIZES: usize = 1 << 16;
+
 impl<'t> Walk<'t> {
     /// At the start of `text`.
     pub fn new(text: &'t str) -> Self {
@@ -69,7 +74,8 @@ impl<'t> Walk<'t> {
     /// Notes a container opening when recording (its size 0 for now, or 1 if `nonempty`):
     /// where its size is, to count its further members (nowhere when not recording).
     fn open(&mut self, array: bool, nonempty: bool) -> usize {
-        if !self.recording {
+        // Past the most, none: the sizes noted stay those of the first containers, in order.
+        if !self.recording || self.sizes.len() >= MAX_SIZES {
             return usize::MAX;
         }
         self.sizes
@@ -734,6 +740,18 @@ mod tests {
             walk.take_sizes(),
             [3, ARRAY | 3, ARRAY, 0, 1, ARRAY | 1, 2, ARRAY | 1]
         );
+    }
+
+    #[test]
+    fn notes_the_first_sizes_only() {
+        let text = format!("[{}{{}}]", "[1],".repeat(MAX_SIZES));
+        let mut walk = Walk::new(&text);
+        walk.record(true);
+        walk.value().expect("plain text");
+        let sizes = walk.take_sizes();
+        assert_eq!(sizes.len(), MAX_SIZES);
+        assert_eq!(sizes[0], ARRAY | (MAX_SIZES as u32 + 1));
+        assert!(sizes[1..].iter().all(|s| *s == ARRAY | 1));
     }
 
     proptest::proptest! {
