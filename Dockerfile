@@ -22,9 +22,11 @@ RUN case "$(uname -m)" in \
     esac > /rust-target \
  && rustup target add "$(cat /rust-target)"
 WORKDIR /src
-# What `cargo build` reads: the manifest and lock file, the sources, the CRDs embedded at
-# build time (crds/upstream), and the bench targets Cargo.toml declares.
+# What `cargo build` reads: the manifest and lock file, the sources, the vendored crates
+# Cargo.toml patches in (vendor/), the CRDs embedded at build time (crds/upstream), and the
+# bench targets Cargo.toml declares.
 COPY Cargo.toml Cargo.lock ./
+COPY vendor ./vendor
 COPY src ./src
 COPY crds ./crds
 COPY benches ./benches
