@@ -46,6 +46,8 @@
 //! - `SERVE_BENCH_CONCURRENCY` (`--concurrency`, default `1,8,64`);
 //! - `SERVE_BENCH_PIN` (`--pin`, `0`, `1` or `both`, default `0`);
 //! - `SERVE_BENCH_WORKERS` (`--workers`): the server's `--workers` (default: its own);
+//! - `SERVE_BENCH_CLIENT_THREADS` (`--client-threads`): the generator's runtime threads
+//!   (default: one per core);
 //! - `SERVE_BENCH_BIN`: another `composition-webhook` binary to measure (to compare builds);
 //! - `SERVE_BENCH_DUMP=<dir>`: also write every request of a level (warm-up included) to
 //!   `<dir>/lat-<concurrency>-<cold|warm>.txt`, one line each: when it ended and how long it
@@ -140,6 +142,8 @@ struct Settings {
     levels: Vec<usize>,
     pin: Pin,
     workers: Option<usize>,
+    /// The generator's runtime threads (default: one per core).
+    client_threads: Option<usize>,
     /// Only decode and decide the review this many times in-process.
     in_process: Option<usize>,
     /// Only send the review this many times through the server's handler, in-process.
@@ -158,6 +162,7 @@ impl Settings {
             "concurrency",
             "pin",
             "workers",
+            "client_threads",
             "in_process",
             "handler",
             "bodies",
@@ -185,6 +190,7 @@ impl Settings {
                         | "concurrency"
                         | "pin"
                         | "workers"
+                        | "client_threads"
                         | "in_process"
                         | "handler"
                         | "bodies"
@@ -205,6 +211,7 @@ impl Settings {
             levels: vec![1, 8, 64],
             pin: Pin::Off,
             workers: None,
+            client_threads: None,
             in_process: None,
             handler: None,
             bodies: Bodies::Warm,
@@ -230,6 +237,9 @@ impl Settings {
                     }
                 }
                 "workers" => s.workers = Some(v.parse().unwrap_or_else(|_| bad(&k, &v))),
+                "client_threads" => {
+                    s.client_threads = Some(v.parse().unwrap_or_else(|_| bad(&k, &v)))
+                }
                 "in_process" => s.in_process = Some(v.parse().unwrap_or_else(|_| bad(&k, &v))),
                 "handler" => s.handler = Some(v.parse().unwrap_or_else(|_| bad(&k, &v))),
                 "bodies" => {
@@ -1146,7 +1156,9 @@ fn measure(
     if pinned && !pin_self(0) {
         eprintln!("note: taskset -p failed; the generator is not pinned");
     }
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = settings
+        .client_threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(threads)
         .enable_all()
