@@ -929,8 +929,8 @@ fn metrics_table_is_the_registry() {
 // ---------------------------------------------------------------------------------------
 // Files named
 
-/// Paths in code spans (`src/...`, `tests/...`, `deploy/...`, `vendor/...`) exist; a `*` matches within
-/// its folder.
+/// Paths in code spans (`src/...`, `tests/...`, `deploy/...`, `vendor/...`) exist; a `*`
+/// matches within its folder.
 #[test]
 fn files_named_exist() {
     let prefixes = [
