@@ -278,7 +278,8 @@ pub fn resolve_baseless(
     let mut by_name: std::collections::HashMap<
         &str,
         Option<std::sync::Arc<crate::schema::Schema>>,
-    > = std::collections::HashMap::new();
+        crate::hashing::ByInput,
+    > = std::collections::HashMap::default();
     let mut unknown = Vec::new();
     for (s, step) in steps.iter().enumerate() {
         for (i, t) in step.input.resources.iter().enumerate() {

@@ -191,7 +191,7 @@ impl<'a> Ctx<'a> {
             source,
             functions: source.functions(),
             earlier,
-            variants: RefCell::new(HashMap::new()),
+            variants: RefCell::new(HashMap::default()),
             kinds: RefCell::default(),
             bases_taken,
             needed_bases: Cell::new(false),
@@ -364,7 +364,7 @@ struct Ctx<'a> {
     functions: Option<Arc<FunctionSet>>,
     earlier: &'a [Finding],
     /// Renders from other XR values, by template and XR fields varied.
-    variants: RefCell<HashMap<VariantKey, Option<Arc<Vec<Variant>>>>>,
+    variants: RefCell<Variants>,
     /// Each rendered kind's compiled schema and CRD scope, by `apiVersion` and kind
     /// (nested, so a lookup needs no owned key).
     kinds: RefCell<ByName<ByName<KindRules>>>,
@@ -377,6 +377,10 @@ struct Ctx<'a> {
 
 /// A map by a name a Composition chose (an `apiVersion`, a kind).
 type ByName<V> = HashMap<String, V, crate::hashing::ByInput>;
+
+/// Renders from other XR values (`None`: none could be made), by template and the XR fields
+/// varied, which a Composition chose.
+type Variants = HashMap<VariantKey, Option<Arc<Vec<Variant>>>, crate::hashing::ByInput>;
 
 /// How a rendered kind is validated: its compiled schema (when its definition is known and
 /// compiles), its scope, its name rule, and where a built-in kind's schema comes from.

@@ -34,7 +34,7 @@ pub struct MockError(pub String);
 /// parses). A mock holding one of them renders what a real XR
 /// renders, instead of failing on a missing map key.
 #[derive(Debug, Clone, Default)]
-pub struct Hints(HashMap<Vec<String>, Vec<String>>);
+pub struct Hints(HashMap<Vec<String>, Vec<String>, crate::hashing::ByInput>);
 
 impl Hints {
     /// The hints of patches that read the XR (`FromCompositeFieldPath`; combine variables go
