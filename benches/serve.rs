@@ -260,6 +260,10 @@ impl Settings {
             !s.levels.is_empty() && s.levels.iter().all(|&c| c > 0),
             "concurrency levels must be positive"
         );
+        assert!(
+            s.client_threads != Some(0),
+            "the generator needs at least one thread"
+        );
         s
     }
 }

@@ -1,5 +1,6 @@
-//! The hashers of the webhook's hash sets and maps, chosen by what their keys are; none is
-//! std's SipHash, which costs several times as much on the short keys hashed per review.
+//! The hashers of the webhook's hash sets and maps, chosen by what their keys are; none on a
+//! review's path is std's SipHash, which costs several times as much on the short keys hashed
+//! per review (the `cel` crate's own maps aside).
 //!
 //! The members of every JSON object (`serde_json::Map`, an `IndexMap` with serde_json's
 //! `preserve_order`) are keys an input chose too: the build takes serde_json from

@@ -88,7 +88,7 @@ pub struct BuiltIn {
 #[derive(Debug, Default)]
 pub struct BuiltIns {
     documents: [OnceLock<Option<Document>>; 14],
-    schemas: Mutex<HashMap<Gvk, Option<BuiltIn>>>,
+    schemas: Mutex<HashMap<Gvk, Option<BuiltIn>, crate::hashing::ByInput>>,
 }
 
 impl BuiltIns {
@@ -118,39 +118,56 @@ impl BuiltIns {
         {
             return found.clone();
         }
-        let found = self.convert(&gvk);
-        self.schemas
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(gvk, found.clone());
+        // Only the kinds the documents define are kept (a schema, or `None` for one that
+        // does not convert): any other is a Composition's choice, and kept it would grow the
+        // process' cache with every kind a Composition names.
+        let (found, defined) = self.convert(&gvk);
+        if defined {
+            self.schemas
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(gvk, found.clone());
+        }
         found
     }
 
-    fn convert(&self, gvk: &Gvk) -> Option<BuiltIn> {
-        let (i, _) = DOCUMENTS
+    /// The kind's schema, and whether the embedded documents define the kind.
+    fn convert(&self, gvk: &Gvk) -> (Option<BuiltIn>, bool) {
+        let Some((i, _)) = DOCUMENTS
             .iter()
             .enumerate()
-            .find(|(_, (g, v, _))| *g == gvk.group && *v == gvk.version)?;
-        let doc = self.documents[i]
+            .find(|(_, (g, v, _))| *g == gvk.group && *v == gvk.version)
+        else {
+            return (None, false);
+        };
+        let Some(doc) = self.documents[i]
             .get_or_init(|| {
                 let value = serde_json::from_str(DOCUMENTS[i].2).ok()?;
                 Document::from_value(value).ok()
             })
-            .as_ref()?;
-        let schema = doc.schema(gvk).ok()??;
+            .as_ref()
+        else {
+            return (None, true);
+        };
+        let schema = match doc.schema(gvk) {
+            Ok(Some(schema)) => schema,
+            Ok(None) => return (None, false),
+            Err(_) => return (None, true),
+        };
         let versions = DOCUMENTS
             .iter()
             .filter(|(g, _, _)| *g == gvk.group)
             .map(|(_, v, _)| v.to_string())
             .collect();
-        Some(BuiltIn {
+        let built_in = BuiltIn {
             schema: Arc::new(schema),
             scope: match doc.namespaced(gvk) {
                 Some(false) => Scope::Cluster,
                 _ => Scope::Namespaced,
             },
             versions,
-        })
+        };
+        (Some(built_in), true)
     }
 }
 
@@ -169,5 +186,23 @@ mod tests {
         assert!(b.resolve("apps", "Deployment", "v1beta1").is_none());
         assert!(b.resolve("example.org", "Widget", "v1").is_none());
         assert!(BuiltIns::has_group("rbac.authorization.k8s.io"));
+    }
+
+    /// Kinds the documents do not define (a Composition names any it likes) are not kept:
+    /// the cache holds only the embedded kinds looked up.
+    #[test]
+    fn keeps_only_the_kinds_the_documents_define() {
+        let b = BuiltIns::default();
+        for n in 0..100 {
+            assert!(b.resolve("apps", &format!("Widget{n}"), "v1").is_none());
+            assert!(
+                b.resolve(&format!("g{n}.example.org"), "Widget", "v1")
+                    .is_none()
+            );
+        }
+        assert!(b.resolve("apps", "Deployment", "v1").is_some());
+        assert!(b.resolve("apps", "Deployment", "v1").is_some());
+        let kept = b.schemas.lock().unwrap_or_else(PoisonError::into_inner);
+        assert_eq!(kept.len(), 1);
     }
 }
