@@ -535,24 +535,26 @@ fn catalog_of(case: &Case) -> Catalog {
 fn review_in_process(catalog: &Catalog, body: &[u8]) -> (bool, usize) {
     let json = Some("application/json");
     let limits = composition_webhook::budget::Limits::DEFAULT;
-    let scanned = review::scan(json, body, limits.memory_bytes);
-    let (echo, shape, unread, sizes) = match scanned {
-        Some(s) => (s.echo, s.shape, s.unread, s.sizes),
-        None => (
+    // As the handler does: UTF-8 checked once, the text the scan cut decoded (and read again
+    // only should a finding need the bases).
+    let text = std::str::from_utf8(body).ok();
+    let scanned = text.and_then(|text| review::scan_text(json, text, limits.memory_bytes));
+    let shape = scanned.as_ref().and_then(|s| s.shape);
+    let (echo, request, text) = match (scanned, text) {
+        (Some(s), Some(text)) => {
+            let cut = review::cut_unread(text, &s.unread);
+            let request = review::decode_scanned(json, &cut, limits.memory_bytes, shape, s.sizes);
+            (s.echo, request, cut.into_bytes())
+        }
+        _ => (
             review::salvage(body),
-            None,
-            Vec::new(),
-            review::Sizes::default(),
+            review::decode(json, body, limits.memory_bytes),
+            body.to_vec(),
         ),
     };
-    // The server owns the body it blanks; here it is copied first.
-    let mut body = body.to_vec();
-    review::blank_unread(&mut body, &unread);
-    let request = review::decode_with_shape(json, &body, limits.memory_bytes, shape, sizes)
-        .expect("the review decodes");
+    let request = request.expect("the review decodes");
     let uid = request.uid.clone();
-    // As the handler does: the body read again only should a finding need the bases.
-    let reread = || review::object_again(json, &body, limits.memory_bytes, shape);
+    let reread = || review::object_again(json, &text, limits.memory_bytes, shape);
     let decision = admission::decide_rereading(
         request,
         catalog,

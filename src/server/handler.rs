@@ -200,17 +200,27 @@ async fn handle(
     // The uid, the apiVersion and the Composition's mode and name, read before waiting for a
     // worker: a deadline answer goes by them. A plain review is read in one pass that also
     // keys it for the verdict cache; another is salvaged.
-    let scanned = (bytes.len() <= SCAN_BYTES)
-        .then(|| review::scan(content_type.as_deref(), &bytes, state.limits.memory_bytes))
-        .flatten();
+    // Its UTF-8 checked once, here, for the scan and for decoding, which read it as text.
+    let body = if bytes.len() <= SCAN_BYTES {
+        String::from_utf8(bytes).map_err(std::string::FromUtf8Error::into_bytes)
+    } else {
+        Err(bytes)
+    };
+    let raw = match &body {
+        Ok(text) => text.as_bytes(),
+        Err(bytes) => bytes,
+    };
+    let scanned = body.as_ref().ok().and_then(|text| {
+        review::scan_text(content_type.as_deref(), text, state.limits.memory_bytes)
+    });
     let echo = match &scanned {
         Some(scanned) => scanned.echo.clone(),
-        None => review::salvage(&bytes),
+        None => review::salvage(raw),
     };
-    tracing::trace!(uid = echo.uid.as_deref().unwrap_or_default(), body = %String::from_utf8_lossy(&bytes), "request body");
+    tracing::trace!(uid = echo.uid.as_deref().unwrap_or_default(), body = %String::from_utf8_lossy(raw), "request body");
     let (key, shape, unread, sizes) = scanned.map_or_else(
-        || (None, None, Vec::new(), review::Sizes::default()),
-        |s| (s.key, s.shape, s.unread, s.sizes),
+        || (None, None, None, review::Sizes::default()),
+        |s| (s.key, s.shape, Some(s.unread), s.sizes),
     );
     // A Composition answered before, with the same schemas: answered now, without waiting
     // for a worker behind validations (before the deadline; after it, by the mode).
@@ -261,10 +271,35 @@ async fn handle(
             let limits = state.limits;
             let ((decided, _), peak) = crate::budget::peak_during(|| review_budget.run(move || {
             let max_tree = state.limits.memory_bytes;
-            // What the scan found decoding would only skip, it does not read again.
-            let mut bytes = bytes;
-            review::blank_unread(&mut bytes, &unread);
-            let request = match review::decode_with_shape(content_type.as_deref(), &bytes, max_tree, shape, sizes) {
+            let size = body.as_ref().map_or_else(Vec::len, String::len);
+            // What the scan found decoding would only skip is cut from the text decoded (made
+            // only now, for a review that missed the verdict cache). Should that text not
+            // decode, the body as sent is, for the error it gives.
+            let ct = content_type.as_deref();
+            let (bytes, decoded) = match (body, unread) {
+                (Ok(text), Some(unread)) => {
+                    let cut = review::cut_unread(&text, &unread);
+                    match review::decode_scanned(ct, &cut, max_tree, shape, sizes) {
+                        Err(e) if !matches!(e, ReviewError::OverBudget { .. }) => {
+                            let decoded = review::decode_scanned(ct, &text, max_tree, shape, review::Sizes::default());
+                            (text.into_bytes(), decoded)
+                        }
+                        decoded => {
+                            drop(text);
+                            (cut.into_bytes(), decoded)
+                        }
+                    }
+                }
+                (Ok(text), None) => {
+                    let decoded = review::decode_scanned(ct, &text, max_tree, shape, sizes);
+                    (text.into_bytes(), decoded)
+                }
+                (Err(bytes), _) => {
+                    let decoded = review::decode_with_shape(ct, &bytes, max_tree, shape, sizes);
+                    (bytes, decoded)
+                }
+            };
+            let request = match decoded {
                 Ok(request) => request,
                 // Too large to read within the budget: judged by the mode salvaged.
                 Err(ReviewError::OverBudget { values }) => {
@@ -275,7 +310,6 @@ async fn handle(
                 }
                 Err(e) => return Err(e),
             };
-            let size = bytes.len();
             // Kept (its memory is reserved until the review is done) to be read again only
             // should validation need the Composition as it was: for a model error, or a
             // finding rendered again from its bases (`Validator::validate_owned_rereading`).

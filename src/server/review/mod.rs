@@ -29,7 +29,7 @@ mod scan;
 mod walk;
 
 pub use salvage::salvage;
-pub use scan::{SCANNED_DEPTH, Scanned, blank_unread, scan};
+pub use scan::{SCANNED_DEPTH, Scanned, cut_unread, scan, scan_text};
 pub use walk::plain;
 
 /// `admission.k8s.io/v1`.
@@ -593,6 +593,58 @@ pub fn decode_with_shape(
     shape: Option<JsonShape>,
     sizes: Sizes,
 ) -> Result<Request, ReviewError> {
+    decode_input(
+        content_type,
+        Input::Bytes(body),
+        max_tree_bytes,
+        shape,
+        sizes,
+    )
+}
+
+/// As [`decode_with_shape`], of text ([`cut_unread`] of a body the scan read): its UTF-8 is
+/// not checked again.
+pub fn decode_scanned(
+    content_type: Option<&str>,
+    text: &str,
+    max_tree_bytes: usize,
+    shape: Option<JsonShape>,
+    sizes: Sizes,
+) -> Result<Request, ReviewError> {
+    decode_input(
+        content_type,
+        Input::Text(text),
+        max_tree_bytes,
+        shape,
+        sizes,
+    )
+}
+
+/// What is decoded: text, or bytes that may be text.
+#[derive(Clone, Copy)]
+enum Input<'b> {
+    Text(&'b str),
+    Bytes(&'b [u8]),
+}
+
+impl<'b> Input<'b> {
+    fn bytes(self) -> &'b [u8] {
+        match self {
+            Input::Text(text) => text.as_bytes(),
+            Input::Bytes(bytes) => bytes,
+        }
+    }
+}
+
+/// [`decode_with_shape`] of either input.
+fn decode_input(
+    content_type: Option<&str>,
+    input: Input<'_>,
+    max_tree_bytes: usize,
+    shape: Option<JsonShape>,
+    sizes: Sizes,
+) -> Result<Request, ReviewError> {
+    let body = input.bytes();
     if let Some(ct) = content_type
         && !is_json(ct)
     {
@@ -616,9 +668,9 @@ pub fn decode_with_shape(
     }
     // Slim first; a body whose skipped parts may hold what a tree refuses is read again in
     // full, for the same answer.
-    let review = match read(body, true, sizes.0) {
+    let review = match read(input, true, sizes.0) {
         Err(_) if NOT_PLAIN.with(|n| n.replace(false)) => {
-            read(body, false, Vec::new()).map(|mut review| {
+            read(input, false, Vec::new()).map(|mut review| {
                 // Only a Composition's object (whose kind came first) is read slim.
                 if let Some(request) = &mut review.request
                     && let Some(object) = &mut request.object
@@ -659,14 +711,18 @@ pub fn object_again(
 }
 
 /// Reads the envelope, a Composition's object slim (its containers at `sizes`) or not.
-fn read(body: &[u8], slim: bool, sizes: Vec<u32>) -> Result<Review, serde_json::Error> {
+fn read(input: Input<'_>, slim: bool, sizes: Vec<u32>) -> Result<Review, serde_json::Error> {
     SLIM.with(|s| s.set(false));
     NOT_PLAIN.with(|n| n.set(false));
     ALLOW_SLIM.with(|a| a.set(slim));
     SIZES.with(|s| s.set(sizes));
-    let review = match std::str::from_utf8(body) {
+    let text = match input {
+        Input::Text(text) => Ok(text),
+        Input::Bytes(body) => std::str::from_utf8(body).map_err(|_| body),
+    };
+    let review = match text {
         Ok(text) => read_from(serde_json::Deserializer::from_str(text)),
-        Err(_) => read_from(serde_json::Deserializer::from_slice(body)),
+        Err(body) => read_from(serde_json::Deserializer::from_slice(body)),
     };
     ALLOW_SLIM.with(|a| a.set(false));
     SLIM.with(|s| s.set(false));
@@ -899,7 +955,7 @@ mod tests {
     }
 
     #[test]
-    fn decoding_a_blanked_body_reads_what_the_body_reads() {
+    fn decoding_the_cut_text_reads_what_the_body_reads() {
         let last_applied = "{\"big\":\"\\u00e9\\\"\"}\n";
         let metadata = json!({"name": "c", "uid": "x",
             "annotations": {"a": "b", LAST_APPLIED: last_applied, MODE_ANNOTATION: "warn"},
@@ -928,19 +984,29 @@ mod tests {
             ),
             // Another kind's object is read in full: only its oldObject is skipped.
             (other, vec![old.clone()]),
-            (v1beta1, vec![applied_text, managed, old]),
+            (v1beta1, vec![applied_text, managed.clone(), old]),
         ];
         for (review, expected) in cases {
             let body = review.to_string();
             let scanned = scan(None, body.as_bytes(), usize::MAX).expect("a plain review");
             let texts: Vec<&str> = scanned.unread.iter().map(|r| &body[r.clone()]).collect();
             assert_eq!(texts, expected);
-            let mut blanked = body.clone().into_bytes();
-            blank_unread(&mut blanked, &scanned.unread);
-            assert_eq!(blanked.len(), body.len());
+            // Each string, array or object cut to `""` (a `null` oldObject is kept).
+            let text = cut_unread(&body, &scanned.unread);
+            let cut: usize = texts
+                .iter()
+                .filter(|t| **t != "null")
+                .map(|t| t.len() - 2)
+                .sum();
+            assert_eq!(text.len(), body.len() - cut);
+            assert_eq!(
+                text.contains(r#""managedFields":[{"#),
+                !texts.contains(&managed.as_str()),
+                "{text}"
+            );
             let sizes = scanned.sizes.clone();
-            let read = decode_with_shape(None, &blanked, usize::MAX, scanned.shape, scanned.sizes)
-                .unwrap();
+            let read =
+                decode_scanned(None, &text, usize::MAX, scanned.shape, scanned.sizes).unwrap();
             // A Composition's containers at their sizes (`managedFields` a member of
             // `metadata`, none of its containers read), every size taken; none for another.
             if read.kind.kind == "Composition" {
@@ -954,9 +1020,9 @@ mod tests {
             let full = decode(None, body.as_bytes(), usize::MAX).unwrap();
             assert_eq!(format!("{read:?}"), format!("{full:?}"));
         }
-        // What blanking writes.
-        let original = br#"["x\"",{"a":1},[2],7,null,"",[]]"#;
-        let value: Vec<&RawValue> = serde_json::from_slice(original).unwrap();
+        // What cutting writes.
+        let original = r#"["x\"",{"a":1},[2],7,null,"",[],"é"]"#;
+        let value: Vec<&RawValue> = serde_json::from_str(original).unwrap();
         let base = original.as_ptr().addr();
         let ranges: Vec<Range<usize>> = value
             .iter()
@@ -965,9 +1031,20 @@ mod tests {
                 start..start + raw.get().len()
             })
             .collect();
-        let mut text = original.to_vec();
-        blank_unread(&mut text, &ranges);
-        assert_eq!(text, br#"["   ","     "," ",7,null,"",""]"#);
+        assert_eq!(
+            cut_unread(original, &ranges),
+            r#"["","","",7,null,"","",""]"#
+        );
+        // None; a range out of order (before the end of the one cut before it) is left.
+        assert_eq!(cut_unread(original, &[]), original);
+        let mut backwards = ranges.clone();
+        backwards.swap(0, 1);
+        assert_eq!(
+            cut_unread(original, &backwards),
+            r#"["x\"","","",7,null,"","",""]"#
+        );
+        // A range that is not at a character's boundary, or past the end: left.
+        assert_eq!(cut_unread(original, &[34..36, 30..99]), original);
     }
 
     #[test]
@@ -986,7 +1063,8 @@ mod tests {
 
     proptest::proptest! {
         /// Whatever a change makes of a review, a body the scan reads is one decoding reads,
-        /// blanked or not, to the same request, and its echo is what salvage reads.
+        /// as sent or as the scan cut it, to the same request, and its echo is what salvage
+        /// reads.
         #[test]
         fn a_changed_review_is_scanned_only_if_decoding_reads_it_the_same(
             changes in proptest::collection::vec((0usize..4000, 0usize..16), 1..4),
@@ -1019,14 +1097,13 @@ mod tests {
             let text = String::from_utf8_lossy(&body).into_owned();
             let full = decode(None, &body, usize::MAX);
             proptest::prop_assert!(full.is_ok(), "{}: {:?}", text, full.err());
-            let mut blanked = body.clone();
-            blank_unread(&mut blanked, &scanned.unread);
             let composition = scanned.echo.composition == Some(true);
             if !composition {
                 proptest::prop_assert_eq!(&scanned.sizes, &Sizes::default(), "{}", text);
             }
             TAKEN_IN_STEP.with(|t| t.set(false));
-            let read = decode_with_shape(None, &blanked, usize::MAX, scanned.shape, scanned.sizes);
+            let cut = cut_unread(std::str::from_utf8(&body).unwrap(), &scanned.unread);
+            let read = decode_scanned(None, &cut, usize::MAX, scanned.shape, scanned.sizes);
             proptest::prop_assert_eq!(format!("{read:?}"), format!("{full:?}"), "{}", text);
             // A Composition's object (read slim) took the scan's sizes in step with its
             // containers.

@@ -33,7 +33,7 @@ pub struct Scanned {
     pub shape: Option<JsonShape>,
     /// Where the body holds text that decoding reads only to skip (`oldObject`, and of a
     /// Composition `metadata.managedFields` and the [`LAST_APPLIED`] annotation): checked by
-    /// the scan as decoding would, and blanked by [`blank_unread`] before decoding.
+    /// the scan as decoding would, and cut from the text decoding reads ([`cut_unread`]).
     pub unread: Vec<Range<usize>>,
     /// The size of each object and array of a Composition's object, as decoding reads it
     /// (without `managedFields`), in the order they open (the walk's record of them): so that decoding
@@ -56,9 +56,21 @@ pub struct Scanned {
 /// strings and whose annotations and labels are maps of strings, every key without an escape,
 /// every value [`plain`](super::plain). Any other body goes the long way (salvage, decode).
 pub fn scan(content_type: Option<&str>, body: &[u8], max_tree_bytes: usize) -> Option<Scanned> {
+    // Only text is plain: a body of invalid UTF-8 goes the long way, which says where.
+    scan_text(
+        content_type,
+        std::str::from_utf8(body).ok()?,
+        max_tree_bytes,
+    )
+}
+
+/// [`scan`] of a body whose UTF-8 is checked already: the handler checks it once, for the
+/// scan and for decoding the text cut from it ([`cut_unread`], [`decode_scanned`](super::decode_scanned)).
+pub fn scan_text(content_type: Option<&str>, text: &str, max_tree_bytes: usize) -> Option<Scanned> {
     if content_type.is_some_and(|ct| !is_json(ct)) {
         return None;
     }
+    let body = text.as_bytes();
     // A body holds fewer values than bytes: a small one fits the budget unscanned. (Its depth
     // is another matter: skipped values nest without a limit, so decoding measures it.)
     let shape = if (body.len() + 1).saturating_mul(VALUE_BYTES) <= max_tree_bytes {
@@ -79,8 +91,7 @@ pub fn scan(content_type: Option<&str>, body: &[u8], max_tree_bytes: usize) -> O
         base: body.as_ptr().addr(),
         ranges: Vec::new(),
     };
-    // Only text is plain: a body of invalid UTF-8 goes the long way, which says where.
-    let mut walk = Walk::new(std::str::from_utf8(body).ok()?);
+    let mut walk = Walk::new(text);
     review(&mut walk, &mut echo, &mut key, &mut unread)?;
     let sizes = Sizes(walk.take_sizes());
     walk.end()?;
@@ -93,27 +104,37 @@ pub fn scan(content_type: Option<&str>, body: &[u8], max_tree_bytes: usize) -> O
     })
 }
 
-/// Blanks the text a scan found unread ([`Scanned::unread`]) in the body it scanned: a
-/// string, an array or an object becomes a string of spaces of the same length (so that every
-/// position in the body, and in an error about it, stays where it was, and skipping it is a
-/// search for its closing quote); other values are left as they are. Decoding the blanked
-/// body gives what decoding the body gives, without reading that text again.
-pub fn blank_unread(body: &mut [u8], unread: &[Range<usize>]) {
-    for range in unread {
-        let Some(text) = body.get_mut(range.clone()) else {
-            continue;
-        };
-        if !matches!(text.first(), Some(b'"' | b'[' | b'{')) {
-            continue;
-        }
-        if let Some((first, rest)) = text.split_first_mut()
-            && let Some((last, spaces)) = rest.split_last_mut()
-        {
-            *first = b'"';
-            spaces.fill(b' ');
-            *last = b'"';
-        }
+/// The text decoding reads of a body the scan read ([`Scanned::unread`]): `text` with each
+/// string, array or object at `unread` (ranges of `text` in order, each a value's text) cut
+/// to the empty string `""`; other values are left as they are, as is a range out of order.
+/// Decoding the result gives what decoding `text` gives, without reading that text again: a
+/// value decoding only skips may be any value, and these were checked by the scan as
+/// decoding would check them. (Blanked with spaces instead, each would still be searched
+/// for its closing quote.) Made for a review that misses the verdict cache, not by the scan.
+pub fn cut_unread(text: &str, unread: &[Range<usize>]) -> String {
+    // The text before each range cut.
+    let mut at = 0;
+    let befores: Vec<&str> = unread
+        .iter()
+        .filter_map(|range| {
+            // Out of order, the text before is `None`.
+            let before = text.get(at..range.start)?;
+            let value = text.get(range.clone())?;
+            matches!(value.as_bytes().first(), Some(b'"' | b'[' | b'{')).then(|| {
+                at = range.end;
+                before
+            })
+        })
+        .collect();
+    let rest = text.get(at..).unwrap_or_default();
+    let size = befores.iter().map(|b| b.len() + 2).sum::<usize>() + rest.len();
+    let mut out = String::with_capacity(size);
+    for before in befores {
+        out.push_str(before);
+        out.push_str("\"\"");
     }
+    out.push_str(rest);
+    out
 }
 
 /// Where the text decoding only skips lies, as a scan finds it.
