@@ -1063,8 +1063,8 @@ mod tests {
 
     proptest::proptest! {
         /// Whatever a change makes of a review, a body the scan reads is one decoding reads,
-        /// as sent or as the scan cut it, to the same request, and its echo is what salvage
-        /// reads.
+        /// as sent or with what it only skips cut ([`cut_unread`]), to the same request, and
+        /// its echo is what salvage reads.
         #[test]
         fn a_changed_review_is_scanned_only_if_decoding_reads_it_the_same(
             changes in proptest::collection::vec((0usize..4000, 0usize..16), 1..4),
