@@ -147,7 +147,8 @@ impl BuiltIns {
             })
             .as_ref()
         else {
-            return (None, true);
+            // A document that does not read defines no kind (any kind name would be kept).
+            return (None, false);
         };
         let schema = match doc.schema(gvk) {
             Ok(Some(schema)) => schema,

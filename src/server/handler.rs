@@ -199,8 +199,8 @@ async fn handle(
     };
     // The uid, the apiVersion and the Composition's mode and name, read before waiting for a
     // worker: a deadline answer goes by them. A plain review is read in one pass that also
-    // keys it for the verdict cache; another is salvaged.
-    // Its UTF-8 checked once, here, for the scan and for decoding, which read it as text.
+    // keys it for the verdict cache; another is salvaged. Its UTF-8 is checked once, here,
+    // for the scan and for decoding, which read it as text.
     let body = if bytes.len() <= SCAN_BYTES {
         String::from_utf8(bytes).map_err(std::string::FromUtf8Error::into_bytes)
     } else {
