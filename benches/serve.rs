@@ -543,7 +543,8 @@ fn review_in_process(catalog: &Catalog, body: &[u8]) -> (bool, usize) {
     let (echo, request, text) = match (scanned, text) {
         (Some(s), Some(text)) => {
             let cut = review::cut_unread(text, &s.unread);
-            let request = review::decode_scanned(json, &cut, limits.memory_bytes, shape, s.sizes);
+            let request =
+                review::decode_with_shape(json, cut.as_str(), limits.memory_bytes, shape, s.sizes);
             (s.echo, request, cut.into_bytes())
         }
         _ => (

@@ -279,9 +279,9 @@ async fn handle(
             let (bytes, decoded) = match (body, unread) {
                 (Ok(text), Some(unread)) => {
                     let cut = review::cut_unread(&text, &unread);
-                    match review::decode_scanned(ct, &cut, max_tree, shape, sizes) {
+                    match review::decode_with_shape(ct, cut.as_str(), max_tree, shape, sizes) {
                         Err(e) if !matches!(e, ReviewError::OverBudget { .. }) => {
-                            let decoded = review::decode_scanned(ct, &text, max_tree, shape, review::Sizes::default());
+                            let decoded = review::decode_with_shape(ct, text.as_str(), max_tree, shape, review::Sizes::default());
                             (text.into_bytes(), decoded)
                         }
                         decoded => {
@@ -291,11 +291,11 @@ async fn handle(
                     }
                 }
                 (Ok(text), None) => {
-                    let decoded = review::decode_scanned(ct, &text, max_tree, shape, sizes);
+                    let decoded = review::decode_with_shape(ct, text.as_str(), max_tree, shape, sizes);
                     (text.into_bytes(), decoded)
                 }
                 (Err(bytes), _) => {
-                    let decoded = review::decode_with_shape(ct, &bytes, max_tree, shape, sizes);
+                    let decoded = review::decode_with_shape(ct, bytes.as_slice(), max_tree, shape, sizes);
                     (bytes, decoded)
                 }
             };

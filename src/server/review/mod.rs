@@ -571,6 +571,36 @@ impl Echo {
     }
 }
 
+/// A body to decode: text (its UTF-8 checked already), or bytes that may be text.
+#[derive(Debug, Clone, Copy)]
+pub enum Body<'b> {
+    /// Text.
+    Text(&'b str),
+    /// Bytes, checked as UTF-8 when decoded.
+    Bytes(&'b [u8]),
+}
+
+impl<'b> Body<'b> {
+    fn bytes(self) -> &'b [u8] {
+        match self {
+            Body::Text(text) => text.as_bytes(),
+            Body::Bytes(bytes) => bytes,
+        }
+    }
+}
+
+impl<'b> From<&'b str> for Body<'b> {
+    fn from(text: &'b str) -> Self {
+        Body::Text(text)
+    }
+}
+
+impl<'b> From<&'b [u8]> for Body<'b> {
+    fn from(bytes: &'b [u8]) -> Self {
+        Body::Bytes(bytes)
+    }
+}
+
 /// Reads a review. `content_type` is the request's `Content-Type` header, if any.
 ///
 /// A body whose JSON tree would take more than `max_tree_bytes` is not decoded
@@ -585,65 +615,16 @@ pub fn decode(
 }
 
 /// As [`decode`], with the body's shape when it is known already ([`Scanned::shape`]) and
-/// the sizes of a Composition's containers ([`Scanned::sizes`]).
-pub fn decode_with_shape(
+/// the sizes of a Composition's containers ([`Scanned::sizes`]). A body given as text (the
+/// handler's [`cut_unread`] of a body the scan read) is not checked as UTF-8 again.
+pub fn decode_with_shape<'b>(
     content_type: Option<&str>,
-    body: &[u8],
+    body: impl Into<Body<'b>>,
     max_tree_bytes: usize,
     shape: Option<JsonShape>,
     sizes: Sizes,
 ) -> Result<Request, ReviewError> {
-    decode_input(
-        content_type,
-        Input::Bytes(body),
-        max_tree_bytes,
-        shape,
-        sizes,
-    )
-}
-
-/// As [`decode_with_shape`], of text ([`cut_unread`] of a body the scan read): its UTF-8 is
-/// not checked again.
-pub fn decode_scanned(
-    content_type: Option<&str>,
-    text: &str,
-    max_tree_bytes: usize,
-    shape: Option<JsonShape>,
-    sizes: Sizes,
-) -> Result<Request, ReviewError> {
-    decode_input(
-        content_type,
-        Input::Text(text),
-        max_tree_bytes,
-        shape,
-        sizes,
-    )
-}
-
-/// What is decoded: text, or bytes that may be text.
-#[derive(Clone, Copy)]
-enum Input<'b> {
-    Text(&'b str),
-    Bytes(&'b [u8]),
-}
-
-impl<'b> Input<'b> {
-    fn bytes(self) -> &'b [u8] {
-        match self {
-            Input::Text(text) => text.as_bytes(),
-            Input::Bytes(bytes) => bytes,
-        }
-    }
-}
-
-/// [`decode_with_shape`] of either input.
-fn decode_input(
-    content_type: Option<&str>,
-    input: Input<'_>,
-    max_tree_bytes: usize,
-    shape: Option<JsonShape>,
-    sizes: Sizes,
-) -> Result<Request, ReviewError> {
+    let input = body.into();
     let body = input.bytes();
     if let Some(ct) = content_type
         && !is_json(ct)
@@ -711,14 +692,14 @@ pub fn object_again(
 }
 
 /// Reads the envelope, a Composition's object slim (its containers at `sizes`) or not.
-fn read(input: Input<'_>, slim: bool, sizes: Vec<u32>) -> Result<Review, serde_json::Error> {
+fn read(input: Body<'_>, slim: bool, sizes: Vec<u32>) -> Result<Review, serde_json::Error> {
     SLIM.with(|s| s.set(false));
     NOT_PLAIN.with(|n| n.set(false));
     ALLOW_SLIM.with(|a| a.set(slim));
     SIZES.with(|s| s.set(sizes));
     let text = match input {
-        Input::Text(text) => Ok(text),
-        Input::Bytes(body) => std::str::from_utf8(body).map_err(|_| body),
+        Body::Text(text) => Ok(text),
+        Body::Bytes(body) => std::str::from_utf8(body).map_err(|_| body),
     };
     let review = match text {
         Ok(text) => read_from(serde_json::Deserializer::from_str(text)),
@@ -1005,8 +986,14 @@ mod tests {
                 "{text}"
             );
             let sizes = scanned.sizes.clone();
-            let read =
-                decode_scanned(None, &text, usize::MAX, scanned.shape, scanned.sizes).unwrap();
+            let read = decode_with_shape(
+                None,
+                text.as_str(),
+                usize::MAX,
+                scanned.shape,
+                scanned.sizes,
+            )
+            .unwrap();
             // A Composition's containers at their sizes (`managedFields` a member of
             // `metadata`, none of its containers read), every size taken; none for another.
             if read.kind.kind == "Composition" {
@@ -1103,7 +1090,7 @@ mod tests {
             }
             TAKEN_IN_STEP.with(|t| t.set(false));
             let cut = cut_unread(std::str::from_utf8(&body).unwrap(), &scanned.unread);
-            let read = decode_scanned(None, &cut, usize::MAX, scanned.shape, scanned.sizes);
+            let read = decode_with_shape(None, cut.as_str(), usize::MAX, scanned.shape, scanned.sizes);
             proptest::prop_assert_eq!(format!("{read:?}"), format!("{full:?}"), "{}", text);
             // A Composition's object (read slim) took the scan's sizes in step with its
             // containers.

@@ -65,7 +65,7 @@ pub fn scan(content_type: Option<&str>, body: &[u8], max_tree_bytes: usize) -> O
 }
 
 /// [`scan`] of a body whose UTF-8 is checked already: the handler checks it once, for the
-/// scan and for decoding the text cut from it ([`cut_unread`], [`decode_scanned`](super::decode_scanned)).
+/// scan and for decoding the text cut from it ([`cut_unread`], [`decode_with_shape`](super::decode_with_shape)).
 pub fn scan_text(content_type: Option<&str>, text: &str, max_tree_bytes: usize) -> Option<Scanned> {
     if content_type.is_some_and(|ct| !is_json(ct)) {
         return None;
