@@ -15,7 +15,9 @@
 //! the happy path a webhook mostly sees). The corpus' median Composition has 3 resources and
 //! its largest ~40, so this is the upper-middle a platform team writes. Without the corpus,
 //! `testdata/example` (platform-ref-gcp network, 2 resources) is used instead.
-//! `SERVE_BENCH_COMPOSITION=<file as in manifest.json>` picks another corpus Composition.
+//! `SERVE_BENCH_COMPOSITION=<file as in manifest.json>` picks another corpus Composition,
+//! and `SERVE_BENCH_COMPOSITION=testdata/<file>` one of the bench's testdata cases (among
+//! them `testdata/v2/app/composition.yaml`, a Crossplane v2 Pipeline), corpus or not.
 //!
 //! The server keeps a verdict cache (a Composition reviewed before, with the same schemas,
 //! gets the same answer without validation), so each level is measured twice: **cold**, every
@@ -62,6 +64,10 @@
 //!   body every time (verdict-cache hits); cold: distinct names (misses). The handler
 //!   validates on a review thread, so for instruction counts run callgrind with
 //!   collection on from the start at N and at 0, and subtract.
+//! - `SERVE_BENCH_TRAIN` (`--train N`): the training of the profile-guided build
+//!   (`scripts/pgo-build.sh`): every testdata case N times in-process, then through the
+//!   server at the set levels, cold and warm. The server is stopped with SIGTERM, so that
+//!   an instrumented server writes its profile; the bench fails if it does not exit cleanly.
 //!
 //! Run with `cargo bench --bench serve`.
 
@@ -150,6 +156,9 @@ struct Settings {
     handler: Option<usize>,
     /// Which bodies the handler is sent.
     bodies: Bodies,
+    /// Train the profile-guided build: every testdata case this many times in-process,
+    /// then through the server at the set levels.
+    train: Option<usize>,
 }
 
 impl Settings {
@@ -166,6 +175,7 @@ impl Settings {
             "in_process",
             "handler",
             "bodies",
+            "train",
         ]
         .iter()
         .filter_map(|k| {
@@ -194,6 +204,7 @@ impl Settings {
                         | "in_process"
                         | "handler"
                         | "bodies"
+                        | "train"
                 );
                 if known && let Some(value) = value {
                     if !flag.contains('=') {
@@ -215,6 +226,7 @@ impl Settings {
             in_process: None,
             handler: None,
             bodies: Bodies::Warm,
+            train: None,
         };
         let bad = |k: &str, v: &str| -> ! { panic!("invalid {k} {v:?}") };
         for (k, v) in values {
@@ -242,6 +254,7 @@ impl Settings {
                 }
                 "in_process" => s.in_process = Some(v.parse().unwrap_or_else(|_| bad(&k, &v))),
                 "handler" => s.handler = Some(v.parse().unwrap_or_else(|_| bad(&k, &v))),
+                "train" => s.train = Some(v.parse().unwrap_or_else(|_| bad(&k, &v))),
                 "bodies" => {
                     s.bodies = match v.as_str() {
                         "warm" => Bodies::Warm,
@@ -278,11 +291,76 @@ struct Case {
     schema_files: Vec<PathBuf>,
 }
 
-/// The corpus Composition, or `testdata/example` without the corpus.
+/// The Compositions of `testdata/` the bench runs without the corpus (by file, with
+/// `SERVE_BENCH_COMPOSITION=<file>`), each with its schema files and what it is. `--train`
+/// runs them all: the training of the profile-guided build (`scripts/pgo-build.sh`), so
+/// together they run every hot path: Resources and Pipeline, v1 and v2 XRDs, managed
+/// resources and built-in kinds, allowed, warned and denied.
+const TESTDATA_CASES: &[(&str, &[&str], &str)] = &[
+    (
+        "testdata/example/composition.yaml",
+        &[
+            "testdata/crds/compute.gcp.upbound.io_networks.yaml",
+            "testdata/crds/compute.gcp.upbound.io_subnetworks.yaml",
+            "testdata/example/definition.yaml",
+        ],
+        "platform-ref-gcp network: Resources mode, a v1 XRD, 2 managed resources",
+    ),
+    (
+        "testdata/v2/app/composition.yaml",
+        &["testdata/v2/app/definition.yaml"],
+        "Crossplane v2 App: Pipeline, a namespaced XR composing a Deployment and a Service",
+    ),
+    (
+        "testdata/v2/bucket-composition.yaml",
+        &[
+            "testdata/v2/basic-namespaced.definition.yaml",
+            "testdata/v2/crds/s3.aws.m.upbound.io_buckets.yaml",
+        ],
+        "Crossplane v2: Pipeline, a namespaced XR composing a namespaced S3 Bucket",
+    ),
+    (
+        "testdata/patch-and-transform/composition.yaml",
+        &["testdata/patch-and-transform/definition.yaml"],
+        "function-patch-and-transform's example: Pipeline, transforms, composed kinds without schemas (warnings)",
+    ),
+    (
+        "testdata/invalid/composition.yaml",
+        &[
+            "testdata/crds/compute.gcp.upbound.io_networks.yaml",
+            "testdata/crds/compute.gcp.upbound.io_subnetworks.yaml",
+            "testdata/example/definition.yaml",
+        ],
+        "the example with a mistake per check (denied)",
+    ),
+];
+
+/// The `TESTDATA_CASES` entry of `file`.
+fn testdata_case(file: &str) -> Case {
+    let (_, schemas, what) = TESTDATA_CASES
+        .iter()
+        .find(|(f, _, _)| *f == file)
+        .unwrap_or_else(|| panic!("{file} is not one of the bench's testdata cases"));
+    let composition = webhook::yaml_documents(&project_dir().join(file))
+        .into_iter()
+        .find(|v| v["kind"] == "Composition")
+        .unwrap_or_else(|| panic!("{file}: no Composition"));
+    Case {
+        label: format!("{file} ({what})"),
+        composition,
+        schema_files: schemas.iter().map(|f| project_dir().join(f)).collect(),
+    }
+}
+
+/// The corpus Composition, a testdata one (`SERVE_BENCH_COMPOSITION=testdata/...`), or
+/// `testdata/example` without the corpus.
 fn case() -> Case {
     let corpus = project_dir().join("../shared/corpus");
     let manifest_path = corpus.join("manifest.json");
     let wanted = std::env::var("SERVE_BENCH_COMPOSITION").unwrap_or_else(|_| CORPUS_FILE.into());
+    if wanted.starts_with("testdata/") {
+        return testdata_case(&wanted);
+    }
     if manifest_path.is_file() {
         let manifest: Value = serde_json::from_str(
             &std::fs::read_to_string(&manifest_path).expect("read manifest.json"),
@@ -316,17 +394,7 @@ fn case() -> Case {
         "note: {} not found; using testdata/example",
         manifest_path.display()
     );
-    let testdata = project_dir().join("testdata");
-    let composition = webhook::yaml_documents(&testdata.join("example/composition.yaml")).remove(0);
-    Case {
-        label: "testdata/example/composition.yaml (platform-ref-gcp network)".into(),
-        composition,
-        schema_files: vec![
-            testdata.join("crds/compute.gcp.upbound.io_networks.yaml"),
-            testdata.join("crds/compute.gcp.upbound.io_subnetworks.yaml"),
-            testdata.join("example/definition.yaml"),
-        ],
-    }
+    testdata_case(TESTDATA_CASES[0].0)
 }
 
 /// The `fieldsV1` a client-side `kubectl apply` records: every field it set (lists of the
@@ -1171,7 +1239,7 @@ fn measure(
         .enable_all()
         .build()
         .expect("runtime");
-    let server = start_server(&case.schema_files, pinned.then_some(1), settings.workers);
+    let mut server = start_server(&case.schema_files, pinned.then_some(1), settings.workers);
     let rss_start = server.rss_kib();
     let load_before = loadavg();
     let what = if pinned {
@@ -1206,8 +1274,17 @@ fn measure(
     }
     let load_after = loadavg();
     print_server_problems(&server);
-    drop(server);
+    // The generator's connections close with its runtime, so SIGTERM stops the server at
+    // once: a clean exit, not the harness's SIGKILL, is when a server built with
+    // `-Cprofile-generate` writes its profile.
     drop(runtime);
+    server.sigterm();
+    let stopped = server.wait_exit(Duration::from_secs(30));
+    let unclean = !stopped.is_some_and(|status| status.success());
+    if unclean {
+        eprintln!("error: the server did not exit cleanly after SIGTERM: {stopped:?}");
+    }
+    drop(server);
 
     println!(
         "   {:>4} | {:>4} | {:>5} | {:>26} | {:>22} | {:>22} | {:>7} | {:>6} | {:>11} | {:>11} | {:>14}",
@@ -1223,7 +1300,7 @@ fn measure(
         "gen CPU/rev",
         "RSS (peak) MiB"
     );
-    let mut errors = 0;
+    let mut errors = usize::from(unclean);
     for l in &levels {
         let (t, t0, t1) = summary(l.rounds.iter().map(|r| r.throughput));
         let (p50, p50a, p50b) = summary(l.rounds.iter().map(|r| r.p50_ms));
@@ -1283,15 +1360,19 @@ fn measure(
 
 fn main() {
     let settings = Settings::load();
+    if let Some(n) = settings.train {
+        // Every case in-process, then through the server: the profile's hot paths.
+        let mut errors = 0;
+        for (file, _, _) in TESTDATA_CASES {
+            let case = testdata_case(file);
+            in_process_only(&case, &review_body(&case), n);
+            errors += bench(&case, &settings);
+        }
+        exit_on(errors);
+        return;
+    }
     let case = case();
-    let mut manifest = case.composition.clone();
-    // The name's end is where cold requests differ.
-    let name = manifest["metadata"]["name"]
-        .as_str()
-        .unwrap_or("c")
-        .to_string();
-    manifest["metadata"]["name"] = json!(format!("{name}-{NAME_PLACEHOLDER}"));
-    let body = review_of(&as_created(&manifest));
+    let body = review_body(&case);
     if let Some(n) = settings.in_process {
         in_process_only(&case, &body, n);
         return;
@@ -1302,7 +1383,33 @@ fn main() {
         handler_only(&case, &Template::new(body, allowed), n, settings.bodies);
         return;
     }
-    let measured = in_process(&case, &body);
+    exit_on(bench(&case, &settings));
+}
+
+/// Fails the bench if there were errors.
+fn exit_on(errors: usize) {
+    if errors > 0 {
+        eprintln!("FAILED: {errors} errors");
+        std::process::exit(1);
+    }
+}
+
+/// The review template of the case: a create of its Composition, whose name ends in the
+/// placeholder where cold requests differ.
+fn review_body(case: &Case) -> Vec<u8> {
+    let mut manifest = case.composition.clone();
+    let name = manifest["metadata"]["name"]
+        .as_str()
+        .unwrap_or("c")
+        .to_string();
+    manifest["metadata"]["name"] = json!(format!("{name}-{NAME_PLACEHOLDER}"));
+    review_of(&as_created(&manifest))
+}
+
+/// The in-process figures and the server's table for the case; returns the errors.
+fn bench(case: &Case, settings: &Settings) -> usize {
+    let body = review_body(case);
+    let measured = in_process(case, &body);
     let (allowed, warnings) = (measured.allowed, measured.warnings);
     let template = Arc::new(Template::new(body, allowed));
     let ticks = clock_ticks();
@@ -1349,10 +1456,7 @@ fn main() {
     }
     let mut errors = 0;
     for pinned in modes {
-        errors += measure(&case, &template, &settings, pinned, ticks);
+        errors += measure(case, &template, settings, pinned, ticks);
     }
-    if errors > 0 {
-        eprintln!("FAILED: {errors} errors");
-        std::process::exit(1);
-    }
+    errors
 }

@@ -217,14 +217,16 @@ impl Server {
         matches!(self.child.try_wait(), Ok(None))
     }
 
-    /// Sends SIGTERM.
+    /// Sends SIGTERM (by the system call: a build image may have no `kill` program).
     pub fn sigterm(&self) {
-        let ok = Command::new("kill")
-            .args(["-TERM", &self.pid().to_string()])
-            .status()
-            .expect("kill")
-            .success();
-        assert!(ok, "kill -TERM failed");
+        let pid = libc::pid_t::try_from(self.pid()).expect("pid fits pid_t");
+        // SAFETY: kill(2) reads only its two integer arguments.
+        let ok = unsafe { libc::kill(pid, libc::SIGTERM) } == 0;
+        assert!(
+            ok,
+            "kill(SIGTERM) failed: {}",
+            std::io::Error::last_os_error()
+        );
     }
 
     /// Waits up to `timeout` for the process to exit.
