@@ -46,7 +46,7 @@ fi
 
 work=$dir/pgo
 raw=$work/raw
-rm -rf "$raw" "$work/merged.profdata"
+rm -rf "$raw" "$work"/merged*.profdata
 mkdir -p "$raw"
 
 # The executable cargo reports for the target of this kind ("bin" or "bench").
@@ -78,11 +78,16 @@ fi
 
 echo "== 3/4 merge ($profiles raw profiles)" >&2
 "$profdata" merge -o "$work/merged.profdata" "$raw"
+# Named by its content: cargo sees RUSTFLAGS change, not the file it names, so a new
+# profile under the same name would leave what an earlier build optimised (the crates
+# that did not change) with the earlier profile.
+merged=$work/merged-$(sha256sum "$work/merged.profdata" | cut -c1-16).profdata
+mv "$work/merged.profdata" "$merged"
 
 echo "== 4/4 optimised build" >&2
 targets=(--bin composition-webhook)
 [ -z "$bench_out" ] || targets+=(--bench serve)
-RUSTFLAGS="${RUSTFLAGS:-} -Cprofile-use=$work/merged.profdata" CARGO_TARGET_DIR=$dir/pgo-use \
+RUSTFLAGS="${RUSTFLAGS:-} -Cprofile-use=$merged" CARGO_TARGET_DIR=$dir/pgo-use \
     cargo build --release --locked --target "$target" "${targets[@]}" \
     --message-format=json-render-diagnostics > "$work/use.json"
 mkdir -p "$(dirname "$out")"
