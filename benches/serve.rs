@@ -83,6 +83,9 @@ mod webhook;
 
 #[path = "../tests/common/manifest.rs"]
 mod manifest;
+#[path = "../tests/common/training.rs"]
+mod training;
+use training::{TESTDATA_CASES, TestdataCase};
 
 use composition_webhook::mode::Mode;
 use composition_webhook::schema::{Catalog, CompositionApi, CrossplaneVersion};
@@ -291,64 +294,20 @@ struct Case {
     schema_files: Vec<PathBuf>,
 }
 
-/// The Compositions of `testdata/` the bench runs without the corpus (by file, with
-/// `SERVE_BENCH_COMPOSITION=<file>`), each with its schema files and what it is. `--train`
-/// runs them all: the training of the profile-guided build (`scripts/pgo-build.sh`), so
-/// together they run every hot path: Resources and Pipeline, v1 and v2 XRDs, managed
-/// resources and built-in kinds, allowed, warned and denied.
-const TESTDATA_CASES: &[(&str, &[&str], &str)] = &[
-    (
-        "testdata/example/composition.yaml",
-        &[
-            "testdata/crds/compute.gcp.upbound.io_networks.yaml",
-            "testdata/crds/compute.gcp.upbound.io_subnetworks.yaml",
-            "testdata/example/definition.yaml",
-        ],
-        "platform-ref-gcp network: Resources mode, a v1 XRD, 2 managed resources",
-    ),
-    (
-        "testdata/v2/app/composition.yaml",
-        &["testdata/v2/app/definition.yaml"],
-        "Crossplane v2 App: Pipeline, a namespaced XR composing a Deployment and a Service",
-    ),
-    (
-        "testdata/v2/bucket-composition.yaml",
-        &[
-            "testdata/v2/basic-namespaced.definition.yaml",
-            "testdata/v2/crds/s3.aws.m.upbound.io_buckets.yaml",
-        ],
-        "Crossplane v2: Pipeline, a namespaced XR composing a namespaced S3 Bucket",
-    ),
-    (
-        "testdata/patch-and-transform/composition.yaml",
-        &["testdata/patch-and-transform/definition.yaml"],
-        "function-patch-and-transform's example: Pipeline, transforms, composed kinds without schemas (warnings)",
-    ),
-    (
-        "testdata/invalid/composition.yaml",
-        &[
-            "testdata/crds/compute.gcp.upbound.io_networks.yaml",
-            "testdata/crds/compute.gcp.upbound.io_subnetworks.yaml",
-            "testdata/example/definition.yaml",
-        ],
-        "the example with a mistake per check (denied)",
-    ),
-];
-
 /// The `TESTDATA_CASES` entry of `file`.
 fn testdata_case(file: &str) -> Case {
-    let (_, schemas, what) = TESTDATA_CASES
+    let case = TESTDATA_CASES
         .iter()
-        .find(|(f, _, _)| *f == file)
+        .find(|c| c.file == file)
         .unwrap_or_else(|| panic!("{file} is not one of the bench's testdata cases"));
     let composition = webhook::yaml_documents(&project_dir().join(file))
         .into_iter()
         .find(|v| v["kind"] == "Composition")
         .unwrap_or_else(|| panic!("{file}: no Composition"));
     Case {
-        label: format!("{file} ({what})"),
+        label: format!("{file} ({})", case.what),
         composition,
-        schema_files: schemas.iter().map(|f| project_dir().join(f)).collect(),
+        schema_files: case.schemas.iter().map(|f| project_dir().join(f)).collect(),
     }
 }
 
@@ -394,7 +353,7 @@ fn case() -> Case {
         "note: {} not found; using testdata/example",
         manifest_path.display()
     );
-    testdata_case(TESTDATA_CASES[0].0)
+    testdata_case(TESTDATA_CASES[0].file)
 }
 
 /// The `fieldsV1` a client-side `kubectl apply` records: every field it set (lists of the
@@ -1363,7 +1322,7 @@ fn main() {
     if let Some(n) = settings.train {
         // Every case in-process, then through the server: the profile's hot paths.
         let mut errors = 0;
-        for (file, _, _) in TESTDATA_CASES {
+        for TestdataCase { file, .. } in TESTDATA_CASES {
             let case = testdata_case(file);
             in_process_only(&case, &review_body(&case), n);
             errors += bench(&case, &settings);

@@ -2,15 +2,18 @@
 //!
 //! - the build stage copies every file the profile-guided build reads: the serve bench's
 //!   harness (its `#[path]` modules) and the testdata its training runs;
-//! - the training (`benches/serve.rs`'s `TESTDATA_CASES`) runs what users send: Resources
+//! - the training (`tests/common/training.rs`, which the bench includes) runs what users send: Resources
 //!   and Pipeline Compositions, v1 and v2 XRDs, managed resources and built-in kinds, and a
 //!   Composition that is denied (code the training does not run is optimised as cold);
 //! - the script stops with a clear message before building when it has no llvm-profdata.
 
+mod common;
+mod webhook;
+
 use std::path::PathBuf;
 use std::process::Command;
 
-use serde_json::Value;
+use common::training::TESTDATA_CASES;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -18,14 +21,6 @@ fn root() -> PathBuf {
 
 fn read(path: &str) -> String {
     std::fs::read_to_string(root().join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
-}
-
-fn documents(path: &str) -> Vec<Value> {
-    composition_webhook::document::load_path(&root().join(path))
-        .unwrap_or_else(|e| panic!("{path}: {e}"))
-        .into_iter()
-        .map(|d| d.value)
-        .collect()
 }
 
 /// The sources the Dockerfile's build stage copies into `/src` (`COPY <src> ./<src>`).
@@ -56,17 +51,11 @@ fn is_copied(path: &str, copied: &[String]) -> bool {
         .any(|c| path == c || path.starts_with(&format!("{c}/")))
 }
 
-/// The testdata files of the bench's `TESTDATA_CASES`, in order.
-fn training_files() -> Vec<String> {
-    let bench = read("benches/serve.rs");
-    let start = bench
-        .find("const TESTDATA_CASES")
-        .expect("TESTDATA_CASES in benches/serve.rs");
-    let table = &bench[start..start + bench[start..].find("\n];").expect("end of the table")];
-    table
-        .split('"')
-        .filter(|s| s.starts_with("testdata/"))
-        .map(str::to_string)
+/// Every file the training reads: each case's Composition and schemas.
+fn training_files() -> Vec<&'static str> {
+    TESTDATA_CASES
+        .iter()
+        .flat_map(|c| std::iter::once(c.file).chain(c.schemas.iter().copied()))
         .collect()
 }
 
@@ -88,11 +77,15 @@ fn the_build_stage_copies_what_the_profiled_build_reads() {
         .collect();
     assert_eq!(
         modules,
-        ["tests/webhook/mod.rs", "tests/common/manifest.rs"]
+        [
+            "tests/webhook/mod.rs",
+            "tests/common/manifest.rs",
+            "tests/common/training.rs"
+        ]
     );
     let files = training_files();
     assert!(files.len() >= 5, "{files:?}");
-    for file in modules.iter().chain(&files) {
+    for file in modules.iter().map(String::as_str).chain(files) {
         assert!(root().join(file).is_file(), "{file} does not exist");
         assert!(is_copied(file, &copied), "{file} not copied: {copied:?}");
     }
@@ -109,7 +102,7 @@ fn the_training_runs_what_users_send() {
     let mut xrd_versions = Vec::new();
     let mut composed = Vec::new();
     for file in training_files() {
-        for doc in documents(&file) {
+        for doc in webhook::yaml_documents(&root().join(file)) {
             let api_version = doc["apiVersion"].as_str().unwrap_or_default().to_string();
             match doc["kind"].as_str() {
                 Some("Composition") => {
@@ -170,7 +163,7 @@ fn the_training_runs_what_users_send() {
     }
     // The denied case: the example with a mistake per check.
     assert!(
-        training_files().contains(&"testdata/invalid/composition.yaml".to_string()),
+        training_files().contains(&"testdata/invalid/composition.yaml"),
         "a denied Composition"
     );
 }

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod manifest;
+pub mod training;
 
 use std::path::{Path, PathBuf};
 
