@@ -649,6 +649,7 @@ fn handler_only(case: &Case, template: &Template, n: usize, bodies: Bodies) {
             composition_webhook::server::review_threads::ReviewThreads::start(
                 2,
                 composition_webhook::server::review_threads::REVIEW_STACK_BYTES,
+                composition_webhook::server::review_threads::DEFAULT_REVIEW_NICE,
             )
             .expect("the review threads"),
         ),

@@ -1,7 +1,8 @@
 //! What one client costs the others, over real TLS against the real binary: a review waiting
 //! for a worker is answered at its deadline by its own Composition's mode; slow bodies hold
 //! only the memory they have sent; an answer when memory is short still echoes the uid and
-//! the version; and a Composition with thousands of errors gets a bounded denial.
+//! the version; a Composition with thousands of errors gets a bounded denial; and validation
+//! runs below the threads that read requests and write answers.
 
 mod webhook;
 
@@ -318,4 +319,63 @@ async fn thousands_of_errors_get_a_bounded_denial() {
     );
     assert!(message.ends_with(&format!("{tail}]")), "{message}");
     assert_healthy(&mut server).await;
+}
+
+/// The nice value of each of `pid`'s threads, by thread name (Linux's `/proc`).
+#[cfg(target_os = "linux")]
+fn nice_by_thread(pid: u32) -> Vec<(String, i32)> {
+    let mut out = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).expect("the server's threads") {
+        let dir = task.expect("a thread").path();
+        let (Ok(name), Ok(stat)) = (
+            std::fs::read_to_string(dir.join("comm")),
+            std::fs::read_to_string(dir.join("stat")),
+        ) else {
+            continue; // ended meanwhile
+        };
+        // After the name in parentheses: state is field 3, nice field 19.
+        let rest = &stat[stat.rfind(')').expect("stat's name") + 2..];
+        let nice = rest
+            .split(' ')
+            .nth(16)
+            .expect("nice")
+            .parse()
+            .expect("a number");
+        out.push((name.trim().to_string(), nice));
+    }
+    out
+}
+
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reviews_run_below_the_threads_that_answer() {
+    for (extra, increment) in [(vec![], 19), (vec!["--review-nice", "0"], 0)] {
+        let mut args = vec!["--workers", "2"];
+        args.extend(extra);
+        let mut server = start(&args);
+        let review = composition_review("v1", "uid-nice", "CREATE", composition());
+        let (answer, _) = timed_review(&server.client(), &review, "10s").await;
+        assert_eq!(answer["allowed"], true, "{answer}");
+        let threads = nice_by_thread(server.pid());
+        let own = threads
+            .iter()
+            .find(|(name, _)| name.starts_with("composition-w"))
+            .map(|(_, nice)| *nice)
+            .unwrap_or_else(|| panic!("the main thread: {threads:?}"));
+        let nice_of = |prefix: &str| -> Vec<i32> {
+            threads
+                .iter()
+                .filter(|(name, _)| name.starts_with(prefix))
+                .map(|(_, nice)| *nice)
+                .collect()
+        };
+        let expected = (own + increment).min(19);
+        assert_eq!(nice_of("review-"), vec![expected; 2], "{threads:?}");
+        let answering = nice_of("tokio-rt-worker");
+        assert!(
+            !answering.is_empty() && answering.iter().all(|&n| n == own),
+            "{threads:?}"
+        );
+        assert_healthy(&mut server).await;
+    }
 }

@@ -51,6 +51,11 @@ fn numbers_out_of_range_are_refused_at_start() {
             "invalid value '0' for '--workers <N>': must be from 1 to 1024",
         ),
         (
+            "--review-nice",
+            "20",
+            "invalid value '20' for '--review-nice <N>': must be from 0 to 19",
+        ),
+        (
             "--max-connections",
             "0",
             "invalid value '0' for '--max-connections <N>': must be from 1 to 1000000",

@@ -215,6 +215,13 @@ pub(super) struct ServeArgs {
     #[arg(long, value_name = "N", value_parser = count(1, 1024), env = "COMPOSITION_WEBHOOK_WORKERS")]
     workers: Option<usize>,
 
+    /// How many nice levels below the server's own threads reviews are validated, 0 to 19:
+    /// reading requests and writing answers go first. Linux only; orders only the server's
+    /// threads where it has a cgroup of its own (as in a pod); 0 on a host it shares with
+    /// busy processes outside one.
+    #[arg(long, value_name = "N", default_value_t = server::review_threads::DEFAULT_REVIEW_NICE as usize, value_parser = count(0, 19), env = "COMPOSITION_WEBHOOK_REVIEW_NICE")]
+    review_nice: usize,
+
     /// Largest request body read, in bytes (4096 to 1 GiB).
     #[arg(long, value_name = "BYTES", default_value_t = server::DEFAULT_MAX_BODY_BYTES, value_parser = count(MIN_BODY_BYTES, MAX_BODY_BYTES), env = "COMPOSITION_WEBHOOK_MAX_BODY_BYTES")]
     max_body_bytes: usize,
@@ -365,6 +372,7 @@ pub(super) fn run(args: &ServeArgs) -> u8 {
         max_body_bytes: args.max_body_bytes,
         body_memory_bytes: args.body_memory_bytes,
         workers,
+        review_nice: args.review_nice as i32,
         release_memory: Some(release_memory),
         review_limits: Limits {
             memory_bytes: args.review_memory_bytes,

@@ -112,6 +112,8 @@ pub struct ServeConfig {
     pub body_memory_bytes: usize,
     /// Reviews decoded and validated at once.
     pub workers: usize,
+    /// How many nice levels below the server's own threads reviews run (Linux).
+    pub review_nice: i32,
     /// The memory and work one review may take.
     pub review_limits: crate::budget::Limits,
     /// Bytes the verdict cache may hold (0: no cache).
@@ -255,6 +257,7 @@ pub async fn run(
             review_threads::ReviewThreads::start(
                 config.workers.max(1),
                 review_threads::REVIEW_STACK_BYTES,
+                config.review_nice,
             )
             .map_err(ServeError::Threads)?,
         ),
@@ -297,6 +300,7 @@ pub async fn run(
         default_mode = config.default_mode.name(),
         schemas = %schemas.readiness().detail,
         workers = config.workers,
+        review_nice = config.review_nice,
         "serving"
     );
 

@@ -6,6 +6,13 @@
 //! a heap last touched several reviews before, out of cache: at concurrency 8 the same
 //! instructions took twice the CPU they take in one thread (docs/performance.md). Here the
 //! thread that finished last, whose memory is still in cache, takes the next review.
+//!
+//! The threads run at a lower scheduling priority than the server's own (a nice increment):
+//! a request read or an answer written, a few microseconds of work each, then runs as soon
+//! as its thread wakes instead of waiting out a validation's time slice. At concurrency 8
+//! on two cores that cut the 99th percentile of a cold review by 12-18% at the same rate
+//! (docs/performance.md). Where the server has a cgroup of its own, as in a Kubernetes
+//! pod, this orders only its own threads.
 
 use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -16,6 +23,10 @@ use std::thread::{self, Thread};
 /// 96 MiB in a debug build (tests/bounded.rs), much less in release. Address space, touched
 /// only as deep as a review goes.
 pub const REVIEW_STACK_BYTES: usize = 256 * 1024 * 1024;
+
+/// How many nice levels below the server's own threads reviews run by default: the lowest
+/// priority of the normal scheduling class.
+pub const DEFAULT_REVIEW_NICE: i32 = 19;
 
 /// A review's work, boxed to cross to a thread.
 type Job = Box<dyn FnOnce() + Send>;
@@ -61,8 +72,9 @@ impl Shared {
 
 impl ReviewThreads {
     /// Starts `threads` threads (at least one) named `review-<n>`, each with a stack of
-    /// `stack_bytes`.
-    pub fn start(threads: usize, stack_bytes: usize) -> std::io::Result<Self> {
+    /// `stack_bytes`, `nice` levels below the calling thread's priority (at most down to
+    /// nice 19; 0 leaves it). A priority that cannot be lowered is logged, not an error.
+    pub fn start(threads: usize, stack_bytes: usize, nice: i32) -> std::io::Result<Self> {
         let shared = Arc::new(Shared {
             state: Mutex::new(State::default()),
         });
@@ -71,7 +83,12 @@ impl ReviewThreads {
             thread::Builder::new()
                 .name(format!("review-{n}"))
                 .stack_size(stack_bytes)
-                .spawn(move || work(&shared))?;
+                .spawn(move || {
+                    if let Err(e) = lower_priority(nice) {
+                        tracing::warn!(error = %e, nice, "cannot lower the review thread's priority");
+                    }
+                    work(&shared)
+                })?;
         }
         Ok(ReviewThreads { shared })
     }
@@ -145,6 +162,40 @@ fn work(shared: &Shared) {
     }
 }
 
+/// Lowers the calling thread's priority by `increment` nice levels, down to nice 19. Linux
+/// keeps a nice value per thread (`setpriority` given a thread id); elsewhere the value is
+/// the whole process's, which is left alone.
+fn lower_priority(increment: i32) -> std::io::Result<()> {
+    #[cfg(target_os = "linux")]
+    if increment > 0 {
+        // SAFETY: gettid, getpriority and setpriority take plain integers and touch only
+        // this thread's nice value; errno is this thread's own.
+        unsafe {
+            let tid = libc::gettid() as libc::id_t;
+            // getpriority's -1 is also nice -1: errno tells an error apart.
+            *libc::__errno_location() = 0;
+            let current = libc::getpriority(libc::PRIO_PROCESS, tid);
+            if current == -1 && *libc::__errno_location() != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            let lowered = current.saturating_add(increment).min(19);
+            if libc::setpriority(libc::PRIO_PROCESS, tid, lowered) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = increment;
+    Ok(())
+}
+
+/// The calling thread's nice value (Linux).
+#[cfg(all(test, target_os = "linux"))]
+fn nice_of_this_thread() -> i32 {
+    // SAFETY: as in `lower_priority`.
+    unsafe { libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t) }
+}
+
 /// The message of a panic's payload.
 fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     payload
@@ -162,7 +213,7 @@ mod tests {
 
     #[tokio::test]
     async fn runs_work_and_returns_its_result() {
-        let threads = ReviewThreads::start(2, 1 << 20).expect("threads");
+        let threads = ReviewThreads::start(2, 1 << 20, 0).expect("threads");
         let name = threads
             .run(|| thread::current().name().map(str::to_string))
             .await
@@ -176,7 +227,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_panic_is_an_error_and_the_thread_goes_on() {
-        let threads = ReviewThreads::start(1, 1 << 20).expect("threads");
+        let threads = ReviewThreads::start(1, 1 << 20, 0).expect("threads");
         let panicked = threads.run(|| -> u8 { panic!("a bug") }).await;
         assert_eq!(
             panicked.expect_err("the panic").to_string(),
@@ -187,7 +238,7 @@ mod tests {
 
     #[tokio::test]
     async fn more_work_than_threads_all_runs_with_at_most_that_many_at_once() {
-        let threads = ReviewThreads::start(2, 1 << 20).expect("threads");
+        let threads = ReviewThreads::start(2, 1 << 20, 0).expect("threads");
         let running = Arc::new(AtomicUsize::new(0));
         let most = Arc::new(AtomicUsize::new(0));
         let results = futures::future::join_all((0..16).map(|i| {
@@ -208,7 +259,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_most_recently_idle_thread_takes_the_next_work() {
-        let threads = ReviewThreads::start(4, 1 << 20).expect("threads");
+        let threads = ReviewThreads::start(4, 1 << 20, 0).expect("threads");
         let all_idle = || async {
             let until = std::time::Instant::now() + Duration::from_secs(5);
             while threads.shared.lock().idle.len() < 4 && std::time::Instant::now() < until {
@@ -228,9 +279,32 @@ mod tests {
         assert!(names.windows(2).all(|w| w[0] == w[1]), "{names:?}");
     }
 
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn reviews_run_the_given_nice_levels_below_the_caller() {
+        let base = nice_of_this_thread();
+        let threads = ReviewThreads::start(2, 1 << 20, 3).expect("threads");
+        for _ in 0..4 {
+            let nice = threads.run(nice_of_this_thread).await.expect("a result");
+            assert_eq!(nice, (base + 3).min(19));
+        }
+        assert_eq!(nice_of_this_thread(), base, "the caller's own is left");
+        let threads = ReviewThreads::start(1, 1 << 20, 0).expect("threads");
+        assert_eq!(
+            threads.run(nice_of_this_thread).await.expect("a result"),
+            base
+        );
+        let threads = ReviewThreads::start(1, 1 << 20, 19).expect("threads");
+        assert_eq!(
+            threads.run(nice_of_this_thread).await.expect("a result"),
+            (base + 19).min(19),
+            "at most 19"
+        );
+    }
+
     #[tokio::test]
     async fn dropped_threads_end_and_queued_work_still_runs() {
-        let threads = ReviewThreads::start(1, 1 << 20).expect("threads");
+        let threads = ReviewThreads::start(1, 1 << 20, 0).expect("threads");
         let pending = threads.run(|| {
             thread::sleep(Duration::from_millis(20));
             1
