@@ -706,8 +706,7 @@ fn lower_priority() -> &'static str {
     if unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) } == 0 {
         return "SCHED_IDLE";
     }
-    // SAFETY: sets the calling thread's nice value (a Linux thread has its own).
-    if unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 19) } == 0 {
+    if super::priority::lower_this_thread(super::priority::TO_LOWEST).is_ok() {
         return "nice 19";
     }
     "normal (neither SCHED_IDLE nor nice 19 could be set)"

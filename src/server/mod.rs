@@ -8,7 +8,7 @@
 //! - [`deadline`]: the time a review may take (`?timeout=`);
 //! - [`handler`]: `POST /validate` (body limits, workers, deadline);
 //! - [`review_threads`]: the threads that decode and validate reviews, the most recently
-//!   idle first;
+//!   idle first, below the server's own threads ([`priority`]: a thread's nice value);
 //! - [`verdicts`]: the verdict cache (answers again for a Composition reviewed before, while
 //!   the schemas it used are unchanged);
 //! - [`connections`]: the accept loop of both ports (connection cap, timeouts, room made by
@@ -35,6 +35,7 @@ pub mod impact;
 pub mod logging;
 pub mod metrics;
 pub mod operations;
+pub mod priority;
 pub mod review;
 pub mod review_threads;
 pub mod schemas;

@@ -84,7 +84,7 @@ impl ReviewThreads {
                 .name(format!("review-{n}"))
                 .stack_size(stack_bytes)
                 .spawn(move || {
-                    if let Err(e) = lower_priority(nice) {
+                    if let Err(e) = super::priority::lower_this_thread(nice) {
                         tracing::warn!(error = %e, nice, "cannot lower the review thread's priority");
                     }
                     work(&shared)
@@ -160,40 +160,6 @@ fn work(shared: &Shared) {
         };
         job();
     }
-}
-
-/// Lowers the calling thread's priority by `increment` nice levels, down to nice 19. Linux
-/// keeps a nice value per thread (`setpriority` given a thread id); elsewhere the value is
-/// the whole process's, which is left alone.
-fn lower_priority(increment: i32) -> std::io::Result<()> {
-    #[cfg(target_os = "linux")]
-    if increment > 0 {
-        // SAFETY: gettid, getpriority and setpriority take plain integers and touch only
-        // this thread's nice value; errno is this thread's own.
-        unsafe {
-            let tid = libc::gettid() as libc::id_t;
-            // getpriority's -1 is also nice -1: errno tells an error apart.
-            *libc::__errno_location() = 0;
-            let current = libc::getpriority(libc::PRIO_PROCESS, tid);
-            if current == -1 && *libc::__errno_location() != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            let lowered = current.saturating_add(increment).min(19);
-            if libc::setpriority(libc::PRIO_PROCESS, tid, lowered) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-        }
-    }
-    #[cfg(not(target_os = "linux"))]
-    let _ = increment;
-    Ok(())
-}
-
-/// The calling thread's nice value (Linux).
-#[cfg(all(test, target_os = "linux"))]
-fn nice_of_this_thread() -> i32 {
-    // SAFETY: as in `lower_priority`.
-    unsafe { libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t) }
 }
 
 /// The message of a panic's payload.
@@ -282,6 +248,7 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[tokio::test]
     async fn reviews_run_the_given_nice_levels_below_the_caller() {
+        use crate::server::priority::this_thread_nice as nice_of_this_thread;
         let base = nice_of_this_thread();
         let threads = ReviewThreads::start(2, 1 << 20, 3).expect("threads");
         for _ in 0..4 {
