@@ -218,7 +218,8 @@ pub(super) struct ServeArgs {
     /// How many nice levels below the server's own threads reviews are validated, 0 to 19:
     /// reading requests and writing answers go first. Linux only; orders only the server's
     /// threads where it has a cgroup of its own (as in a pod); 0 on a host it shares with
-    /// busy processes outside one.
+    /// busy processes outside one, or where throughput at saturation matters more than the
+    /// tail.
     #[arg(long, value_name = "N", default_value_t = server::review_threads::DEFAULT_REVIEW_NICE as usize, value_parser = count(0, 19), env = "COMPOSITION_WEBHOOK_REVIEW_NICE")]
     review_nice: usize,
 

@@ -10,9 +10,10 @@
 //! The threads run at a lower scheduling priority than the server's own (a nice increment):
 //! a request read or an answer written, a few microseconds of work each, then runs as soon
 //! as its thread wakes instead of waiting out a validation's time slice. At concurrency 8
-//! on two cores that cut the 99th percentile of a cold review by 12-18% at the same rate
-//! (docs/performance.md). Where the server has a cgroup of its own, as in a Kubernetes
-//! pod, this orders only its own threads.
+//! on two cores that cut the 99th percentile of a cold review by 12-18% at the same rate on
+//! a busy machine; on an idle one it gave up 11-26% of the throughput at saturation for a
+//! 99th percentile no lower (docs/performance.md). Where the server has a cgroup of its
+//! own, as in a Kubernetes pod, this orders only its own threads.
 
 use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -248,22 +249,19 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[tokio::test]
     async fn reviews_run_the_given_nice_levels_below_the_caller() {
-        use crate::server::priority::this_thread_nice as nice_of_this_thread;
-        let base = nice_of_this_thread();
+        use crate::server::priority::this_thread_nice;
+        let base = this_thread_nice();
         let threads = ReviewThreads::start(2, 1 << 20, 3).expect("threads");
         for _ in 0..4 {
-            let nice = threads.run(nice_of_this_thread).await.expect("a result");
+            let nice = threads.run(this_thread_nice).await.expect("a result");
             assert_eq!(nice, (base + 3).min(19));
         }
-        assert_eq!(nice_of_this_thread(), base, "the caller's own is left");
+        assert_eq!(this_thread_nice(), base, "the caller's own is left");
         let threads = ReviewThreads::start(1, 1 << 20, 0).expect("threads");
-        assert_eq!(
-            threads.run(nice_of_this_thread).await.expect("a result"),
-            base
-        );
+        assert_eq!(threads.run(this_thread_nice).await.expect("a result"), base);
         let threads = ReviewThreads::start(1, 1 << 20, 19).expect("threads");
         assert_eq!(
-            threads.run(nice_of_this_thread).await.expect("a result"),
+            threads.run(this_thread_nice).await.expect("a result"),
             (base + 19).min(19),
             "at most 19"
         );
