@@ -63,7 +63,7 @@ impl Default for Limits {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Exceeded {
     /// More memory than the limit.
-    #[error("exceeds the memory budget of {} per review", bytes(*limit))]
+    #[error("exceeds the memory budget of {} per review", human_bytes(*limit))]
     Memory {
         /// The limit in bytes.
         limit: usize,
@@ -90,8 +90,8 @@ impl Exceeded {
     }
 }
 
-/// `64 MiB`, `1.5 KiB`, `100 bytes`.
-fn bytes(n: usize) -> String {
+/// A size as people read it: `64 MiB`, `1.5 KiB`, `100 bytes`.
+pub fn human_bytes(n: usize) -> String {
     const UNITS: [&str; 3] = ["KiB", "MiB", "GiB"];
     let mut value = n as f64;
     let mut unit = None;
@@ -409,7 +409,12 @@ pub fn reserve_copy(v: &serde_json::Value) -> Result<(), Exceeded> {
 
 impl fmt::Display for Limits {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} and {} steps", bytes(self.memory_bytes), self.steps)
+        write!(
+            f,
+            "{} and {} steps",
+            human_bytes(self.memory_bytes),
+            self.steps
+        )
     }
 }
 
@@ -632,8 +637,8 @@ mod tests {
             Exceeded::Memory { limit: 64 << 20 }.to_string(),
             "exceeds the memory budget of 64 MiB per review"
         );
-        assert_eq!(bytes(1536), "1.5 KiB");
-        assert_eq!(bytes(100), "100 bytes");
+        assert_eq!(human_bytes(1536), "1.5 KiB");
+        assert_eq!(human_bytes(100), "100 bytes");
         assert_eq!(
             size_of_value(&serde_json::json!([1, "ab"])),
             3 * size_of::<serde_json::Value>() + 2

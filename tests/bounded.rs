@@ -192,6 +192,40 @@ fn large_programs_are_no_invalid_patterns() {
     assert!(peak < memory_limit_kib(), "peak RSS {peak} KiB");
 }
 
+/// A search too costly to run within a review is not run: a warning says so in every mode
+/// (nothing wrong was found), where it ran for minutes and held its thread past the deadline.
+#[test]
+fn regexp_searches_past_the_review_are_not_run() {
+    for mode in ["strict", "loose"] {
+        let (code, report, peak) = validate(&hostile::regexp_search(Some(mode)), &[]);
+        let findings = report["findings"].as_array().cloned().unwrap_or_default();
+        assert_eq!(findings.len(), 1, "{mode}: {report:#}");
+        let f = &findings[0];
+        assert_eq!(
+            (f["severity"].as_str(), f["field"].as_str()),
+            (Some("warning"), Some("spec.resources[0].patches[0]")),
+            "{mode}: {f}"
+        );
+        let message = f["message"].as_str().unwrap_or_default();
+        assert!(
+            message.starts_with(
+                "spec.resources[0].patches[0]: Not rendered: the regexp `[ab]*a[ab]{300}x0|"
+            ) && message.contains(
+                "is too large to search 97.7 KiB of input here: one search may take at most \
+                 2147483648 units of work (its compiled size times the input's length), and a \
+                 search is not interrupted at the deadline"
+            ) && message.ends_with("what it writes is not validated"),
+            "{mode}: {message}"
+        );
+        assert_eq!(
+            (code, report["allowed"].as_bool()),
+            (0, Some(true)),
+            "{mode}"
+        );
+        assert!(peak < memory_limit_kib(), "peak RSS {peak} KiB");
+    }
+}
+
 /// An array of 1.5 million elements (3 MiB of JSON) with rendering off, then on.
 #[test]
 fn long_arrays_stay_within_the_memory_limit() {
@@ -262,7 +296,7 @@ async fn serve_answers_every_hostile_review_in_time() {
             let after = client
                 .review(&review_of("after", hostile::invalid(Some("strict"))))
                 .await;
-            assert_eq!(after["status"]["code"], 422, "after {name}: {after:#}");
+            assert_validated(&after, name);
         }
     }
     let peak = server.peak_rss_kib();
@@ -270,9 +304,21 @@ async fn serve_answers_every_hostile_review_in_time() {
     eprintln!("serve: peak RSS {} MiB", peak / 1024);
 }
 
+/// `hostile::invalid`'s review was validated: denied for its typo, not answered by the
+/// deadline (which a worker still held by the review before it would give).
+fn assert_validated(answer: &Value, after: &str) {
+    assert_eq!(answer["status"]["code"], 422, "after {after}: {answer:#}");
+    assert_eq!(
+        answer["status"]["details"]["causes"][0]["field"],
+        "spec.resources[0].patches[0].toFieldPath",
+        "after {after}: {answer:#}"
+    );
+}
+
 /// The deadline stops the work in progress: with one worker, a review of 2,000 large
-/// regexps given a 2 s timeout is answered by its mode before then, and the next review is
-/// validated at once (the worker was not held). SIGTERM then exits promptly.
+/// regexps given a 5 s timeout is answered by its mode before then, and the next review is
+/// validated (the worker was not held: it would be answered by its deadline). SIGTERM then
+/// exits promptly.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_deadline_frees_the_worker() {
     let mut server = start();
@@ -283,36 +329,32 @@ async fn the_deadline_frees_the_worker() {
     let reply = client
         .request(
             "POST",
-            "/validate?timeout=2s",
+            "/validate?timeout=5s",
             Some("application/json"),
             body,
         )
         .await;
     let elapsed = started.elapsed();
     let v = reply.json();
-    assert!(elapsed < Duration::from_secs(2), "{elapsed:?}");
+    // The promise: an answer within the API server's timeout (validation stops at 4.5 s).
+    assert!(elapsed < Duration::from_secs(5), "{elapsed:?}");
     assert_eq!(v["response"]["status"]["code"], 504, "{v:#}");
-    let started = Instant::now();
     let after = client
         .review(&review_of("after", hostile::invalid(Some("strict"))))
         .await;
-    assert_eq!(after["status"]["code"], 422, "{after:#}");
-    assert!(
-        started.elapsed() < Duration::from_secs(1),
-        "{:?}",
-        started.elapsed()
-    );
+    assert_validated(&after, "large_regexps");
 
-    // A slow review in flight, then SIGTERM: the process exits well within the drain.
+    // A slow review in flight (its deadline 9 s away), then SIGTERM: the process exits once
+    // that review is answered, well within the drain timeout (25 s).
     let slow = review_of("slow-2", hostile::large_regexps(Some("loose")));
     let in_flight = tokio::spawn(async move { client.post_json(&slow).await });
     tokio::time::sleep(Duration::from_millis(300)).await;
     let started = Instant::now();
     server.sigterm();
-    let status = server.wait_exit(Duration::from_secs(30));
+    let status = server.wait_exit(Duration::from_secs(60));
     assert!(status.is_some_and(|s| s.success()), "{status:?}");
     assert!(
-        started.elapsed() < Duration::from_secs(12),
+        started.elapsed() < Duration::from_secs(20),
         "{:?}",
         started.elapsed()
     );
@@ -331,10 +373,12 @@ async fn nesting_the_api_server_accepts_is_validated() {
             composition_webhook::document::json_shape(&body, 20_000).depth,
             10_002
         );
+        // The longest timeout the API server allows: this is a test of depth, and a debug
+        // build on a loaded machine takes seconds for it.
         let v = client
             .request(
                 "POST",
-                "/validate?timeout=10s",
+                "/validate?timeout=30s",
                 Some("application/json"),
                 body,
             )

@@ -354,15 +354,16 @@ async fn the_first_lists_come_from_the_watch_cache_without_page_costs() {
             "spec": {"package": "xpkg.crossplane.io/crossplane-contrib/function-auto-ready:v0.5.0"}
         }),
     );
+    // A minute a page: one page read from etcd would keep the server from ready.
     cluster.api.set_etcd_page_cost(PageCost {
-        per_page: Duration::from_secs(10),
+        per_page: Duration::from_secs(60),
         per_object: Duration::ZERO,
     });
     let started = Instant::now();
     let server = cluster.serving(&["--list-page-size", "1"]).await;
     let took = started.elapsed();
     eprintln!("ready after {took:?}");
-    assert!(took < Duration::from_secs(10), "{took:?}");
+    assert!(took < Duration::from_secs(60), "{took:?}");
     for resource in [
         Resource::Crds,
         Resource::Mrds,
@@ -516,11 +517,13 @@ async fn api_server_down_at_start_then_up() {
 
     // Loose: admitted with a warning naming each kind and why; strict: denied.
     let why = "the webhook has not listed CRDs, MRDs and XRDs from the API server yet: the API server is unreachable";
+    // Not waited for: with a 30 s timeout, waiting would take most of 27 s a review.
     let started = Instant::now();
-    assert_the_mode_decides(&server, "10s", &[(0, why), (1, why), (2, why)]).await;
+    assert_the_mode_decides(&server, "30s", &[(0, why), (1, why), (2, why)]).await;
     assert!(
-        started.elapsed() < Duration::from_secs(2),
-        "an unreachable API server is not waited for"
+        started.elapsed() < Duration::from_secs(15),
+        "an unreachable API server is not waited for: {:?}",
+        started.elapsed()
     );
     assert_eq!(entry(&server, "Network").await["state"], "TIMEOUT");
     assert_eq!(states(&server).await, counts(&[("timeout", 3.0)]));
@@ -597,10 +600,11 @@ async fn forbidden_list_is_received_error_and_the_mode_decides() {
     let why =
         "the API server refused to list CRDs: 403 Forbidden (RBAC must allow get, list, watch)";
     let started = Instant::now();
-    assert_the_mode_decides(&server, "10s", &[(0, why), (1, why), (2, why)]).await;
+    assert_the_mode_decides(&server, "30s", &[(0, why), (1, why), (2, why)]).await;
     assert!(
-        started.elapsed() < Duration::from_secs(2),
-        "a refused list is not waited for"
+        started.elapsed() < Duration::from_secs(15),
+        "a refused list is not waited for: {:?}",
+        started.elapsed()
     );
     let network = entry(&server, "Network").await;
     assert_eq!(network["state"], "RECEIVED_ERROR");
@@ -627,14 +631,15 @@ async fn forbidden_list_is_received_error_and_the_mode_decides() {
 async fn a_slow_answer_past_the_timer_is_timeout_then_acked() {
     let cluster = Cluster::with_example().await;
     let server = cluster.serving(&[]).await;
-    cluster.api.delay(Verb::Get, Some(Duration::from_secs(3)));
+    cluster.api.delay(Verb::Get, Some(Duration::from_secs(12)));
     let started = Instant::now();
-    let (allowed, _, _, warnings) = verdict(&review(&server, &composition(), "2s").await);
+    let (allowed, _, _, warnings) = verdict(&review(&server, &composition(), "10s").await);
     let took = started.elapsed();
-    // Without waiting for the answer (3 s): the wait ends at three quarters of the budget.
+    // Without waiting for the answer (12 s): the wait ends at three quarters of the budget
+    // (6.75 s), and the answer comes before the API server's timeout.
     assert!(
-        took < Duration::from_millis(2900),
-        "answered before the slow answer: {took:?}"
+        took < Duration::from_secs(10),
+        "answered before the API server's timeout: {took:?}"
     );
     assert!(allowed);
     assert!(
@@ -649,14 +654,13 @@ async fn a_slow_answer_past_the_timer_is_timeout_then_acked() {
     // The answers land after the request gave up: the kinds are cached for the next one.
     eventually(
         "the slow answers are cached",
-        Duration::from_secs(10),
+        Duration::from_secs(30),
         || async { states(&server).await == counts(&[("acked", 3.0)]) },
     )
     .await;
-    let started = Instant::now();
+    // From the cache: a fetch (still 12 s slow) would end in a warning.
     let (allowed, _, _, warnings) = verdict(&review(&server, &composition(), "2s").await);
     assert!(allowed && warnings.is_empty(), "{warnings:#?}");
-    assert!(started.elapsed() < Duration::from_secs(1));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

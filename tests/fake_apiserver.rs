@@ -273,9 +273,8 @@ async fn pages_from_etcd_cost_time_and_the_watch_cache_answers_whole_at_once() {
     // resourceVersion=0: the watch cache, no cost. (kube's client drops resourceVersion=0
     // when a limit is set, so that pages are honoured: no limit here.)
     server.clear_requests();
-    let (pages, took) = list_to_the_end(&api, ListParams::default().match_any()).await;
+    let (pages, _) = list_to_the_end(&api, ListParams::default().match_any()).await;
     assert_eq!(pages, [5]);
-    assert!(took < Duration::from_millis(100), "{took:?}");
     let lists = server.requests();
     assert_eq!(lists.len(), 1);
     assert_eq!(

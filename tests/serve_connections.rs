@@ -1,8 +1,13 @@
 //! Connections that hold a slot without sending a request, over real TLS (and plain TCP on
 //! the operations port) against the real binary: idle HTTP/2 connections (whose PINGs the
 //! client answers), silent TCP connections, keep-alive between requests, and the operations
-//! port's own cap. A review must still be answered promptly, and idle connections close
-//! after the idle timeout, not the header-read timeout.
+//! port's own cap. A review must still be answered without waiting for a slot to time out,
+//! and idle connections close after the idle timeout, not the header-read timeout.
+//!
+//! Servers here are started with handshake and header-read timeouts of a minute where a
+//! connection held behind others would wait for one of them: "served" is then told from
+//! "held" by an answer within 20 s, whatever the machine's load, not by a fraction of a
+//! second.
 
 mod webhook;
 
@@ -39,16 +44,22 @@ async fn h2_connection(
     (sender, tokio::spawn(conn))
 }
 
-/// Opens `n` idle HTTP/2 connections one after the other (each within 5 s), then checks that
-/// a review on a new connection, and one on the newest idle connection, are answered within
-/// a second.
+/// Timeouts of a minute: a connection that waited for a slot to time out would wait that long.
+const SLOW_TIMEOUTS: [&str; 4] = ["--handshake-timeout", "60s", "--header-read-timeout", "60s"];
+
+/// How long a connection or review may take to be served beside others on a loaded machine:
+/// well under [`SLOW_TIMEOUTS`], so that one held until a slot times out fails.
+const SERVED_WITHIN: Duration = Duration::from_secs(20);
+
+/// Opens `n` idle HTTP/2 connections one after the other (each served, not held), then checks
+/// that a review on a new connection, and one on the newest idle connection, are answered.
 async fn idle_http2_then_review(server: &mut Server, n: usize) {
     let started = Instant::now();
     let mut idle = Vec::with_capacity(n);
     for i in 0..n {
-        let conn = tokio::time::timeout(Duration::from_secs(5), h2_connection(server))
+        let conn = tokio::time::timeout(SERVED_WITHIN, h2_connection(server))
             .await
-            .unwrap_or_else(|_| panic!("connection {i} was not served within 5 s"));
+            .unwrap_or_else(|_| panic!("connection {i} was not served within {SERVED_WITHIN:?}"));
         idle.push(conn);
     }
     let opened = started.elapsed();
@@ -57,7 +68,7 @@ async fn idle_http2_then_review(server: &mut Server, n: usize) {
     let open = idle.iter().filter(|(_, task)| !task.is_finished()).count();
     eprintln!("{n} idle HTTP/2 connections opened in {opened:?}; {open} still open");
 
-    allowed_within_a_second(
+    allowed_beside(
         server,
         "uid-beside-idle",
         &format!("{n} idle HTTP/2 connections"),
@@ -76,50 +87,44 @@ async fn idle_http2_then_review(server: &mut Server, n: usize) {
     assert_healthy(server).await;
 }
 
-/// A review of the example beside `what` is allowed, within a second.
-async fn allowed_within_a_second(server: &Server, uid: &str, what: &str) {
+/// A review of the example beside `what` is allowed, served rather than held.
+async fn allowed_beside(server: &Server, uid: &str, what: &str) {
     let started = Instant::now();
-    let response =
-        tokio::time::timeout(Duration::from_secs(5), server.client().review(&review(uid)))
-            .await
-            .expect("an answer within 5 s");
-    let elapsed = started.elapsed();
-    eprintln!("review beside {what} answered in {elapsed:?}");
+    let response = tokio::time::timeout(SERVED_WITHIN, server.client().review(&review(uid)))
+        .await
+        .unwrap_or_else(|_| panic!("no answer within {SERVED_WITHIN:?} beside {what}"));
+    eprintln!("review beside {what} answered in {:?}", started.elapsed());
     assert_eq!(response["allowed"], true, "{response}");
-    assert!(elapsed < Duration::from_secs(1), "{elapsed:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_http2_connections_make_room_for_a_review() {
-    let mut server = start(&["--max-connections", "64"]);
+    let mut server = start(&[&SLOW_TIMEOUTS[..], &["--max-connections", "64"]].concat());
     idle_http2_then_review(&mut server, 1100).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_http2_connections_at_the_default_cap() {
-    let mut server = start(&[]);
+    let mut server = start(&SLOW_TIMEOUTS);
     idle_http2_then_review(&mut server, 1100).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn silent_tcp_connections_make_room_for_a_review() {
-    let mut server = start(&["--max-connections", "64"]);
+    let mut server = start(&[&SLOW_TIMEOUTS[..], &["--max-connections", "64"]].concat());
     let mut silent = Vec::new();
     for _ in 0..200 {
         silent.push(TcpStream::connect(server.admission).await.expect("tcp"));
     }
-    allowed_within_a_second(
+    allowed_beside(
         &server,
         "uid-beside-silent",
         "200 silent TCP connections (64 slots)",
     )
     .await;
-    // The oldest were closed to make room, at once rather than at the handshake timeout.
-    let (closed_after, _) = until_closed(&mut silent[0], Duration::from_secs(1)).await;
-    assert!(
-        closed_after < Duration::from_millis(100),
-        "{closed_after:?}"
-    );
+    // The oldest were closed to make room, rather than at the handshake timeout (a minute).
+    let (closed_after, how) = until_closed(&mut silent[0], SERVED_WITHIN).await;
+    assert!(closed_after < SERVED_WITHIN, "{closed_after:?} ({how})");
     drop(silent);
     assert_healthy(&mut server).await;
 }
@@ -148,10 +153,11 @@ async fn a_pause_between_requests_is_idle_time_a_stalled_head_is_not() {
     wr.write_all(&head[..head.len() / 2])
         .await
         .expect("half a head sent");
-    let (stalled, how) = until_closed(&mut rd, Duration::from_secs(15)).await;
+    let (stalled, how) = until_closed(&mut rd, Duration::from_secs(30)).await;
     eprintln!("half a head after a pause: closed after {stalled:?} ({how})");
+    // At the header-read timeout (1 s), not at the idle timeout (20 s).
     assert!(
-        stalled >= Duration::from_millis(800) && stalled < Duration::from_secs(4),
+        stalled >= Duration::from_millis(800) && stalled < Duration::from_secs(10),
         "{stalled:?}"
     );
     assert_healthy(&mut server).await;
@@ -180,9 +186,9 @@ async fn keep_alive_lasts_until_the_idle_timeout() {
         assert_eq!(review_answer(resp, &uid).await["allowed"], true);
     }
     let idle = Instant::now();
-    tokio::time::timeout(Duration::from_secs(10), conn)
+    tokio::time::timeout(Duration::from_secs(30), conn)
         .await
-        .expect("closed within 10 s")
+        .expect("closed within 30 s")
         .expect("task")
         .expect("a clean close");
     let http1 = idle.elapsed();
@@ -196,16 +202,17 @@ async fn keep_alive_lasts_until_the_idle_timeout() {
         .expect("response");
     assert_eq!(review_answer(resp, "uid-h2").await["allowed"], true);
     let idle = Instant::now();
-    tokio::time::timeout(Duration::from_secs(10), conn)
+    tokio::time::timeout(Duration::from_secs(30), conn)
         .await
-        .expect("closed within 10 s")
+        .expect("closed within 30 s")
         .expect("task")
         .expect("a clean close");
     let http2 = idle.elapsed();
     eprintln!("idle connections closed after {http1:?} (HTTP/1.1), {http2:?} (HTTP/2)");
+    // At the idle timeout (3 s), not at the header-read timeout (1 s), nor left open.
     for elapsed in [http1, http2] {
         assert!(
-            elapsed >= Duration::from_millis(2800) && elapsed < Duration::from_secs(5),
+            elapsed >= Duration::from_millis(2800) && elapsed < Duration::from_secs(10),
             "{elapsed:?}"
         );
     }
@@ -214,17 +221,14 @@ async fn keep_alive_lasts_until_the_idle_timeout() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_operations_connections_lock_out_nobody() {
-    let mut server = start(&[]);
+    let mut server = start(&SLOW_TIMEOUTS);
     let started = Instant::now();
     let mut idle = Vec::new();
     for i in 0..2000 {
-        let tcp = tokio::time::timeout(
-            Duration::from_secs(5),
-            TcpStream::connect(server.operations),
-        )
-        .await
-        .unwrap_or_else(|_| panic!("connection {i} not accepted within 5 s"))
-        .expect("tcp");
+        let tcp = tokio::time::timeout(SERVED_WITHIN, TcpStream::connect(server.operations))
+            .await
+            .unwrap_or_else(|_| panic!("connection {i} not accepted within {SERVED_WITHIN:?}"))
+            .expect("tcp");
         idle.push(tcp);
     }
     eprintln!(
@@ -239,13 +243,14 @@ async fn idle_operations_connections_lock_out_nobody() {
     assert!(sockets < 300, "{sockets}");
 
     let started = Instant::now();
-    let (status, text) = tokio::time::timeout(Duration::from_secs(5), server.ops_get("/readyz"))
+    let (status, text) = tokio::time::timeout(SERVED_WITHIN, server.ops_get("/readyz"))
         .await
-        .expect("/readyz within 5 s");
-    let elapsed = started.elapsed();
-    eprintln!("/readyz beside 2000 idle connections answered in {elapsed:?}");
+        .expect("/readyz served, not held behind idle connections");
+    eprintln!(
+        "/readyz beside 2000 idle connections answered in {:?}",
+        started.elapsed()
+    );
     assert_eq!(status, 200, "{text}");
-    assert!(elapsed < Duration::from_secs(1), "{elapsed:?}");
     assert_healthy(&mut server).await;
 
     // The soft limit on open files was raised to the hard one.

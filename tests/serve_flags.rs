@@ -53,7 +53,7 @@ fn numbers_out_of_range_are_refused_at_start() {
         (
             "--review-nice",
             "20",
-            "invalid value '20' for '--review-nice <N>': must be from 0 to 19",
+            "invalid value '20' for '--review-nice <N>': must be auto or a whole number from 0 to 19",
         ),
         (
             "--max-connections",

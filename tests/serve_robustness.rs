@@ -80,7 +80,6 @@ async fn oversized_bodies_are_denied_with_the_uid() {
     let streamed = started.elapsed();
     assert_eq!(ending.response(), bad_request("uid-big", TOO_LARGE));
     eprintln!("10 MB body answered in {declared:?} (Content-Length), {streamed:?} (chunked)");
-    assert!(declared < Duration::from_secs(5) && streamed < Duration::from_secs(10));
 
     // Just under the limit is read and validated.
     let body = padded_review("uid-7mb", 7 * MIB);
@@ -96,7 +95,6 @@ async fn oversized_bodies_are_denied_with_the_uid() {
 async fn deeply_nested_json_is_a_bad_request_with_the_uid() {
     let mut server = start(&[]);
     let client = server.client();
-    let started = Instant::now();
     let reply = client
         .request(
             "POST",
@@ -105,7 +103,6 @@ async fn deeply_nested_json_is_a_bad_request_with_the_uid() {
             nested_review("uid-deep", 100_000),
         )
         .await;
-    let elapsed = started.elapsed();
     assert_eq!(reply.status, 200);
     let response = response_of(&reply.body);
     let message = response["status"]["message"].as_str().unwrap_or_default();
@@ -115,7 +112,6 @@ async fn deeply_nested_json_is_a_bad_request_with_the_uid() {
         "{response}"
     );
     assert_eq!(response, bad_request("uid-deep", message));
-    assert!(elapsed < Duration::from_secs(5), "{elapsed:?}");
     assert_healthy(&mut server).await;
 }
 
@@ -126,21 +122,23 @@ async fn truncated_bodies_neither_hang_nor_crash_the_server() {
     let body = serde_json::to_vec(&review("uid-cut")).expect("json");
 
     // Content-Length promises 1000 bytes more than are sent, then the client shuts down its
-    // write side (TLS close_notify and FIN) and waits for the answer.
+    // write side (TLS close_notify and FIN) and waits for the answer: given at the end of
+    // the body, not at the deadline (27 s away).
     let tls = client.connect().await.expect("connect");
     let (mut rd, mut wr) = tokio::io::split(tls);
     let started = Instant::now();
-    wr.write_all(&post_head("/validate?timeout=10s", Some(body.len() + 1000)))
+    wr.write_all(&post_head("/validate?timeout=30s", Some(body.len() + 1000)))
         .await
         .expect("head");
     wr.write_all(&body).await.expect("body");
     wr.shutdown().await.expect("shutdown");
-    let ending = tokio::time::timeout(Duration::from_secs(5), read_response(&mut rd))
+    let ending = tokio::time::timeout(Duration::from_secs(20), read_response(&mut rd))
         .await
-        .expect("an answer or a close within 5 s");
-    let elapsed = started.elapsed();
-    eprintln!("truncated body, write side shut: answered after {elapsed:?}");
-    assert!(elapsed < Duration::from_secs(2), "{elapsed:?}");
+        .expect("an answer or a close before the deadline");
+    eprintln!(
+        "truncated body, write side shut: answered after {:?}",
+        started.elapsed()
+    );
     // The uid is salvaged from what arrived.
     let response = ending.response();
     let message = response["status"]["message"].as_str().unwrap_or_default();
@@ -191,11 +189,13 @@ async fn slow_and_silent_clients_are_cut_off() {
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
     });
-    let (slow_headers, how) = until_closed(&mut rd, Duration::from_secs(10)).await;
+    // Cut at the header-read timeout (1 s), not when the head is done (after 100 s), nor at
+    // the idle timeout (90 s).
+    let (slow_headers, how) = until_closed(&mut rd, Duration::from_secs(30)).await;
     writer.abort();
     eprintln!("slow headers: closed after {slow_headers:?} ({how})");
     assert!(
-        slow_headers >= Duration::from_millis(800) && slow_headers < Duration::from_secs(4),
+        slow_headers >= Duration::from_millis(800) && slow_headers < Duration::from_secs(10),
         "{slow_headers:?}"
     );
 
@@ -206,19 +206,19 @@ async fn slow_and_silent_clients_are_cut_off() {
             .connect(ServerName::try_from("localhost").expect("name"), tcp)
             .await
             .expect("handshake");
-        let (silent, how) = until_closed(&mut tls, Duration::from_secs(10)).await;
+        let (silent, how) = until_closed(&mut tls, Duration::from_secs(30)).await;
         eprintln!(
             "silent TLS connection ({}): closed after {silent:?} ({how})",
             String::from_utf8_lossy(alpn)
         );
-        assert!(silent < Duration::from_secs(4), "{silent:?}");
+        assert!(silent < Duration::from_secs(10), "{silent:?}");
     }
 
     // A TCP connection on which no TLS handshake is started.
     let mut tcp = TcpStream::connect(server.admission).await.expect("tcp");
-    let (no_handshake, how) = until_closed(&mut tcp, Duration::from_secs(10)).await;
+    let (no_handshake, how) = until_closed(&mut tcp, Duration::from_secs(30)).await;
     eprintln!("no TLS handshake: closed after {no_handshake:?} ({how})");
-    assert!(no_handshake < Duration::from_secs(4), "{no_handshake:?}");
+    assert!(no_handshake < Duration::from_secs(10), "{no_handshake:?}");
 
     assert_healthy(&mut server).await;
 }
@@ -232,7 +232,7 @@ async fn slow_body_is_answered_at_the_deadline() {
     let (mut rd, mut wr) = tokio::io::split(tls);
     let started = Instant::now();
     let writer = tokio::spawn(async move {
-        wr.write_all(&post_head("/validate?timeout=1s", Some(body.len())))
+        wr.write_all(&post_head("/validate?timeout=5s", Some(body.len())))
             .await?;
         // Enough for the uid, then a byte every 100 ms (the whole would take minutes).
         wr.write_all(&body[..200]).await?;
@@ -244,12 +244,12 @@ async fn slow_body_is_answered_at_the_deadline() {
         }
         Ok::<_, std::io::Error>(())
     });
-    let ending = tokio::time::timeout(Duration::from_secs(5), read_response(&mut rd))
+    let ending = tokio::time::timeout(Duration::from_secs(20), read_response(&mut rd))
         .await
-        .expect("an answer within 5 s");
+        .expect("an answer");
     let elapsed = started.elapsed();
     writer.abort();
-    eprintln!("slow body with ?timeout=1s answered after {elapsed:?}");
+    eprintln!("slow body with ?timeout=5s answered after {elapsed:?}");
     assert_eq!(
         ending.response(),
         bad_request(
@@ -257,9 +257,9 @@ async fn slow_body_is_answered_at_the_deadline() {
             "the request body could not be read: the body did not arrive before the deadline"
         )
     );
-    // The budget of a 1 s timeout is 900 ms.
+    // The promise: at the budget of a 5 s timeout (4.5 s), before the API server gives up.
     assert!(
-        elapsed >= Duration::from_millis(850) && elapsed < Duration::from_secs(3),
+        elapsed >= Duration::from_millis(4400) && elapsed < Duration::from_secs(5),
         "{elapsed:?}"
     );
     assert_healthy(&mut server).await;
@@ -314,8 +314,9 @@ async fn idle_connections_cannot_hold_every_slot() {
         idle.push(client.connect().await.expect("idle connection"));
     }
     let started = Instant::now();
+    // Served, not held until an idle connection's idle timeout (90 s).
     let response = tokio::time::timeout(
-        Duration::from_secs(10),
+        Duration::from_secs(30),
         client.review(&review("uid-waited")),
     )
     .await
@@ -323,7 +324,6 @@ async fn idle_connections_cannot_hold_every_slot() {
     let waited = started.elapsed();
     assert_eq!(response["allowed"], true, "{response}");
     eprintln!("review behind 4 idle connections (4 slots) answered in {waited:?}");
-    assert!(waited < Duration::from_secs(4), "{waited:?}");
     for mut tls in idle {
         let _ = until_closed(&mut tls, Duration::from_secs(5)).await;
     }
@@ -506,7 +506,7 @@ async fn keep_alive_and_http2() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_finishes_the_review_in_flight_then_exits_zero() {
-    let mut server = start(&["--drain-timeout", "5s"]);
+    let mut server = start(&["--drain-timeout", "60s"]);
     let client = server.client();
     assert_eq!(server.ops_get("/readyz").await.0, 200);
 
@@ -561,13 +561,13 @@ async fn sigterm_finishes_the_review_in_flight_then_exits_zero() {
         json!({"uid": "uid-drain", "allowed": true, "status": {}})
     );
 
+    // Once drained, not at the drain timeout (a minute).
     let status = server
-        .wait_exit(Duration::from_secs(5))
-        .expect("exited within the drain timeout");
+        .wait_exit(Duration::from_secs(30))
+        .expect("exited once drained");
     let elapsed = signalled.elapsed();
     eprintln!("exited {status} {elapsed:?} after SIGTERM");
     assert_eq!(status.code(), Some(0), "{:#?}", server.logs());
-    assert!(elapsed < Duration::from_secs(5), "{elapsed:?}");
     let messages: Vec<String> = server
         .logs()
         .iter()
@@ -600,13 +600,14 @@ async fn sigterm_with_a_stuck_review_exits_zero_at_the_drain_timeout() {
     let signalled = Instant::now();
     server.sigterm();
     let status = server
-        .wait_exit(Duration::from_secs(5))
+        .wait_exit(Duration::from_secs(20))
         .expect("exited soon after the drain timeout");
     let elapsed = signalled.elapsed();
     eprintln!("stuck review: exited {status} {elapsed:?} after SIGTERM (drain timeout 1s)");
     assert_eq!(status.code(), Some(0), "{:#?}", server.logs());
+    // At the drain timeout (1 s), not at the review's deadline (27 s).
     assert!(
-        elapsed >= Duration::from_millis(900) && elapsed < Duration::from_secs(3),
+        elapsed >= Duration::from_millis(900) && elapsed < Duration::from_secs(10),
         "{elapsed:?}"
     );
     assert!(

@@ -182,8 +182,8 @@ async fn wait_for_new_leaf(
             return (served, started.elapsed());
         }
         assert!(
-            started.elapsed() < Duration::from_secs(5),
-            "the new certificate was not served within 5 s: {:#?}",
+            started.elapsed() < Duration::from_secs(20),
+            "the new certificate was not served within 20 s: {:#?}",
             server.logs()
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -533,4 +533,61 @@ async fn unusable_certificate_files_at_start_exit_with_status_2() {
             "served without a usable certificate: {stderr}"
         );
     }
+}
+
+/// A deleted certificate file is said once (a warning and a rejected reload), the certificate
+/// in service stays, and the file put back is said too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_certificate_file_is_logged_and_counted_once() {
+    let pki = Pki::new();
+    let leaf = pki.leaf("leaf-1");
+    let dir = ScratchDir::new("tls-deleted");
+    let (cert, key) = (dir.path("tls.crt"), dir.path("tls.key"));
+    std::fs::write(&cert, &leaf.chain_pem).expect("cert");
+    std::fs::write(&key, &leaf.key_pem).expect("key");
+    let server = start_with_files(&pki, dir, &cert, &key);
+
+    std::fs::remove_file(&cert).expect("delete the certificate");
+    let warned = server
+        .wait_for_log(
+            "serving certificate files unreadable; the certificate in service stays",
+            Duration::from_secs(20),
+        )
+        .unwrap_or_else(|| panic!("no warning: {:#?}", server.logs()));
+    assert_eq!(
+        warned["error"],
+        format!(
+            "cannot read {}: No such file or directory (os error 2)",
+            cert.display()
+        )
+    );
+    // Ten reload intervals later, still said once.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let said = messages(&server)
+        .iter()
+        .filter(|m| m.starts_with("serving certificate files unreadable"))
+        .count();
+    assert_eq!(said, 1);
+    let (_, metrics) = server.ops_get("/metrics").await;
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l
+                == r#"composition_webhook_tls_certificate_reloads_total{result="rejected"} 1"#),
+        "{metrics}"
+    );
+    assert_eq!(server.client().peer_certificate().await, leaf.der);
+
+    write_atomic(&cert, &leaf.chain_pem);
+    assert!(
+        server
+            .wait_for_log(
+                "serving certificate files readable again",
+                Duration::from_secs(20)
+            )
+            .is_some(),
+        "{:#?}",
+        server.logs()
+    );
+    assert_eq!(server.client().peer_certificate().await, leaf.der);
 }

@@ -28,6 +28,23 @@ const MAX_DURATION: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// A duration flag: more than zero (a zero timeout would fail every connection), at most
 /// [`MAX_DURATION`].
+/// `--review-nice`: chosen from the process's cgroup, or given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ReviewNice {
+    Auto,
+    Levels(usize),
+}
+
+/// `auto` or 0 to 19.
+fn review_nice(s: &str) -> Result<ReviewNice, String> {
+    if s == "auto" {
+        return Ok(ReviewNice::Auto);
+    }
+    count(0, 19)(s)
+        .map(ReviewNice::Levels)
+        .map_err(|_| "must be auto or a whole number from 0 to 19".to_string())
+}
+
 pub(super) fn duration(s: &str) -> Result<Duration, String> {
     let d = deadline::parse_go_duration(s).map_err(|e| e.to_string())?;
     if d.is_zero() || d > MAX_DURATION {
@@ -215,13 +232,14 @@ pub(super) struct ServeArgs {
     #[arg(long, value_name = "N", value_parser = count(1, 1024), env = "COMPOSITION_WEBHOOK_WORKERS")]
     workers: Option<usize>,
 
-    /// How many nice levels below the server's own threads reviews are validated, 0 to 19:
-    /// reading requests and writing answers go first. Linux only; orders only the server's
-    /// threads where it has a cgroup of its own (as in a pod); 0 on a host it shares with
-    /// busy processes outside one, or where throughput at saturation matters more than the
-    /// tail.
-    #[arg(long, value_name = "N", default_value_t = server::review_threads::DEFAULT_REVIEW_NICE as usize, value_parser = count(0, 19), env = "COMPOSITION_WEBHOOK_REVIEW_NICE")]
-    review_nice: usize,
+    /// How many nice levels below the server's own threads reviews are validated, 0 to 19,
+    /// or `auto`: reading requests and writing answers go first. Linux only. `auto` is 19
+    /// where the process has a CPU cgroup of its own (a container in a pod: nice then orders
+    /// only the server's threads) and 0 elsewhere (on a shared host, nice 19 loses to every
+    /// busy process and reviews miss their deadlines); 0 also where throughput at
+    /// saturation matters more than the tail.
+    #[arg(long, value_name = "N", default_value = "auto", value_parser = review_nice, env = "COMPOSITION_WEBHOOK_REVIEW_NICE")]
+    review_nice: ReviewNice,
 
     /// Largest request body read, in bytes (4096 to 1 GiB).
     #[arg(long, value_name = "BYTES", default_value_t = server::DEFAULT_MAX_BODY_BYTES, value_parser = count(MIN_BODY_BYTES, MAX_BODY_BYTES), env = "COMPOSITION_WEBHOOK_MAX_BODY_BYTES")]
@@ -342,6 +360,15 @@ pub(super) fn run(args: &ServeArgs) -> u8 {
     let workers = args.workers.unwrap_or_else(|| {
         std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get)
     });
+    let review_nice = match args.review_nice {
+        // At most 19 by the parser.
+        ReviewNice::Levels(n) => n as i32,
+        ReviewNice::Auto => {
+            let (nice, why) = server::priority::review_nice_for_this_process();
+            tracing::info!(review_nice = nice, reason = %why, "--review-nice auto");
+            nice
+        }
+    };
     let tls = if args.self_signed {
         TlsSource::SelfSigned {
             dns_names: args.self_signed_dns_names.clone(),
@@ -373,7 +400,7 @@ pub(super) fn run(args: &ServeArgs) -> u8 {
         max_body_bytes: args.max_body_bytes,
         body_memory_bytes: args.body_memory_bytes,
         workers,
-        review_nice: args.review_nice as i32,
+        review_nice,
         release_memory: Some(release_memory),
         review_limits: Limits {
             memory_bytes: args.review_memory_bytes,

@@ -887,10 +887,11 @@ mod tests {
             ErrorClass::Transient,
             "the API server is unreachable",
         ));
+        // Not waited for: the deadline is a minute away.
         let started = Instant::now();
-        let until = started + Duration::from_secs(5);
+        let until = started + Duration::from_secs(60);
         let reason = unavailable(schemas.resolve_until("example.org", "Thing", "v1", until));
-        assert!(started.elapsed() < Duration::from_secs(1));
+        assert!(started.elapsed() < Duration::from_secs(30));
         assert_eq!(
             reason,
             "the webhook has not listed CRDs, MRDs and XRDs from the API server yet: the API server is unreachable"

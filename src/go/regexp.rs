@@ -27,28 +27,53 @@ pub enum RegexpError {
 }
 
 /// Compiles `pattern` as Go's `regexp.Compile` does, or gives Go's error message
-/// (``error parsing regexp: missing closing ): `(a` ``).
+/// (``error parsing regexp: missing closing ): `(a` ``). For a pattern that is only checked;
+/// one that will search an input is compiled by [`compile_to_search`].
 pub fn compile(pattern: &str) -> Result<Regex, RegexpError> {
+    compile_within(pattern, None)
+}
+
+/// [`compile`] for a search of `haystack`: refused as [`RegexpError::TooLarge`] when the
+/// compiled program times the input's length passes [`MAX_SEARCH_WORK`], because a search
+/// cannot be interrupted and the review's deadline is only checked between searches.
+pub fn compile_to_search(pattern: &str, haystack: &str) -> Result<Regex, RegexpError> {
+    compile_within(pattern, Some(haystack.len()))
+}
+
+fn compile_within(pattern: &str, haystack: Option<usize>) -> Result<Regex, RegexpError> {
     syntax::check(pattern).map_err(|e| RegexpError::Invalid(e.go_message()))?;
     let translated = translate(pattern);
     // Go compiles whatever its parser accepts; the regex crate stops at a size of its own
     // (10 MiB by default), which is no error of the pattern. The review's budget decides.
     // Compiling takes about twice the program's size at its peak.
-    let limit = crate::budget::remaining()
+    let memory_limit = crate::budget::remaining()
         .map_or(MAX_COMPILED_BYTES, |r| r / 2)
         .min(MAX_COMPILED_BYTES);
+    let search_limit =
+        haystack.map(|n| usize::try_from(MAX_SEARCH_WORK / n.max(1) as u64).unwrap_or(usize::MAX));
+    let limit = search_limit.map_or(memory_limit, |s| s.min(memory_limit));
     RegexBuilder::new(&translated)
         .octal(true)
         .size_limit(limit)
         .build()
         .map_err(|e| {
             if let regex::Error::CompiledTooBig(_) = e {
-                return RegexpError::TooLarge(format!(
-                    "the compiled regexp `{}` would take more than {} MiB here (Go's is \
-                     smaller)",
-                    shorten(pattern),
-                    limit / (1024 * 1024)
-                ));
+                return RegexpError::TooLarge(match (haystack, search_limit) {
+                    (Some(n), Some(s)) if s < memory_limit => format!(
+                        "the regexp `{}` is too large to search {} of input here: one \
+                         search may take at most {MAX_SEARCH_WORK} units of work (its \
+                         compiled size times the input's length), and a search is not \
+                         interrupted at the deadline",
+                        shorten(pattern),
+                        crate::budget::human_bytes(n)
+                    ),
+                    _ => format!(
+                        "the compiled regexp `{}` would take more than {} MiB here (Go's is \
+                         smaller)",
+                        shorten(pattern),
+                        limit / (1024 * 1024)
+                    ),
+                });
             }
             // Only Rust's own limits get here; keep its reason in Go's frame.
             let reason = e.to_string();
@@ -63,10 +88,18 @@ pub fn compile(pattern: &str) -> Result<Regex, RegexpError> {
 }
 
 /// Go's `regexp.MatchString(pattern, s)`: whether `pattern` matches somewhere in `s`, or
-/// `None` when Go refuses the pattern or it cannot be compiled here.
+/// `None` when Go refuses the pattern or it cannot be compiled (or searched) here.
 pub fn match_string(pattern: &str, s: &str) -> Option<bool> {
-    compile(pattern).ok().map(|re| re.is_match(s))
+    compile_to_search(pattern, s).ok().map(|re| re.is_match(s))
 }
+
+/// The most work one search may take: the compiled program's size in bytes times the
+/// input's length. The regex crate's slowest search (a lazy DFA that keeps rebuilding its
+/// states, or the PikeVM) took 0.26-0.37 ns per unit in a release build on a loaded 2-core
+/// machine, so one search ends within about 0.8 s: a review stops that soon after its
+/// deadline. An ordinary pattern still searches most of a megabyte (`^(.*)-(.*)$` is a
+/// program of 2,240 bytes, `[a-z]+` of 320).
+pub const MAX_SEARCH_WORK: u64 = 1 << 31;
 
 /// The first 80 characters of a pattern, for messages.
 fn shorten(pattern: &str) -> String {
@@ -390,6 +423,37 @@ mod tests {
             r"[\]a\-][+-\-][[:alpha:]]"
         );
         assert_eq!(translate(r"\bx\B"), r"(?-u:\b)x(?-u:\B)");
+    }
+
+    /// One search is bounded by its program's size times the input's length: the pattern of
+    /// the outside probe's regexp hog (86 s of CPU over a long input) is searched over a short
+    /// input and refused over a long one; an ordinary pattern searches a megabyte.
+    #[test]
+    fn searches_are_bounded_by_program_and_input() {
+        let hog: Vec<String> = (0..30).map(|i| format!("[ab]*a[ab]{{300}}x{i}")).collect();
+        let hog = hog.join("|");
+        assert!(compile_to_search(&hog, "ab").is_ok());
+        let long = "ab".repeat(50_000);
+        let Err(RegexpError::TooLarge(message)) = compile_to_search(&hog, &long) else {
+            panic!("searched 100,000 bytes");
+        };
+        assert_eq!(
+            message,
+            "the regexp `[ab]*a[ab]{300}x0|[ab]*a[ab]{300}x1|[ab]*a[ab]{300}x2|[ab]*a[ab]{300}x3|\
+             [ab]*a[a...` is too large to search 97.7 KiB of input here: one \
+             search may take at most 2147483648 units of work (its compiled size times the \
+             input's length), and a search is not interrupted at the deadline"
+        );
+        // Only checked, it compiles.
+        assert!(compile(&hog).is_ok());
+        let long = format!("{}-x", "a".repeat(512 << 10));
+        let re = compile_to_search(r"^(.*)-(.*)$", &long).expect("an ordinary pattern");
+        assert_eq!(
+            re.captures(&long).map(|c| c[2].to_string()),
+            Some("x".into())
+        );
+        assert_eq!(match_string("x$", &long), Some(true));
+        assert_eq!(match_string(&hog, &long), None);
     }
 
     #[test]

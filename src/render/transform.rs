@@ -356,14 +356,17 @@ fn pattern_matches(p: &MatchTransformPattern, input: &Value) -> Result<bool, Mat
                 .regexp
                 .as_ref()
                 .ok_or(MatchError::Required(MATCH_REGEXP))?;
-            let re = regexp::compile(pattern).map_err(|e| match e {
-                RegexpError::Invalid(m) => MatchError::Compile(m),
-                RegexpError::TooLarge(m) => MatchError::NotRendered(m),
-            })?;
+            // Compiled first: Go refuses a bad pattern whatever the input.
+            let compile = |haystack: &str| {
+                regexp::compile_to_search(pattern, haystack).map_err(|e| match e {
+                    RegexpError::Invalid(m) => MatchError::Compile(m),
+                    RegexpError::TooLarge(m) => MatchError::NotRendered(m),
+                })
+            };
             match input {
-                Value::Null => Err(MatchError::InputType("null")),
-                Value::String(s) => Ok(re.is_match(s)),
-                other => Err(MatchError::InputType(type_name(other))),
+                Value::String(s) => Ok(compile(s)?.is_match(s)),
+                Value::Null => compile("").and(Err(MatchError::InputType("null"))),
+                other => compile("").and(Err(MatchError::InputType(type_name(other)))),
             }
         }
         other => Err(MatchError::PatternType(other.to_string())),
@@ -403,11 +406,11 @@ fn string(s: &StringTransform, input: Value, runtime: Runtime) -> Result<Value, 
         }
         string_kinds::REGEXP => {
             let r = s.regexp.as_ref().ok_or_else(|| missing("regexp"))?;
-            let re = regexp::compile(&r.r#match).map_err(|e| match e {
+            let text = fmt::sprint_v(&input);
+            let re = regexp::compile_to_search(&r.r#match, &text).map_err(|e| match e {
                 RegexpError::Invalid(m) => Reason::RegexpCompile(m),
                 RegexpError::TooLarge(m) => Reason::NotRendered(m),
             })?;
-            let text = fmt::sprint_v(&input);
             // Group 0, the whole match, by default.
             let group = r.group.unwrap_or(0);
             let no_match = || Reason::RegexpNoMatch {

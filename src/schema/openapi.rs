@@ -375,7 +375,8 @@ mod tests {
             err.to_string(),
             "the schema of Deep inlines to more than 200000 nodes"
         );
-        assert!(started.elapsed() < std::time::Duration::from_secs(10));
+        // Stopped at the bound, not after inlining all of it (which would not end).
+        assert!(started.elapsed() < std::time::Duration::from_secs(60));
     }
 
     fn doc() -> Document {

@@ -7,9 +7,9 @@
 //!   when the changes came faster than they were read);
 //! - one dedicated thread validates, at the lowest CPU priority (`SCHED_IDLE`, else nice 19),
 //!   using at most `--audit-cpu` of a core, and not while admission reviews are in flight;
-//!   each validation has admission's options, limits and a deadline. One stopped by its
-//!   deadline, or whose schemas could not be had, is tried again later (1 s doubling to
-//!   60 s): never a verdict;
+//!   each validation has admission's options, limits and a deadline. One whose schemas
+//!   could not be had is tried again later (1 s doubling to 60 s), one stopped by its
+//!   deadline too (10 s doubling to an hour): never a verdict;
 //! - each result goes to the metrics, to `/debug/audit`, and through
 //!   [`super::audit_results`] to Events on the Composition and a ClusterPolicyReport.
 
@@ -80,9 +80,16 @@ struct Retry {
     at: SystemTime,
 }
 
-/// 1 s, 2 s, 4 s, ... 60 s.
-fn backoff(attempts: u32) -> Duration {
-    Duration::from_secs(1u64 << attempts.saturating_sub(1).min(6)).min(Duration::from_secs(60))
+/// The wait before the next try: 1 s, 2 s, 4 s, ... 60 s when the schemas could not be had
+/// (the cluster's fault, soon mended); 10 s, 20 s, ... an hour when the validation ran out
+/// of time, which a Composition of its own cost does again on every try.
+fn backoff(attempts: u32, stopped: bool) -> Duration {
+    let doubled = 1u64 << attempts.saturating_sub(1).min(12);
+    if stopped {
+        Duration::from_secs(10 * doubled).min(Duration::from_secs(3600))
+    } else {
+        Duration::from_secs(doubled).min(Duration::from_secs(60))
+    }
 }
 
 /// The pause after a validation that took `spent` of CPU time, so that the audit uses at
@@ -353,7 +360,10 @@ impl Audit {
                     .or_else(|| panic.downcast_ref::<String>().cloned())
                     .unwrap_or_default();
                 tracing::error!(composition = %job.name, panic = %what, "audit validation panicked");
-                Outcome::Retry(format!("the validation failed: {what}"))
+                Outcome::Retry {
+                    reason: format!("the validation failed: {what}"),
+                    stopped: false,
+                }
             });
             let spent = cpu.spent();
             self.metrics.audit_validated(reason);
@@ -429,20 +439,26 @@ impl Audit {
             audit::validate_recorded(&watched, self.validation_options(), budget, &job.value());
         // As admission: past the deadline (or stopping) the answer would go by the mode.
         if let Some(stopped) = report.stopped.as_ref().filter(|e| !e.is_input()) {
-            return Outcome::Retry(format!(
-                "the validation {stopped} ({} s)",
-                self.options.deadline.as_secs_f64()
-            ));
+            return Outcome::Retry {
+                reason: format!(
+                    "the validation {stopped} ({} s)",
+                    self.options.deadline.as_secs_f64()
+                ),
+                stopped: true,
+            };
         }
         if let Some(reason) = lock(&watched.unavailable).take() {
-            return Outcome::Retry(reason);
+            return Outcome::Retry {
+                reason,
+                stopped: false,
+            };
         }
         Outcome::Done(report, dependencies)
     }
 
     fn finish(&self, job: &Job, outcome: Outcome) {
         let (report, dependencies) = match outcome {
-            Outcome::Retry(reason) => {
+            Outcome::Retry { reason, stopped } => {
                 let now = Instant::now();
                 let mut state = self.state();
                 let retry = state.retries.entry(job.name.clone()).or_insert(Retry {
@@ -453,7 +469,7 @@ impl Audit {
                     at: SystemTime::now(),
                 });
                 retry.attempts = retry.attempts.saturating_add(1);
-                retry.due = now + backoff(retry.attempts);
+                retry.due = now + backoff(retry.attempts, stopped);
                 retry.queued = false;
                 retry.at = SystemTime::now();
                 tracing::debug!(composition = %job.name, attempts = retry.attempts, reason = %reason, "audit to be tried again");
@@ -633,8 +649,13 @@ impl CompositionSink for Sink {
 enum Outcome {
     /// A report to record.
     Done(Report, Dependencies),
-    /// To try again later, and why.
-    Retry(String),
+    /// To try again later.
+    Retry {
+        /// Why it did not finish.
+        reason: String,
+        /// Whether its deadline stopped it (the Composition's own cost, likely again).
+        stopped: bool,
+    },
 }
 
 /// A schema source that remembers the first lookup that could not be answered.
@@ -867,8 +888,12 @@ mod tests {
         assert_eq!(pause_after(ms(100), 0.5), ms(100));
         assert_eq!(pause_after(ms(100), 1.0), Duration::ZERO);
         assert_eq!(pause_after(Duration::from_secs(1000), 0.01), MAX_PAUSE);
-        let secs: Vec<u64> = (1..=8).map(|n| backoff(n).as_secs()).collect();
+        let secs: Vec<u64> = (1..=8).map(|n| backoff(n, false).as_secs()).collect();
         assert_eq!(secs, [1, 2, 4, 8, 16, 32, 60, 60]);
+        let secs: Vec<u64> = [1, 2, 3, 8, 9, 40]
+            .map(|n| backoff(n, true).as_secs())
+            .into();
+        assert_eq!(secs, [10, 20, 40, 1280, 2560, 3600]);
     }
 
     const XRD: &str = r#"

@@ -418,10 +418,18 @@ async fn handle(
                 operation: salvaged_operation,
                 mode: Some(mode),
                 decision: None,
-                problem: Some(format!(
-                    "validation did not finish within {budget:?} ({} mode answer)",
-                    mode.name()
-                )),
+                // A review still queued for a worker never started.
+                problem: Some(if working.load(Ordering::Acquire) {
+                    format!(
+                        "validation did not finish within {budget:?} ({} mode answer)",
+                        mode.name()
+                    )
+                } else {
+                    format!(
+                        "validation could not start within {budget:?}: every worker was busy ({} mode answer)",
+                        mode.name()
+                    )
+                }),
             }
         }
     }

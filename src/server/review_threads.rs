@@ -13,7 +13,8 @@
 //! on two cores that cut the 99th percentile of a cold review by 12-18% at the same rate on
 //! a busy machine; on an idle one it gave up 11-26% of the throughput at saturation for a
 //! 99th percentile no lower (docs/performance.md). Where the server has a cgroup of its
-//! own, as in a Kubernetes pod, this orders only its own threads.
+//! own, as in a Kubernetes pod, this orders only its own threads; elsewhere the increment
+//! is 0 by default, since a nice-19 thread loses to every busy process beside it.
 
 use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -25,8 +26,9 @@ use std::thread::{self, Thread};
 /// only as deep as a review goes.
 pub const REVIEW_STACK_BYTES: usize = 256 * 1024 * 1024;
 
-/// How many nice levels below the server's own threads reviews run by default: the lowest
-/// priority of the normal scheduling class.
+/// How many nice levels below the server's own threads reviews run where the process has a
+/// CPU cgroup of its own (`--review-nice auto`): the lowest priority of the normal
+/// scheduling class.
 pub const DEFAULT_REVIEW_NICE: i32 = 19;
 
 /// A review's work, boxed to cross to a thread.

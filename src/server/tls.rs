@@ -242,14 +242,29 @@ pub async fn watch_files(
     metrics: Arc<Metrics>,
 ) {
     let mut last = served;
+    // Why the files could not be read, once said (a deleted file is said once, not at every
+    // tick).
+    let mut unreadable: Option<String> = None;
     let mut ticker = tokio::time::interval(interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticker.tick().await;
-        let (Ok(c), Ok(k)) = (std::fs::read(&cert), std::fs::read(&key)) else {
+        let (c, k) = match (read(&cert), read(&key)) {
+            (Ok(c), Ok(k)) => (c, k),
             // Mid-swap, or gone for now: keep serving, look again next time.
-            continue;
+            (Err(e), _) | (_, Err(e)) => {
+                let why = e.to_string();
+                if unreadable.as_ref() != Some(&why) {
+                    tracing::warn!(error = %why, "serving certificate files unreadable; the certificate in service stays");
+                    metrics.certificate(None);
+                    unreadable = Some(why);
+                }
+                continue;
+            }
         };
+        if unreadable.take().is_some() {
+            tracing::info!(cert = %cert.display(), "serving certificate files readable again");
+        }
         if last.0 == c && last.1 == k {
             continue;
         }

@@ -30,11 +30,10 @@ impl Warning {
     }
 }
 
-/// Shapes warnings for a response; each is prefixed with `subject: `.
+/// Shapes warnings for a response; each is prefixed with `subject: `. The API server counts
+/// characters (runes), so the total, the closing "and N more" included, is counted so too.
 pub fn shape(subject: &str, warnings: impl IntoIterator<Item = Warning>) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    let mut total = 0;
-    let mut left_out = 0;
+    let mut texts: Vec<String> = Vec::new();
     for w in warnings {
         let mut text = single_line(&format!("{subject}: {}", w.text));
         if text.chars().count() > AIM
@@ -43,28 +42,40 @@ pub fn shape(subject: &str, warnings: impl IntoIterator<Item = Warning>) -> Vec<
             text = single_line(&format!("{subject}: {short}"));
         }
         let text = truncate(&text, MAX_ONE);
-        if out.contains(&text) {
-            continue;
+        if !texts.contains(&text) {
+            texts.push(text);
         }
-        let len = text.chars().count();
-        // Keep room for the closing "and N more".
-        if left_out > 0 || total + len > MAX_TOTAL - 100 {
-            left_out += 1;
-            continue;
-        }
-        total += len;
-        out.push(text);
     }
-    if left_out > 0 {
-        out.push(truncate(
-            &single_line(&format!(
-                "{subject}: and {left_out} more warning{}; run `composition-webhook validate` on the Composition to see all",
-                if left_out == 1 { "" } else { "s" }
-            )),
-            MAX_ONE,
-        ));
+    let lengths: Vec<usize> = texts.iter().map(|t| t.chars().count()).collect();
+    if lengths.iter().sum::<usize>() <= MAX_TOTAL {
+        return texts;
     }
-    out
+    // The longest run of first warnings that fits beside the line counting the others.
+    let mut kept = 0;
+    let mut total = 0;
+    while kept < texts.len()
+        && total + lengths[kept] + and_more(subject, texts.len() - kept - 1).chars().count()
+            <= MAX_TOTAL
+    {
+        total += lengths[kept];
+        kept += 1;
+    }
+    let rest = and_more(subject, texts.len() - kept);
+    texts.truncate(kept);
+    texts.push(rest);
+    texts
+}
+
+/// The closing warning for `left_out` warnings that did not fit; a long subject is cut so
+/// that the count is whole.
+fn and_more(subject: &str, left_out: usize) -> String {
+    let rest = format!(
+        ": and {left_out} more warning{}; run `composition-webhook validate` on the Composition to see all",
+        if left_out == 1 { "" } else { "s" }
+    );
+    let subject = single_line(subject);
+    let room = MAX_ONE.saturating_sub(rest.chars().count()).max(1);
+    format!("{}{rest}", truncate(&subject, room))
 }
 
 /// Control characters (line breaks, tabs, escapes) become spaces; runs of spaces collapse.
@@ -143,5 +154,28 @@ mod tests {
             )
         );
         assert!(out.iter().all(|w| w.chars().count() <= MAX_ONE));
+    }
+
+    /// With a long subject and text of several bytes a character, the total (the closing
+    /// line included) is still at most 4,096 characters, and every warning but the last
+    /// fits whole before it.
+    #[test]
+    fn total_counts_characters_and_the_closing_line() {
+        let subject = format!("Composition \"{}\"", "ü".repeat(200));
+        for width in [1, 50, 120, 200, 300] {
+            let many = (0..200).map(|i| Warning::new(format!("{}: {i}", "é".repeat(width))));
+            let out = shape(&subject, many);
+            let total: usize = out.iter().map(|w| w.chars().count()).sum();
+            assert!(total <= MAX_TOTAL, "width {width}: {total}");
+            assert!(total > MAX_TOTAL - 2 * MAX_ONE, "width {width}: {total}");
+            let last = out.last().expect("a closing line");
+            assert!(
+                last.contains(&format!("and {} more", 201 - out.len())),
+                "{last}"
+            );
+        }
+        // Everything that fits is kept, with no closing line.
+        let few = (0..3).map(|i| Warning::new(format!("{i}: ✓")));
+        assert_eq!(shape("C", few), ["C: 0: ✓", "C: 1: ✓", "C: 2: ✓"]);
     }
 }

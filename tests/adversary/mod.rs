@@ -177,6 +177,39 @@ pub fn large_regexps(mode: Option<&str>) -> Value {
     composition("large-regexps", mode, network(json!(patches)))
 }
 
+/// A Regexp transform whose pattern (30 alternatives of `[ab]*a[ab]{300}`, a program of
+/// 640 KiB) keeps a lazy DFA rebuilding its states over a 100,000-byte input that a Format
+/// transform writes: 20 s of one search in a release build, which no deadline interrupts
+/// (the outside probe held a review thread for 41-163 s past its answer with such one).
+pub fn regexp_search(mode: Option<&str>) -> Value {
+    // The input: pseudo-random a and b (xorshift), then the mock's spec.id.
+    let mut seed = 1u64;
+    let text: String = (0..100_000)
+        .map(|_| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            if seed.is_multiple_of(2) { 'a' } else { 'b' }
+        })
+        .collect();
+    let pattern: Vec<String> = (0..30).map(|i| format!("[ab]*a[ab]{{300}}x{i}")).collect();
+    composition(
+        "regexp-search",
+        mode,
+        network(json!([{
+            "fromFieldPath": "spec.id",
+            "toFieldPath": "metadata.annotations[searched]",
+            "transforms": [
+                format(&format!("{text}%v")),
+                {"type": "string", "string": {
+                    "type": "Regexp",
+                    "regexp": {"match": pattern.join("|")}
+                }}
+            ]
+        }])),
+    )
+}
+
 /// A base whose labels hold an array of `n` zeros: the API server takes it (`n` of 1.5
 /// million is 3 MiB of JSON).
 pub fn long_array(mode: Option<&str>, n: usize) -> Value {
@@ -267,5 +300,6 @@ pub fn all(mode: Option<&str>) -> Vec<(&'static str, Value)> {
         ("large_regexps", large_regexps(mode)),
         ("long_array", long_array(mode, 1_500_000)),
         ("big_program", big_program(mode)),
+        ("regexp_search", regexp_search(mode)),
     ]
 }

@@ -1873,6 +1873,7 @@ mod tests {
             let _ = check(pattern);
         }
         let elapsed = start.elapsed();
-        assert!(elapsed.as_secs() < 5, "took {elapsed:?}");
+        // Linear: a quadratic parse of these takes minutes.
+        assert!(elapsed.as_secs() < 30, "took {elapsed:?}");
     }
 }
