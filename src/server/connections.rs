@@ -8,9 +8,10 @@
 //! - no request in flight (HTTP/1.1 between requests, HTTP/2 with no open stream; PINGs do
 //!   not count) for at most the idle timeout, then a graceful close.
 //!
-//! When every slot is taken, a new connection does not wait behind idle ones: the connection
-//! still in its handshake the longest, or else the one idle the longest, is closed to make
-//! room (gracefully: GOAWAY for HTTP/2, a close between requests for HTTP/1.1). Only when
+//! When every slot is taken, a new connection does not wait behind idle ones: of those with
+//! no request in flight, the one waiting longest (in its handshake since its accept, idle
+//! since its last request) is closed to make room (gracefully: GOAWAY for HTTP/2, a close
+//! between requests for HTTP/1.1). Only when
 //! every connection has a request in flight does a new one wait, in the listen backlog.
 //! On shutdown, no new connections, and the open ones are drained for at most the drain
 //! timeout.
@@ -381,20 +382,22 @@ impl Registry {
         })
     }
 
-    /// The connection to close to make room: the one longest in its handshake, else the one
-    /// idle longest.
+    /// The connection to close to make room: of those with no request in flight, the one
+    /// that has waited longest, counting a handshake's wait from its accept and an idle
+    /// connection's (a partial request head included) from its last request or handshake.
+    /// A new handshake is the newest of all: a flood of connections that send half a head
+    /// makes room from its own oldest, not from the handshakes arriving beside it.
     fn victim(open: &HashMap<u64, Arc<Conn>>) -> Option<u64> {
-        let handshaking = open
-            .iter()
-            .filter(|(_, c)| !c.handshaken.load(Ordering::Acquire))
-            .min_by_key(|(_, c)| c.accepted)
-            .map(|(id, _)| *id);
-        handshaking.or_else(|| {
-            open.iter()
-                .filter(|(_, c)| c.in_flight.load(Ordering::Acquire) == 0)
-                .min_by_key(|(_, c)| c.idle_since())
-                .map(|(id, _)| *id)
-        })
+        open.iter()
+            .filter(|(_, c)| c.in_flight.load(Ordering::Acquire) == 0)
+            .min_by_key(|(_, c)| {
+                if c.handshaken.load(Ordering::Acquire) {
+                    c.idle_since()
+                } else {
+                    c.accepted
+                }
+            })
+            .map(|(id, _)| *id)
     }
 
     fn release(&self, id: u64) {
@@ -638,15 +641,17 @@ mod tests {
         assert_eq!(*r.count.borrow(), 4, "c still counts until it ends");
         drop(c);
         assert_eq!(*r.count.borrow(), 3);
-        // d is in its handshake: it goes before the idle b. (e comes later than b: idle
-        // times are in milliseconds.)
+        // d is in its handshake, since after b went idle: b goes first (a flood of half
+        // heads makes room from its own oldest, not from the handshakes beside it).
         tokio::time::sleep(Duration::from_millis(5)).await;
-        let e = r.admit().expect("d closed to make room");
-        assert!(!r.inner.lock().unwrap().open.contains_key(&d.id));
-        assert!(r.inner.lock().unwrap().open.contains_key(&b.id));
+        let e = r.admit().expect("b closed to make room");
+        assert!(!r.inner.lock().unwrap().open.contains_key(&b.id));
+        assert!(r.inner.lock().unwrap().open.contains_key(&d.id));
+        d.conn.handshaken.store(true, Ordering::Release);
         e.conn.handshaken.store(true, Ordering::Release);
-        // b is the only idle one left; then the closing allowance (2) is used up.
-        let f = r.admit().expect("b closed to make room");
+        // d has been idle since before e; then the closing allowance (2) is used up.
+        let f = r.admit().expect("d closed to make room");
+        assert!(!r.inner.lock().unwrap().open.contains_key(&d.id));
         f.conn.handshaken.store(true, Ordering::Release);
         let _busy_e = Busy::start(e.conn.clone());
         let _busy_f = Busy::start(f.conn.clone());
