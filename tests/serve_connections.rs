@@ -389,3 +389,68 @@ async fn probes_are_answered_beside_a_flood_of_half_heads() {
     .await;
     assert_eq!(failed, 0);
 }
+
+/// HTTP/2 connections that advertise a zero flow-control window never take their answers:
+/// each kept its request in flight, and its slot, for as long as the client liked (1,024 of
+/// them were a full outage). An answer not taken within the header-read timeout closes its
+/// connection, and a review on a new connection is served beside them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_a_client_does_not_take_close_its_connection() {
+    let mut server = start(&[
+        "--max-connections",
+        "16",
+        "--header-read-timeout",
+        "2s",
+        "--handshake-timeout",
+        "60s",
+    ]);
+    let mut stuck = Vec::new();
+    for i in 0..16 {
+        let tcp = TcpStream::connect(server.admission).await.expect("tcp");
+        let tls = webhook::connector(&server.ca_pem, rustls::DEFAULT_VERSIONS, &[b"h2"])
+            .connect(ServerName::try_from("localhost").expect("name"), tcp)
+            .await
+            .expect("handshake");
+        let (mut sender, conn) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
+            .initial_stream_window_size(0)
+            .initial_connection_window_size(0)
+            .handshake(TokioIo::new(tls))
+            .await
+            .expect("h2 handshake");
+        let conn = tokio::spawn(conn);
+        let uid = format!("uid-zero-window-{i}");
+        let response = sender
+            .send_request(review_request(
+                "https://localhost/validate?timeout=10s",
+                &review(&uid),
+            ))
+            .await
+            .expect("the answer's head (HEADERS are not flow-controlled)");
+        assert_eq!(response.status(), 200);
+        // The body is never read: no WINDOW_UPDATE is sent.
+        stuck.push((sender, response, conn));
+    }
+    allowed_beside(
+        &server,
+        "uid-beside-zero-windows",
+        "16 zero-window connections",
+    )
+    .await;
+    // Each was closed by the server, not left open.
+    for (i, (_, _, conn)) in stuck.into_iter().enumerate() {
+        tokio::time::timeout(SERVED_WITHIN, conn)
+            .await
+            .unwrap_or_else(|_| panic!("zero-window connection {i} still open"))
+            .expect("task")
+            .ok();
+    }
+    let warned = server
+        .logs()
+        .iter()
+        .filter(|v| {
+            v["message"] == "an answer was not taken by the client in time; connection closed"
+        })
+        .count();
+    assert_eq!(warned, 16, "{:#?}", server.logs());
+    assert_healthy(&mut server).await;
+}

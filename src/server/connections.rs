@@ -233,7 +233,11 @@ async fn connection<H: Handshake>(
     let mut draining = false;
     loop {
         let idle_end = conn.idle_end(limits.idle_timeout);
+        // An answer the client does not take (an HTTP/2 flow-control window left at zero,
+        // a socket not read) would keep its request in flight, and the slot, forever.
+        let write_end = conn.write_deadline(limits.header_read_timeout);
         let wake = closing.map_or(idle_end, |c| c.min(idle_end));
+        let wake = write_end.map_or(wake, |w| w.min(wake));
         tokio::select! {
             ended = connection.as_mut() => {
                 if let Err(e) = ended {
@@ -243,6 +247,14 @@ async fn connection<H: Handshake>(
             }
             _ = tokio::time::sleep_until(wake) => {
                 let now = Instant::now();
+                // Looked at again: the answer may have been written while this slept.
+                if conn
+                    .write_deadline(limits.header_read_timeout)
+                    .is_some_and(|w| now >= w)
+                {
+                    tracing::warn!(%peer, timeout = ?limits.header_read_timeout, "an answer was not taken by the client in time; connection closed");
+                    return;
+                }
                 match closing {
                     Some(at) if now >= at => {
                         if conn.in_flight.load(Ordering::Acquire) == 0 {
@@ -260,6 +272,7 @@ async fn connection<H: Handshake>(
                     _ => {}
                 }
             }
+            _ = conn.answered.notified() => {}
             _ = conn.close.notified(), if closing.is_none() => {
                 tracing::debug!(%peer, "idle connection closed to make room");
                 connection.as_mut().graceful_shutdown();
@@ -292,6 +305,10 @@ struct Conn {
     epoch: Instant,
     /// Asks the connection to close, to make room.
     close: Notify,
+    /// Answers ready but not written in full yet, by request number: since when.
+    unsent: Mutex<HashMap<u64, Instant>>,
+    /// Wakes the connection's task when an answer is ready, to time its writing.
+    answered: Notify,
 }
 
 impl Conn {
@@ -302,6 +319,14 @@ impl Conn {
 
     fn idle_since(&self) -> Instant {
         self.epoch + Duration::from_millis(self.idle_since.load(Ordering::Acquire))
+    }
+
+    /// When the answer waiting longest to be written will have waited `timeout`.
+    fn write_deadline(&self, timeout: Duration) -> Option<Instant> {
+        lock(&self.unsent)
+            .values()
+            .min()
+            .map(|since| *since + timeout)
     }
 
     /// When the connection will have been idle for `timeout`: from its last request, or
@@ -371,6 +396,8 @@ impl Registry {
             idle_since: AtomicU64::new(0),
             epoch: self.epoch,
             close: Notify::new(),
+            unsent: Mutex::default(),
+            answered: Notify::new(),
         });
         conn.set_idle();
         inner.open.insert(id, conn.clone());
@@ -440,28 +467,44 @@ impl hyper::service::Service<hyper::Request<Incoming>> for Tracked {
         let response = self.inner.call(request);
         Box::pin(async move {
             let response = response.await?;
+            busy.answered();
             Ok(response.map(|body| Body::new(Guarded { body, _busy: busy })))
         })
     }
 }
 
 /// A request in flight.
-struct Busy(Arc<Conn>);
+struct Busy {
+    conn: Arc<Conn>,
+    /// Its number on the connection.
+    id: u64,
+}
 
 impl Busy {
     fn start(conn: Arc<Conn>) -> Self {
-        conn.started.fetch_add(1, Ordering::AcqRel);
+        let id = conn.started.fetch_add(1, Ordering::AcqRel);
         conn.in_flight.fetch_add(1, Ordering::AcqRel);
-        Busy(conn)
+        Busy { conn, id }
+    }
+
+    /// Its answer is ready: from now on it is being written.
+    fn answered(&self) {
+        lock(&self.conn.unsent).insert(self.id, Instant::now());
+        self.conn.answered.notify_one();
     }
 }
 
 impl Drop for Busy {
     fn drop(&mut self) {
-        if self.0.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.0.set_idle();
+        lock(&self.conn.unsent).remove(&self.id);
+        if self.conn.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.conn.set_idle();
         }
     }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// A response body that keeps its request in flight until it is sent.
