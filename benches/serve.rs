@@ -659,6 +659,10 @@ fn handler_only(case: &Case, template: &Template, n: usize, bodies: Bodies) {
         metrics,
         change_impact: None,
         audit: None,
+        in_flight: composition_webhook::server::in_flight::InFlightLimit::new(
+            composition_webhook::server::in_flight::DEFAULT_MAX_TOTAL,
+            composition_webhook::server::in_flight::DEFAULT_MAX_PER_CLIENT,
+        ),
     });
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -676,6 +680,7 @@ fn handler_only(case: &Case, template: &Template, n: usize, bodies: Bodies) {
         runtime.block_on(async move {
             let response = handler::validate(
                 State(state),
+                None,
                 RawQuery(Some("timeout=10s".into())),
                 headers,
                 axum::body::Body::from(body),

@@ -630,7 +630,8 @@ async fn forbidden_list_is_received_error_and_the_mode_decides() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_slow_answer_past_the_timer_is_timeout_then_acked() {
     let cluster = Cluster::with_example().await;
-    let server = cluster.serving(&[]).await;
+    // Calls may take a minute: the 12 s answers below land.
+    let server = cluster.serving(&["--api-timeout", "60s"]).await;
     cluster.api.delay(Verb::Get, Some(Duration::from_secs(12)));
     let started = Instant::now();
     let (allowed, _, _, warnings) = verdict(&review(&server, &composition(), "10s").await);

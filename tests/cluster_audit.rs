@@ -316,7 +316,11 @@ async fn a_crd_update_that_breaks_a_composition_shows_and_restoring_it_clears_it
     assert_eq!(view["events"]["recorded"], 2, "{view:#}");
     // At the lowest priority there is.
     let priority = view["priority"].as_str().unwrap_or_default();
-    assert!(["SCHED_IDLE", "nice 19"].contains(&priority), "{view:#}");
+    // The tests share their CPU cgroup with the server: SCHED_IDLE would starve the audit.
+    assert_eq!(
+        priority, "nice +10 (the process shares its CPU cgroup)",
+        "{view:#}"
+    );
     assert_eq!(view["policyReport"]["crd"], true, "{view:#}");
 }
 

@@ -811,6 +811,7 @@ fn registered_metrics() -> BTreeMap<String, (String, BTreeSet<String>)> {
         )],
     );
     metrics.in_flight().set(0);
+    metrics.review_refused("in_flight");
     metrics.set_schema_kinds(1);
     metrics.set_schema_entries(&[("crd", "acked", 1)]);
     metrics.set_schema_sources(&[("crd", "listed", 1)]);

@@ -520,3 +520,172 @@ async fn auto_nice_is_19_in_a_cgroup_of_the_servers_own() {
     drop(server);
     drop(cgroup);
 }
+
+/// A request body that never arrives.
+struct NeverEnds;
+
+impl hyper::body::Body for NeverEnds {
+    type Data = bytes::Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<bytes::Bytes>, Self::Error>>> {
+        std::task::Poll::Pending
+    }
+}
+
+/// A TLS connection to the admission port from `source` (any loopback address), as ALPN
+/// `alpn` says.
+async fn tls_from(
+    server: &Server,
+    source: &str,
+    alpn: &[u8],
+) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket
+        .bind(format!("{source}:0").parse().expect("address"))
+        .expect("bind");
+    let tcp = socket.connect(server.admission).await.expect("connect");
+    webhook::connector(&server.ca_pem, rustls::DEFAULT_VERSIONS, &[alpn])
+        .connect(
+            rustls_pki_types::ServerName::try_from("localhost").expect("name"),
+            tcp,
+        )
+        .await
+        .expect("handshake")
+}
+
+/// An HTTP/2 connection from `source` holding `n` reviews whose bodies never arrive; the
+/// statuses of those answered at once (the rest wait for their bodies).
+async fn hold_streams(
+    server: &Server,
+    source: &str,
+    n: usize,
+) -> (Vec<u16>, Vec<tokio::task::JoinHandle<()>>) {
+    let tls = tls_from(server, source, b"h2").await;
+    let (sender, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(tls),
+    )
+    .await
+    .expect("h2 handshake");
+    let mut tasks = vec![tokio::spawn(async move {
+        let _ = conn.await;
+    })];
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    for _ in 0..n {
+        let mut sender = sender.clone();
+        let tx = tx.clone();
+        tasks.push(tokio::spawn(async move {
+            let request = hyper::Request::builder()
+                .method("POST")
+                .uri("https://localhost/validate?timeout=30s")
+                .header("content-type", "application/json")
+                .header("content-length", "100000")
+                .body(NeverEnds)
+                .expect("request");
+            if let Ok(response) = sender.send_request(request).await {
+                let status = response.status().as_u16();
+                let text = http_body_util::BodyExt::collect(response.into_body())
+                    .await
+                    .map(|b| String::from_utf8_lossy(&b.to_bytes()).to_string())
+                    .unwrap_or_default();
+                let _ = tx.send((status, text));
+            }
+        }));
+    }
+    // Those refused are answered at once; the others wait for their bodies.
+    let mut answered = Vec::new();
+    while let Ok(Some((status, text))) =
+        tokio::time::timeout(Duration::from_secs(3), rx.recv()).await
+    {
+        assert_eq!(
+            (status, text.as_str()),
+            (
+                429,
+                "this client has 20 reviews in flight, the most one address may; try again\n"
+            )
+        );
+        answered.push(status);
+    }
+    (answered, tasks)
+}
+
+/// Reviews in flight are bounded per client address and in all: streams whose bodies never
+/// come take at most a client's share; past it they are refused at once (429), and a review
+/// from another address is validated beside them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reviews_in_flight_are_bounded_per_client_and_in_all() {
+    let server = start(&[
+        "--max-reviews-in-flight",
+        "30",
+        "--max-reviews-in-flight-per-client",
+        "20",
+    ]);
+    let (refused, held) = hold_streams(&server, "127.0.0.1", 25).await;
+    assert_eq!(refused, [429; 5]);
+    wait_metric(&server, IN_FLIGHT, 20.0, Duration::from_secs(10)).await;
+
+    // Another address has its own share.
+    let tls = tls_from(&server, "127.0.0.2", b"http/1.1").await;
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
+            .await
+            .expect("http/1.1");
+    tokio::spawn(conn);
+    let response = sender
+        .send_request(webhook::raw::review_request(
+            "/validate?timeout=10s",
+            &review("uid-other-address"),
+        ))
+        .await
+        .expect("response");
+    let answer = webhook::raw::review_answer(response, "uid-other-address").await;
+    assert_eq!(answer["allowed"], true, "{answer}");
+
+    // A third address takes the rest of the places; then every address is refused.
+    let (refused, held_too) = hold_streams(&server, "127.0.0.3", 10).await;
+    assert!(refused.is_empty());
+    wait_metric(&server, IN_FLIGHT, 30.0, Duration::from_secs(10)).await;
+    let tls = tls_from(&server, "127.0.0.2", b"http/1.1").await;
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
+            .await
+            .expect("http/1.1");
+    tokio::spawn(conn);
+    let response = sender
+        .send_request(webhook::raw::review_request(
+            "/validate?timeout=10s",
+            &review("uid-no-place"),
+        ))
+        .await
+        .expect("response");
+    assert_eq!(response.status(), 429);
+    assert_eq!(
+        response.headers().get("retry-after").map(|v| v.as_bytes()),
+        Some(&b"1"[..])
+    );
+    let text = http_body_util::BodyExt::collect(response.into_body())
+        .await
+        .expect("body")
+        .to_bytes();
+    assert_eq!(
+        String::from_utf8_lossy(&text),
+        "the webhook has 30 reviews in flight, its most; try again\n"
+    );
+    let (_, metrics) = server.ops_get("/metrics").await;
+    for line in [
+        r#"composition_webhook_reviews_refused_total{reason="client_in_flight"} 5"#,
+        r#"composition_webhook_reviews_refused_total{reason="in_flight"} 1"#,
+    ] {
+        assert!(
+            metrics.lines().any(|l| l == line),
+            "no {line} in\n{metrics}"
+        );
+    }
+    for task in held.into_iter().chain(held_too) {
+        task.abort();
+    }
+}

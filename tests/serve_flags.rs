@@ -61,6 +61,16 @@ fn numbers_out_of_range_are_refused_at_start() {
             "invalid value '0' for '--max-connections <N>': must be from 1 to 1000000",
         ),
         (
+            "--max-reviews-in-flight",
+            "0",
+            "invalid value '0' for '--max-reviews-in-flight <N>': must be from 1 to 1000000",
+        ),
+        (
+            "--max-reviews-in-flight-per-client",
+            "0",
+            "invalid value '0' for '--max-reviews-in-flight-per-client <N>': must be from 1 to 1000000",
+        ),
+        (
             "--operations-max-connections",
             "0",
             "invalid value '0' for '--operations-max-connections <N>': must be from 1 to 65536",

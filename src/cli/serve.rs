@@ -272,6 +272,16 @@ pub(super) struct ServeArgs {
     )]
     max_connections: usize,
 
+    /// Reviews in flight at once on the admission port (1 to 1000000): one more is refused
+    /// with 429 before its body is read.
+    #[arg(long, value_name = "N", default_value_t = server::in_flight::DEFAULT_MAX_TOTAL, value_parser = count(1, 1_000_000), env = "COMPOSITION_WEBHOOK_MAX_REVIEWS_IN_FLIGHT")]
+    max_reviews_in_flight: usize,
+
+    /// Reviews in flight at once from one client address (1 to 1000000), so that one client
+    /// cannot take every place.
+    #[arg(long, value_name = "N", default_value_t = server::in_flight::DEFAULT_MAX_PER_CLIENT, value_parser = count(1, 1_000_000), env = "COMPOSITION_WEBHOOK_MAX_REVIEWS_IN_FLIGHT_PER_CLIENT")]
+    max_reviews_in_flight_per_client: usize,
+
     /// Connections served at once on the operations port (1 to 65536).
     #[arg(
         long,
@@ -414,6 +424,8 @@ pub(super) fn run(args: &ServeArgs) -> u8 {
             max_connections: args.max_connections,
         },
         operations_max_connections: args.operations_max_connections,
+        max_reviews_in_flight: args.max_reviews_in_flight,
+        max_reviews_in_flight_per_client: args.max_reviews_in_flight_per_client,
         drain_timeout: args.drain_timeout,
         ca_publisher: None,
         change_impact: None,

@@ -5,7 +5,8 @@
 //! - the cluster source tells which kinds' schemas changed ([`SchemaChange`]): only the
 //!   Compositions whose last validation looked one of them up are queued again (all of them
 //!   when the changes came faster than they were read);
-//! - one dedicated thread validates, at the lowest CPU priority (`SCHED_IDLE`, else nice 19),
+//! - one dedicated thread validates, at the lowest CPU priority (`SCHED_IDLE`, else nice 19;
+//!   nice +10 where the process shares its CPU cgroup with other processes),
 //!   using at most `--audit-cpu` of a core, and not while admission reviews are in flight;
 //!   each validation has admission's options, limits and a deadline. One whose schemas
 //!   could not be had is tried again later (1 s doubling to 60 s), one stopped by its
@@ -718,10 +719,20 @@ fn thread_cpu_time() -> Option<Duration> {
     None
 }
 
-/// Runs the calling thread at the lowest priority there is: Linux's `SCHED_IDLE` (it runs
-/// only on a core nothing else wants), else nice 19. Returns which.
+/// Where the process has a CPU cgroup of its own (a pod's container), runs the calling
+/// thread at the lowest priority there is: Linux's `SCHED_IDLE` (it runs only on a core
+/// nothing else in the cgroup wants), else nice 19. Elsewhere those would starve the audit
+/// beside any busy process of the host (its reports never written), so it runs 10 nice
+/// levels below the server; it still waits for reviews in flight and keeps to
+/// `--audit-cpu`. Returns which.
 #[cfg(target_os = "linux")]
 fn lower_priority() -> &'static str {
+    if !super::priority::cgroup_of_its_own().0 {
+        if super::priority::lower_this_thread(10).is_ok() {
+            return "nice +10 (the process shares its CPU cgroup)";
+        }
+        return "normal (nice +10 could not be set)";
+    }
     let param = libc::sched_param { sched_priority: 0 };
     // SAFETY: sets the calling thread's (0) policy; `param` outlives the call.
     if unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) } == 0 {
@@ -747,7 +758,7 @@ fn lower_priority() -> &'static str {
 pub struct AuditView {
     /// The watch on Compositions.
     pub watch: ListView,
-    /// The validation thread's priority (`SCHED_IDLE`, `nice 19`).
+    /// The validation thread's priority (`SCHED_IDLE`, `nice 19`, `nice +10 (...)`).
     pub priority: &'static str,
     /// `--audit-cpu`.
     pub cpu_share: f64,

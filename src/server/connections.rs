@@ -225,6 +225,7 @@ async fn connection<H: Handshake>(
     let service = Tracked {
         inner: TowerToHyperService::new(router),
         conn: conn.clone(),
+        peer: super::in_flight::Peer(peer.ip()),
     };
     let connection = builder.serve_connection(TokioIo::new(io), service);
     tokio::pin!(connection);
@@ -455,6 +456,8 @@ impl Drop for Slot {
 struct Tracked {
     inner: TowerToHyperService<Router>,
     conn: Arc<Conn>,
+    /// The connection's peer, for the handlers (an extension of each request).
+    peer: super::in_flight::Peer,
 }
 
 impl hyper::service::Service<hyper::Request<Incoming>> for Tracked {
@@ -462,7 +465,8 @@ impl hyper::service::Service<hyper::Request<Incoming>> for Tracked {
     type Error = Infallible;
     type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Infallible>> + Send>>;
 
-    fn call(&self, request: hyper::Request<Incoming>) -> Self::Future {
+    fn call(&self, mut request: hyper::Request<Incoming>) -> Self::Future {
+        request.extensions_mut().insert(self.peer);
         let busy = Busy::start(self.conn.clone());
         let response = self.inner.call(request);
         Box::pin(async move {

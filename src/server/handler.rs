@@ -11,7 +11,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::extract::{RawQuery, State};
+use axum::extract::{Extension, RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use http_body_util::BodyExt;
@@ -20,6 +20,7 @@ use tokio::time::{Instant, timeout_at};
 
 use super::admission::{self, Decision};
 use super::deadline;
+use super::in_flight::{InFlightLimit, Peer};
 use super::metrics::{Metrics, Outcome, ReviewLabels};
 use super::review::{self, Answer, Echo, ReviewError};
 use super::review_threads::ReviewThreads;
@@ -56,6 +57,8 @@ pub struct ReviewState {
     /// The background audit (`--audit`): every Composition's last report, and what it
     /// depended on.
     pub audit: Option<Arc<super::audit::Audit>>,
+    /// Places for reviews in flight, in all and per client.
+    pub in_flight: Arc<InFlightLimit>,
 }
 
 /// Decrements the in-flight gauge when a review ends, however it ends.
@@ -102,11 +105,27 @@ impl Handled {
 /// The handler of `POST /validate`.
 pub async fn validate(
     State(state): State<Arc<ReviewState>>,
+    peer: Option<Extension<Peer>>,
     RawQuery(query): RawQuery,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
     let started = Instant::now();
+    // Refused before anything is read: the cost of a review in flight is what is bounded.
+    let _place = match peer.map(|Extension(Peer(ip))| state.in_flight.enter(ip)) {
+        Some(Err(refused)) => {
+            state.metrics.review_refused(refused.label());
+            tracing::debug!(error = %refused, "review refused");
+            return (
+                StatusCode::TOO_MANY_REQUESTS,
+                [(header::RETRY_AFTER, HeaderValue::from_static("1"))],
+                format!("{refused}\n"),
+            )
+                .into_response();
+        }
+        Some(Ok(place)) => Some(place),
+        None => None,
+    };
     let _in_flight = InFlight::start(&state.metrics);
     let timeout =
         deadline::timeout_from_query(query.as_deref()).unwrap_or(deadline::DEFAULT_TIMEOUT);

@@ -90,6 +90,11 @@ struct CacheResultLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RefusedLabels {
+    reason: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ReloadLabels {
     result: &'static str,
 }
@@ -140,6 +145,7 @@ pub struct Metrics {
     review_duration: HistogramFamily<ReviewLabels>,
     findings: Family<FindingLabels, Counter>,
     in_flight: Gauge,
+    refused: Family<RefusedLabels, Counter>,
     schema_kinds: Gauge,
     schema_entries: Family<StateLabels, Gauge>,
     source_objects: Family<StateLabels, Gauge>,
@@ -172,6 +178,7 @@ impl Metrics {
             review_duration: Family::new_with_constructor(webhook_histogram),
             findings: Family::default(),
             in_flight: Gauge::<i64, AtomicI64>::default(),
+            refused: Family::default(),
             schema_kinds: Gauge::<i64, AtomicI64>::default(),
             source_objects: Family::default(),
             schema_entries: Family::default(),
@@ -209,6 +216,11 @@ impl Metrics {
             "reviews_in_flight",
             "AdmissionReviews being read or validated",
             m.in_flight.clone(),
+        );
+        registry.register(
+            "reviews_refused",
+            "Requests to /validate refused before they were read (429), by reason: in_flight (every place taken), client_in_flight (the client address has its share)",
+            m.refused.clone(),
         );
         registry.register(
             "schema_catalog_kinds",
@@ -306,6 +318,11 @@ impl Metrics {
                 })
                 .inc();
         }
+    }
+
+    /// A request to /validate refused before it was read, for `reason`.
+    pub fn review_refused(&self, reason: &'static str) {
+        self.refused.get_or_create(&RefusedLabels { reason }).inc();
     }
 
     /// The gauge of reviews in flight.

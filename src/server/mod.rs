@@ -32,6 +32,7 @@ pub mod deadline;
 pub mod handler;
 pub mod https;
 pub mod impact;
+pub mod in_flight;
 pub mod logging;
 pub mod metrics;
 pub mod operations;
@@ -126,6 +127,10 @@ pub struct ServeConfig {
     /// Connections served at once on the operations port (its timeouts are the admission
     /// port's).
     pub operations_max_connections: usize,
+    /// Reviews in flight at once on the admission port, in all.
+    pub max_reviews_in_flight: usize,
+    /// Reviews in flight at once from one client address.
+    pub max_reviews_in_flight_per_client: usize,
     /// How long in-flight reviews may take to finish on shutdown.
     pub drain_timeout: Duration,
     /// Where a self-signed CA is published for the API server (the cluster shell patches the
@@ -268,6 +273,10 @@ pub async fn run(
         metrics: metrics.clone(),
         change_impact: config.change_impact.clone(),
         audit: config.audit.clone(),
+        in_flight: in_flight::InFlightLimit::new(
+            config.max_reviews_in_flight,
+            config.max_reviews_in_flight_per_client,
+        ),
     });
     let router = Router::new()
         .route(VALIDATE_PATH, post(handler::validate))

@@ -37,22 +37,34 @@ pub fn this_thread_nice() -> i32 {
 /// beside it (a shared host, a CI machine) and reviews would miss their deadlines. The
 /// reason is for the start-up log.
 pub fn review_nice_for_this_process() -> (i32, String) {
+    match cgroup_of_its_own() {
+        (true, why) => (super::review_threads::DEFAULT_REVIEW_NICE, why),
+        (false, why) => (0, why),
+    }
+}
+
+/// Whether the process has a CPU cgroup of its own (its `cgroup.procs` lists no other
+/// process), and what was found, in words.
+pub fn cgroup_of_its_own() -> (bool, String) {
     match own_cpu_cgroup() {
         Some((dir, true)) => (
-            super::review_threads::DEFAULT_REVIEW_NICE,
+            true,
             format!(
                 "the process has a CPU cgroup of its own ({})",
                 dir.display()
             ),
         ),
         Some((dir, false)) => (
-            0,
+            false,
             format!(
                 "the process shares its CPU cgroup ({}) with other processes",
                 dir.display()
             ),
         ),
-        None => (0, "the process's CPU cgroup could not be read".to_string()),
+        None => (
+            false,
+            "the process's CPU cgroup could not be read".to_string(),
+        ),
     }
 }
 
