@@ -662,6 +662,7 @@ fn handler_only(case: &Case, template: &Template, n: usize, bodies: Bodies) {
         in_flight: composition_webhook::server::in_flight::InFlightLimit::new(
             composition_webhook::server::in_flight::DEFAULT_MAX_TOTAL,
             composition_webhook::server::in_flight::DEFAULT_MAX_PER_CLIENT,
+            16 << 20,
         ),
     });
     let runtime = tokio::runtime::Builder::new_current_thread()

@@ -689,3 +689,45 @@ async fn reviews_in_flight_are_bounded_per_client_and_in_all() {
         task.abort();
     }
 }
+
+/// Bodies held just under the limit from one address take at most its share of the body
+/// memory (half): a review from another address is validated beside them, where it got
+/// a 503 when they could hold all of it (the probe's 8 clients of 8 MiB - 1 byte each).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bodies_held_from_one_address_leave_memory_for_others() {
+    let server = start(&["--max-body-bytes", "65536", "--body-memory-bytes", "262144"]);
+    // Four bodies of 64,000 bytes from 127.0.0.1, each stalled 500 bytes short.
+    let body = vec![b' '; 64_000];
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        let tls = tls_from(&server, "127.0.0.1", b"http/1.1").await;
+        let (rd, mut wr) = tokio::io::split(tls);
+        wr.write_all(&post_head("/validate?timeout=30s", Some(body.len())))
+            .await
+            .expect("head");
+        wr.write_all(&body[..63_500]).await.expect("body");
+        wr.flush().await.expect("flush");
+        held.push((rd, wr));
+    }
+    wait_metric(&server, IN_FLIGHT, 4.0, Duration::from_secs(10)).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    // A review of the example from 127.0.0.2, padded to 60 KB: validated.
+    let mut r = composition_review("v1", "uid-other-client", "CREATE", composition());
+    let len = serde_json::to_vec(&r).expect("json").len();
+    r["request"]["object"]["metadata"]["annotations"] =
+        json!({"padding": "x".repeat(60_000 - len)});
+    let tls = tls_from(&server, "127.0.0.2", b"http/1.1").await;
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
+            .await
+            .expect("http/1.1");
+    tokio::spawn(conn);
+    let response = sender
+        .send_request(webhook::raw::review_request("/validate?timeout=10s", &r))
+        .await
+        .expect("response");
+    let answer = webhook::raw::review_answer(response, "uid-other-client").await;
+    assert_eq!(answer["allowed"], true, "{answer}");
+    drop(held);
+}

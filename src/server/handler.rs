@@ -20,7 +20,7 @@ use tokio::time::{Instant, timeout_at};
 
 use super::admission::{self, Decision};
 use super::deadline;
-use super::in_flight::{InFlightLimit, Peer};
+use super::in_flight::{InFlightLimit, Peer, Place};
 use super::metrics::{Metrics, Outcome, ReviewLabels};
 use super::review::{self, Answer, Echo, ReviewError};
 use super::review_threads::ReviewThreads;
@@ -112,7 +112,7 @@ pub async fn validate(
 ) -> Response {
     let started = Instant::now();
     // Refused before anything is read: the cost of a review in flight is what is bounded.
-    let _place = match peer.map(|Extension(Peer(ip))| state.in_flight.enter(ip)) {
+    let place = match peer.map(|Extension(Peer(ip))| state.in_flight.enter(ip)) {
         Some(Err(refused)) => {
             state.metrics.review_refused(refused.label());
             tracing::debug!(error = %refused, "review refused");
@@ -126,6 +126,7 @@ pub async fn validate(
         Some(Ok(place)) => Some(place),
         None => None,
     };
+    let client_memory = place.as_ref().map(Place::body_share);
     let _in_flight = InFlight::start(&state.metrics);
     let timeout =
         deadline::timeout_from_query(query.as_deref()).unwrap_or(deadline::DEFAULT_TIMEOUT);
@@ -143,7 +144,7 @@ pub async fn validate(
         budget,
         schemas_until,
     };
-    let handled = handle(&state, &headers, body, times).await;
+    let handled = handle(&state, &headers, body, client_memory, times).await;
     let elapsed = started.elapsed();
     log(&handled, elapsed);
     let findings = handled
@@ -192,6 +193,7 @@ async fn handle(
     state: &Arc<ReviewState>,
     headers: &HeaderMap,
     body: Body,
+    client_memory: Option<Arc<Semaphore>>,
     times: Times,
 ) -> Handled {
     let Times {
@@ -210,6 +212,7 @@ async fn handle(
     let limits = BodyLimits {
         max: state.max_body_bytes,
         memory: &state.body_memory,
+        client_memory,
         deadline,
     };
     let (bytes, memory) = match read_body(body, declared, &limits).await {
@@ -469,6 +472,8 @@ struct BodyLimits<'a> {
     max: usize,
     /// Memory shared by all requests' bodies.
     memory: &'a Arc<Semaphore>,
+    /// The share of it the client's address may hold (none for a request without a peer).
+    client_memory: Option<Arc<Semaphore>>,
     /// When reading (and waiting for memory) ends.
     deadline: Instant,
 }
@@ -497,7 +502,7 @@ async fn read_body(
     };
     let mut read = Reading {
         buf: Vec::new(),
-        reserved: None,
+        reserved: Reserved::default(),
     };
     let error = loop {
         let frame = match timeout_at(limits.deadline, body.frame()).await {
@@ -520,7 +525,7 @@ async fn read_body(
         // A refused body's prefix takes only memory that is free; a body to validate waits
         // for it until the deadline.
         let wait = (!too_large).then_some(limits.deadline);
-        if !read.grow(needed, max, limits.memory, wait).await {
+        if !read.grow(needed, max, limits, wait).await {
             if too_large {
                 break ReviewError::TooLarge { limit: limits.max };
             }
@@ -532,8 +537,36 @@ async fn read_body(
     Err((error, review::salvage(&read.buf)))
 }
 
-/// Memory reserved for a body; released when dropped.
-type Reserved = Option<OwnedSemaphorePermit>;
+/// Memory reserved for a body, of all bodies' and of its client's share; released when
+/// dropped.
+#[derive(Default)]
+struct Reserved {
+    all: Option<OwnedSemaphorePermit>,
+    client: Option<OwnedSemaphorePermit>,
+}
+
+/// `more` bytes of `memory`, waiting until `wait` or not at all.
+async fn take(
+    memory: &Arc<Semaphore>,
+    more: u32,
+    wait: Option<Instant>,
+) -> Option<OwnedSemaphorePermit> {
+    match wait {
+        Some(deadline) => timeout_at(deadline, memory.clone().acquire_many_owned(more))
+            .await
+            .ok()
+            .and_then(Result::ok),
+        None => memory.clone().try_acquire_many_owned(more).ok(),
+    }
+}
+
+/// Adds `permit` to what `held` reserves.
+fn merge(held: &mut Option<OwnedSemaphorePermit>, permit: OwnedSemaphorePermit) {
+    match held {
+        Some(held) => held.merge(permit),
+        None => *held = Some(permit),
+    }
+}
 
 /// A body being read, and the memory reserved for its buffer (as much as its capacity).
 struct Reading {
@@ -549,7 +582,7 @@ impl Reading {
         &mut self,
         needed: usize,
         max: usize,
-        memory: &Arc<Semaphore>,
+        limits: &BodyLimits<'_>,
         wait: Option<Instant>,
     ) -> bool {
         let capacity = self.buf.capacity();
@@ -560,19 +593,21 @@ impl Reading {
         let Ok(more) = u32::try_from(target - capacity) else {
             return false;
         };
-        let permit = match wait {
-            Some(deadline) => timeout_at(deadline, memory.clone().acquire_many_owned(more))
-                .await
-                .ok()
-                .and_then(Result::ok),
-            None => memory.clone().try_acquire_many_owned(more).ok(),
+        // The client's share first: a client that holds its share waits on it, not on the
+        // memory other clients' bodies need.
+        let client = match &limits.client_memory {
+            Some(share) => match take(share, more, wait).await {
+                Some(permit) => Some(permit),
+                None => return false,
+            },
+            None => None,
         };
-        let Some(permit) = permit else {
+        let Some(all) = take(limits.memory, more, wait).await else {
             return false;
         };
-        match &mut self.reserved {
-            Some(held) => held.merge(permit),
-            None => self.reserved = Some(permit),
+        merge(&mut self.reserved.all, all);
+        if let Some(client) = client {
+            merge(&mut self.reserved.client, client);
         }
         self.buf.reserve_exact(target - self.buf.len());
         true

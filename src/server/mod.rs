@@ -276,6 +276,10 @@ pub async fn run(
         in_flight: in_flight::InFlightLimit::new(
             config.max_reviews_in_flight,
             config.max_reviews_in_flight_per_client,
+            in_flight::body_share(
+                config.body_memory_bytes.max(config.max_body_bytes),
+                config.max_body_bytes,
+            ),
         ),
     });
     let router = Router::new()
