@@ -383,6 +383,36 @@ fn nice_by_thread(pid: u32) -> Vec<(String, i32)> {
     out
 }
 
+/// The server's threads' nice values, and its main thread's.
+#[cfg(target_os = "linux")]
+#[derive(Debug)]
+struct Threads {
+    own: i32,
+    all: Vec<(String, i32)>,
+}
+
+#[cfg(target_os = "linux")]
+impl Threads {
+    fn of(pid: u32) -> Threads {
+        let all = nice_by_thread(pid);
+        let own = all
+            .iter()
+            .find(|(name, _)| name.starts_with("composition-w"))
+            .map(|(_, nice)| *nice)
+            .unwrap_or_else(|| panic!("the main thread: {all:?}"));
+        Threads { own, all }
+    }
+
+    /// The nice values of the threads whose names start with `prefix`.
+    fn nice_of(&self, prefix: &str) -> Vec<i32> {
+        self.all
+            .iter()
+            .filter(|(name, _)| name.starts_with(prefix))
+            .map(|(_, nice)| *nice)
+            .collect()
+    }
+}
+
 #[cfg(target_os = "linux")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reviews_run_below_the_threads_that_answer() {
@@ -398,24 +428,12 @@ async fn reviews_run_below_the_threads_that_answer() {
         let review = composition_review("v1", "uid-nice", "CREATE", composition());
         let (answer, _) = timed_review(&server.client(), &review, "10s").await;
         assert_eq!(answer["allowed"], true, "{answer}");
-        let threads = nice_by_thread(server.pid());
-        let own = threads
-            .iter()
-            .find(|(name, _)| name.starts_with("composition-w"))
-            .map(|(_, nice)| *nice)
-            .unwrap_or_else(|| panic!("the main thread: {threads:?}"));
-        let nice_of = |prefix: &str| -> Vec<i32> {
-            threads
-                .iter()
-                .filter(|(name, _)| name.starts_with(prefix))
-                .map(|(_, nice)| *nice)
-                .collect()
-        };
-        let expected = (own + increment).min(19);
-        assert_eq!(nice_of("review-"), vec![expected; 2], "{threads:?}");
-        let answering = nice_of("tokio-rt-worker");
+        let threads = Threads::of(server.pid());
+        let expected = (threads.own + increment).min(19);
+        assert_eq!(threads.nice_of("review-"), vec![expected; 2], "{threads:?}");
+        let answering = threads.nice_of("tokio-rt-worker");
         assert!(
-            !answering.is_empty() && answering.iter().all(|&n| n == own),
+            !answering.is_empty() && answering.iter().all(|&n| n == threads.own),
             "{threads:?}"
         );
         let auto = server
@@ -504,18 +522,12 @@ async fn auto_nice_is_19_in_a_cgroup_of_the_servers_own() {
             cgroup.0.display()
         )
     );
-    let threads = nice_by_thread(server.pid());
-    let own = threads
-        .iter()
-        .find(|(name, _)| name.starts_with("composition-w"))
-        .map(|(_, nice)| *nice)
-        .unwrap_or_else(|| panic!("the main thread: {threads:?}"));
-    let reviews: Vec<i32> = threads
-        .iter()
-        .filter(|(name, _)| name.starts_with("review-"))
-        .map(|(_, nice)| *nice)
-        .collect();
-    assert_eq!(reviews, vec![(own + 19).min(19); 2], "{threads:?}");
+    let threads = Threads::of(server.pid());
+    assert_eq!(
+        threads.nice_of("review-"),
+        vec![(threads.own + 19).min(19); 2],
+        "{threads:?}"
+    );
     assert_healthy(&mut server).await;
     drop(server);
     drop(cgroup);
@@ -555,6 +567,27 @@ async fn tls_from(
         )
         .await
         .expect("handshake")
+}
+
+/// `review` POSTed over HTTP/1.1 from `source` (a loopback address); the response.
+async fn post_from(
+    server: &Server,
+    source: &str,
+    review: &Value,
+) -> hyper::Response<hyper::body::Incoming> {
+    let tls = tls_from(server, source, b"http/1.1").await;
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
+            .await
+            .expect("http/1.1");
+    tokio::spawn(conn);
+    sender
+        .send_request(webhook::raw::review_request(
+            "/validate?timeout=10s",
+            review,
+        ))
+        .await
+        .expect("response")
 }
 
 /// An HTTP/2 connection from `source` holding `n` reviews whose bodies never arrive; the
@@ -629,19 +662,7 @@ async fn reviews_in_flight_are_bounded_per_client_and_in_all() {
     wait_metric(&server, IN_FLIGHT, 20.0, Duration::from_secs(10)).await;
 
     // Another address has its own share.
-    let tls = tls_from(&server, "127.0.0.2", b"http/1.1").await;
-    let (mut sender, conn) =
-        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
-            .await
-            .expect("http/1.1");
-    tokio::spawn(conn);
-    let response = sender
-        .send_request(webhook::raw::review_request(
-            "/validate?timeout=10s",
-            &review("uid-other-address"),
-        ))
-        .await
-        .expect("response");
+    let response = post_from(&server, "127.0.0.2", &review("uid-other-address")).await;
     let answer = webhook::raw::review_answer(response, "uid-other-address").await;
     assert_eq!(answer["allowed"], true, "{answer}");
 
@@ -649,19 +670,7 @@ async fn reviews_in_flight_are_bounded_per_client_and_in_all() {
     let (refused, held_too) = hold_streams(&server, "127.0.0.3", 10).await;
     assert!(refused.is_empty());
     wait_metric(&server, IN_FLIGHT, 30.0, Duration::from_secs(10)).await;
-    let tls = tls_from(&server, "127.0.0.2", b"http/1.1").await;
-    let (mut sender, conn) =
-        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
-            .await
-            .expect("http/1.1");
-    tokio::spawn(conn);
-    let response = sender
-        .send_request(webhook::raw::review_request(
-            "/validate?timeout=10s",
-            &review("uid-no-place"),
-        ))
-        .await
-        .expect("response");
+    let response = post_from(&server, "127.0.0.2", &review("uid-no-place")).await;
     assert_eq!(response.status(), 429);
     assert_eq!(
         response.headers().get("retry-after").map(|v| v.as_bytes()),
@@ -717,16 +726,7 @@ async fn bodies_held_from_one_address_leave_memory_for_others() {
     let len = serde_json::to_vec(&r).expect("json").len();
     r["request"]["object"]["metadata"]["annotations"] =
         json!({"padding": "x".repeat(60_000 - len)});
-    let tls = tls_from(&server, "127.0.0.2", b"http/1.1").await;
-    let (mut sender, conn) =
-        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
-            .await
-            .expect("http/1.1");
-    tokio::spawn(conn);
-    let response = sender
-        .send_request(webhook::raw::review_request("/validate?timeout=10s", &r))
-        .await
-        .expect("response");
+    let response = post_from(&server, "127.0.0.2", &r).await;
     let answer = webhook::raw::review_answer(response, "uid-other-client").await;
     assert_eq!(answer["allowed"], true, "{answer}");
     drop(held);
