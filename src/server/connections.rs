@@ -376,7 +376,7 @@ impl Registry {
     /// connection can be closed (each has a request in flight) or too many are still
     /// closing.
     fn admit(self: &Arc<Self>) -> Option<Slot> {
-        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut inner = lock(&self.inner);
         if inner.open.len() >= self.max {
             if inner.closing >= self.allowance {
                 return None;
@@ -429,7 +429,7 @@ impl Registry {
     }
 
     fn release(&self, id: u64) {
-        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut inner = lock(&self.inner);
         if inner.open.remove(&id).is_none() {
             inner.closing = inner.closing.saturating_sub(1);
         }
@@ -507,6 +507,7 @@ impl Drop for Busy {
     }
 }
 
+/// A lock, kept usable after a panic elsewhere (the counts it guards stay meaningful).
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
