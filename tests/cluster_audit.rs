@@ -2,6 +2,8 @@
 //! server, which serves the Compositions and keeps the Events and the ClusterPolicyReport the
 //! webhook writes. Each scenario asserts what a platform team sees: the Events on the
 //! Composition, the `composition_webhook_audit_*` metrics, the report and `/debug/audit`.
+//! Several replicas (each its own process, its own token) audit one at a time: the holder of
+//! the Lease; the fake's write log says who wrote what, and when.
 
 mod kubeapi;
 mod webhook;
@@ -9,7 +11,7 @@ mod webhook;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use kubeapi::{FakeApiServer, Resource, Verb};
+use kubeapi::{FakeApiServer, Resource, Verb, WriteCall};
 use serde_json::{Value, json};
 use webhook::{
     ScratchDir, Server, debug_audit, eventually, metric, project_dir, review_object, verdict,
@@ -153,6 +155,252 @@ impl Cluster {
     }
 }
 
+// ---------------------------------------------------------------------------------------
+// One audit across replicas
+
+/// The Lease the replicas take in turn (the kubeconfig's namespace is `default`).
+const LEASE: &str =
+    "/apis/coordination.k8s.io/v1/namespaces/default/leases/composition-webhook-audit";
+
+impl Cluster {
+    /// A replica: `serve --audit` with its own token (so its calls can be told apart), its
+    /// own host name and a Lease of `lease_duration`, once ready.
+    async fn replica(&self, name: &str, lease_duration: &str) -> Server {
+        self.api.add_token(name);
+        let kubeconfig = self.dir.path(&format!("kubeconfig-{name}"));
+        std::fs::write(&kubeconfig, self.api.kubeconfig_yaml_with_token(name)).expect("kubeconfig");
+        let mut cmd = webhook::serve_command(&[]);
+        cmd.env("HOSTNAME", name);
+        let args = [
+            "--kubeconfig",
+            kubeconfig.to_str().expect("utf-8 path"),
+            "--audit",
+            "--audit-lease-duration",
+            lease_duration,
+        ];
+        let server = tokio::task::block_in_place(|| Server::start_self_signed(cmd, &args));
+        eventually("/readyz is 200", SOON, || async {
+            server.ops_get("/readyz").await.0 == 200
+        })
+        .await;
+        server
+    }
+
+    /// The Lease's holder, as stored.
+    fn holder(&self) -> Option<String> {
+        self.api.written_object(LEASE)?["spec"]["holderIdentity"]
+            .as_str()
+            .map(str::to_owned)
+    }
+
+    /// The calls that wrote Events or the report (not the Lease), answered with success.
+    fn audit_writes(&self) -> Vec<WriteCall> {
+        self.api
+            .write_log()
+            .into_iter()
+            .filter(|c| {
+                c.method != hyper::Method::GET
+                    && c.status < 300
+                    && (c.path.starts_with("/apis/events.k8s.io/")
+                        || c.path.starts_with("/apis/wgpolicyk8s.io/"))
+            })
+            .collect()
+    }
+
+    /// Who made the audit's writes, in order, each writer once per run of writes.
+    fn writers(&self) -> Vec<String> {
+        let mut writers: Vec<String> = Vec::new();
+        for call in self.audit_writes() {
+            let token = call.token.unwrap_or_default();
+            if writers.last() != Some(&token) {
+                writers.push(token);
+            }
+        }
+        writers
+    }
+}
+
+/// Whether the replica says it audits.
+async fn auditing(server: &Server) -> bool {
+    debug_audit(server).await["auditing"] == true
+}
+
+/// SIGKILL or SIGSTOP/SIGCONT, by the system call.
+fn signal(server: &Server, signal: libc::c_int) {
+    let pid = libc::pid_t::try_from(server.pid()).expect("pid fits pid_t");
+    // SAFETY: kill(2) reads only its two integer arguments.
+    assert_eq!(unsafe { libc::kill(pid, signal) }, 0, "kill({signal})");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_replicas_audit_once_and_the_survivor_takes_over_when_the_holder_dies() {
+    // Denied from the start: its first audit is a Warning Event.
+    let cluster = Cluster::start(network_crd_without_description(), true).await;
+    let mut a = cluster.replica("replica-a", "3s").await;
+    eventually("replica-a audits", SOON, || async { auditing(&a).await }).await;
+    let b = cluster.replica("replica-b", "3s").await;
+    eventually("the Warning event", SOON, || async {
+        !cluster.events(NAME, "CompositionInvalid").is_empty()
+    })
+    .await;
+    eventually("the report's fail result", SOON, || async {
+        cluster.report().is_some_and(|r| r["summary"]["fail"] == 1)
+    })
+    .await;
+    // Past several lease durations and report intervals, replica-b has done nothing.
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    assert_eq!(
+        cluster.writers(),
+        ["replica-a"],
+        "{:#?}",
+        cluster.audit_writes()
+    );
+    assert_eq!(cluster.events(NAME, "CompositionInvalid").len(), 1);
+    let view = debug_audit(&b).await;
+    assert_eq!(view["auditing"], false, "{view:#}");
+    let holder = cluster.holder().expect("a holder");
+    assert!(holder.starts_with("replica-a_"), "{holder}");
+    assert_eq!(view["lease"]["holder"], holder.as_str(), "{view:#}");
+    assert_eq!(view["lease"]["lease"], "default/composition-webhook-audit");
+    assert_eq!(view["audited"], 0, "{view:#}");
+    assert_eq!(validations(&b, "new").await, 0.0);
+    assert_eq!(
+        metric(&a, "composition_webhook_audit_leader").await,
+        Some(1.0)
+    );
+    assert_eq!(
+        metric(&b, "composition_webhook_audit_leader").await,
+        Some(0.0)
+    );
+    assert_eq!(metric(&b, &findings_metric(NAME, "error")).await, None);
+    // Admission stays on every replica.
+    for replica in [&a, &b] {
+        let (allowed, code, _, _) = verdict(&review_object(replica, &composition(), "10s").await);
+        assert_eq!((allowed, code), (false, 422));
+    }
+
+    // The holder dies without a word: replica-b takes over once the Lease is not renewed.
+    signal(&a, libc::SIGKILL);
+    let _ = a.wait_exit(Duration::from_secs(10));
+    eventually("replica-b audits", Duration::from_secs(30), || async {
+        auditing(&b).await
+    })
+    .await;
+    assert!(
+        cluster
+            .holder()
+            .expect("a holder")
+            .starts_with("replica-b_")
+    );
+    wait_metric(&b, &findings_metric(NAME, "error"), 1.0, SOON).await;
+    eventually("replica-b writes the report", SOON, || async {
+        cluster.writers().last().map(String::as_str) == Some("replica-b")
+    })
+    .await;
+    let (rows, _) = results(&cluster.report().expect("report"));
+    assert_eq!(rows, vec![row("fail", "Invalid", BROKEN)]);
+    // The verdict the report told is the one it finds: not announced again.
+    assert_eq!(cluster.events(NAME, "CompositionInvalid").len(), 1);
+    assert_eq!(
+        cluster.api.written_object(LEASE).expect("the Lease")["spec"]["leaseTransitions"],
+        1
+    );
+
+    // It goes on: a fix of the CRD is its news.
+    cluster.api.apply(Resource::Crds, network_crd());
+    eventually("the Normal event", SOON, || async {
+        !cluster.events(NAME, "CompositionValid").is_empty()
+    })
+    .await;
+    assert_eq!(cluster.writers(), ["replica-a", "replica-b"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_paused_holder_stops_writing_before_another_starts() {
+    let cluster = Cluster::start(network_crd_without_description(), true).await;
+    let a = cluster.replica("replica-a", "3s").await;
+    eventually("replica-a audits", SOON, || async { auditing(&a).await }).await;
+    let b = cluster.replica("replica-b", "3s").await;
+    eventually("the report's fail result", SOON, || async {
+        cluster.report().is_some_and(|r| r["summary"]["fail"] == 1)
+    })
+    .await;
+
+    // Paused (a long GC, a frozen node, a partition): replica-b takes over.
+    signal(&a, libc::SIGSTOP);
+    let paused = std::time::Instant::now();
+    eventually("replica-b audits", Duration::from_secs(30), || async {
+        auditing(&b).await
+    })
+    .await;
+    let took_over = paused.elapsed();
+    eventually("replica-b writes the report", SOON, || async {
+        cluster.writers().last().map(String::as_str) == Some("replica-b")
+    })
+    .await;
+    // Resumed while the verdict changes: whatever it had queued, replica-a writes nothing.
+    signal(&a, libc::SIGCONT);
+    cluster.api.apply(Resource::Crds, network_crd());
+    eventually("the Normal event", SOON, || async {
+        !cluster.events(NAME, "CompositionValid").is_empty()
+    })
+    .await;
+    eventually("replica-a sees replica-b hold the Lease", SOON, || async {
+        let view = debug_audit(&a).await;
+        view["auditing"] == false
+            && view["lease"]["holder"]
+                .as_str()
+                .is_some_and(|h| h.starts_with("replica-b_"))
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        cluster.writers(),
+        ["replica-a", "replica-b"],
+        "took over after {took_over:?}: {:#?}",
+        cluster.audit_writes()
+    );
+    assert_eq!(
+        metric(&a, "composition_webhook_audit_leader").await,
+        Some(0.0)
+    );
+    assert_eq!(metric(&a, &findings_metric(NAME, "error")).await, None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_holder_shut_down_gives_the_lease_up_at_once() {
+    let cluster = Cluster::start(network_crd_without_description(), true).await;
+    // A long Lease: a takeover well within it is the holder's giving it up.
+    let mut a = cluster.replica("replica-a", "60s").await;
+    eventually("replica-a audits", SOON, || async { auditing(&a).await }).await;
+    let b = cluster.replica("replica-b", "60s").await;
+    eventually("the report's fail result", SOON, || async {
+        cluster.report().is_some_and(|r| r["summary"]["fail"] == 1)
+    })
+    .await;
+    a.sigterm();
+    assert!(
+        a.wait_exit(Duration::from_secs(60)).is_some(),
+        "replica-a exits"
+    );
+    assert!(
+        a.logs()
+            .iter()
+            .any(|l| l["message"] == "gave the audit's Lease up"),
+        "{:#?}",
+        a.logs()
+    );
+    eventually("replica-b audits", Duration::from_secs(30), || async {
+        auditing(&b).await
+    })
+    .await;
+    eventually("replica-b writes the report", SOON, || async {
+        cluster.writers().last().map(String::as_str) == Some("replica-b")
+    })
+    .await;
+    assert_eq!(cluster.events(NAME, "CompositionInvalid").len(), 1);
+}
+
 /// The Composition `name` in `/debug/audit`.
 async fn audited(server: &Server, name: &str) -> Value {
     let view = debug_audit(server).await;
@@ -269,7 +517,7 @@ async fn a_crd_update_that_breaks_a_composition_shows_and_restoring_it_clears_it
     assert_eq!(report["results"][0]["severity"], "high");
     assert_eq!(
         report["results"][0]["properties"],
-        json!({"mode": "loose", "field": "spec.resources[0].patches[2].toFieldPath", "stage": "schema"})
+        json!({"mode": "loose", "admitted": "false", "code": "422", "field": "spec.resources[0].patches[2].toFieldPath", "stage": "schema"})
     );
     let view = audited(&server, NAME).await;
     assert_eq!(

@@ -818,6 +818,7 @@ fn registered_metrics() -> BTreeMap<String, (String, BTreeSet<String>)> {
     metrics.certificate(Some(0));
     metrics.set_audit_findings("c", 1, 0);
     metrics.set_audit_queue(0);
+    metrics.set_audit_leader(true);
     metrics.audit_validated("new");
     metrics.verdict_cache_lookup("hit");
     metrics.set_verdict_cache(1, 1);

@@ -17,7 +17,7 @@ use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Container, Namespace, Service, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::Deserialize;
@@ -147,6 +147,10 @@ fn check_object(value: &Value, partial: bool) -> Result<(), String> {
         }
         ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding") => {
             check_typed::<ClusterRoleBinding>(value, partial)
+        }
+        ("rbac.authorization.k8s.io/v1", "Role") => check_typed::<Role>(value, partial),
+        ("rbac.authorization.k8s.io/v1", "RoleBinding") => {
+            check_typed::<RoleBinding>(value, partial)
         }
         ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration") => {
             check_typed::<ValidatingWebhookConfiguration>(value, partial)
@@ -765,16 +769,17 @@ impl<'a> Install<'a> {
         // configuration only.
         let roles: Vec<ClusterRole> = self.all("ClusterRole");
         let bindings: Vec<ClusterRoleBinding> = self.all("ClusterRoleBinding");
+        let binds_the_account = |subjects: &Option<Vec<k8s_openapi::api::rbac::v1::Subject>>| {
+            subjects.iter().flatten().any(|s| {
+                s.kind == "ServiceAccount"
+                    && Some(&s.name) == account.metadata.name.as_ref()
+                    && s.namespace.as_deref() == Some(ns.as_str())
+            })
+        };
         let mut granted: Vec<PolicyRule> = Vec::new();
         for binding in &bindings {
             assert!(
-                binding
-                    .subjects
-                    .iter()
-                    .flatten()
-                    .any(|s| s.kind == "ServiceAccount"
-                        && Some(&s.name) == account.metadata.name.as_ref()
-                        && s.namespace.as_deref() == Some(ns.as_str())),
+                binds_the_account(&binding.subjects),
                 "{dir}: {:?} binds the webhook's service account",
                 binding.metadata.name
             );
@@ -916,6 +921,39 @@ impl<'a> Install<'a> {
         granted.sort_by_key(|r| format!("{r:?}"));
         wanted.sort_by_key(|r| format!("{r:?}"));
         assert_eq!(granted, wanted, "{dir}: RBAC");
+
+        // The audit's Lease: in the namespace the binary looks in, create, and get and update
+        // of the Lease it holds only, bound to the webhook's service account.
+        let lease = serve.value("audit_lease");
+        assert_eq!(lease, "composition-webhook-audit", "{dir}");
+        assert_eq!(serve.value("audit_lease_namespace"), ns, "{dir}");
+        let role: Role = self.one("Role");
+        let binding: RoleBinding = self.one("RoleBinding");
+        for meta in [&role.metadata, &binding.metadata] {
+            assert_eq!(meta.namespace.as_deref(), Some(ns.as_str()), "{dir}");
+        }
+        assert_eq!(
+            (binding.role_ref.kind.as_str(), Some(&binding.role_ref.name)),
+            ("Role", role.metadata.name.as_ref()),
+            "{dir}"
+        );
+        assert!(
+            binds_the_account(&binding.subjects),
+            "{dir}: the Lease's RoleBinding binds the webhook's service account"
+        );
+        assert_eq!(
+            role.rules.unwrap_or_default(),
+            [
+                rule("coordination.k8s.io", "leases", None, &["create"]),
+                rule(
+                    "coordination.k8s.io",
+                    "leases",
+                    Some(&lease),
+                    &["get", "update"]
+                ),
+            ],
+            "{dir}: the Lease's RBAC"
+        );
     }
 }
 

@@ -87,6 +87,9 @@ pub struct Item {
     pub object: Arc<str>,
     /// The last validation, if any.
     pub last: Option<Audited>,
+    /// Before its first validation here, the verdict the cluster was last told (by another
+    /// replica's audit), if known: what a first validation is compared with.
+    pub prior: Option<Summary>,
     /// Why it waits in the queue, if it does.
     pub pending: Option<Reason>,
 }
@@ -177,12 +180,14 @@ impl Inventory {
             resource_version,
             object: slim(object).into(),
             last: None,
+            prior: None,
             pending: None,
         };
         let reason = match self.items.insert(name.clone(), item) {
             Some(old) => {
                 let item = self.items.get_mut(&name).expect("just inserted");
                 item.last = old.last;
+                item.prior = old.prior;
                 Reason::Changed
             }
             None => Reason::New,
@@ -241,6 +246,27 @@ impl Inventory {
             .map(|(n, _)| n.clone())
             .collect();
         names.iter().filter(|n| self.enqueue(n, reason)).count()
+    }
+
+    /// Forgets every report (another replica's audit may have run since) and queues every
+    /// Composition as new; `prior` are the verdicts the cluster was last told, by name and
+    /// uid: a Composition's first validation is compared with its own, so a verdict that did
+    /// not change is not announced again. Returns how many were queued.
+    pub fn start_over(&mut self, prior: &BTreeMap<String, (String, Summary)>) -> usize {
+        let names: Vec<String> = self.items.keys().cloned().collect();
+        for name in &names {
+            if let Some(item) = self.items.get_mut(name) {
+                item.last = None;
+                item.prior = prior
+                    .get(name)
+                    .filter(|(uid, _)| *uid == item.uid)
+                    .map(|(_, summary)| *summary);
+            }
+        }
+        names
+            .iter()
+            .filter(|n| self.enqueue(n, Reason::New))
+            .count()
     }
 
     /// Queues `name` again (its validation could not finish).
@@ -307,10 +333,11 @@ impl Inventory {
             name: job.name.clone(),
             uid: item.uid.clone(),
             resource_version: job.resource_version.clone(),
-            before: before.map(|b| Summary::of(&b.report)),
+            before: before.map(|b| Summary::of(&b.report)).or(item.prior),
             after: Summary::of(&report),
             change,
         };
+        item.prior = None;
         item.last = Some(Audited {
             resource_version: job.resource_version.clone(),
             report: Arc::new(report),
@@ -341,11 +368,17 @@ impl Inventory {
     }
 
     /// The name and object of every Composition whose last validation looked up any of
-    /// `kinds`.
+    /// `kinds`, and of every one not validated here yet (what it uses is not known: another
+    /// replica audits, or this one has not come to it).
     pub fn dependent_objects(&self, kinds: &BTreeSet<Kind>) -> Vec<(String, Arc<str>)> {
-        self.dependents(kinds)
-            .into_iter()
-            .map(|(name, item, _)| (name.to_string(), item.object.clone()))
+        self.items
+            .iter()
+            .filter(|(_, i)| {
+                i.last
+                    .as_ref()
+                    .is_none_or(|last| last.dependencies.uses_any(kinds))
+            })
+            .map(|(name, item)| (name.clone(), item.object.clone()))
             .collect()
     }
 

@@ -14,6 +14,7 @@ use super::{
 };
 use crate::budget::Limits;
 use crate::cluster::calls::CallObserver;
+use crate::cluster::lease::{self, Leadership, LeaseOptions};
 use crate::cluster::{ClusterOptions, ClusterSchemas, ca_bundle, connect};
 use crate::server::audit::{Audit, AuditOptions, DEFAULT_DEADLINE};
 use crate::server::impact::ChangeImpact;
@@ -49,6 +50,18 @@ pub(super) fn duration(s: &str) -> Result<Duration, String> {
     let d = deadline::parse_go_duration(s).map_err(|e| e.to_string())?;
     if d.is_zero() || d > MAX_DURATION {
         return Err("must be more than 0s and at most 24h".to_string());
+    }
+    Ok(d)
+}
+
+/// `--audit-lease-duration`: at least [`lease::MIN_DURATION`].
+fn lease_duration(s: &str) -> Result<Duration, String> {
+    let d = duration(s)?;
+    if d < lease::MIN_DURATION {
+        return Err(format!(
+            "must be at least {}s",
+            lease::MIN_DURATION.as_secs()
+        ));
     }
     Ok(d)
 }
@@ -130,6 +143,25 @@ pub(super) struct ServeArgs {
     /// also waits while admission reviews are in flight.
     #[arg(long, value_name = "SHARE", default_value = "0.25", value_parser = cpu_share, env = "COMPOSITION_WEBHOOK_AUDIT_CPU")]
     audit_cpu: f64,
+
+    /// With --audit, the coordination.k8s.io/v1 Lease the replicas hold in turn: only its
+    /// holder audits and writes Events and the ClusterPolicyReport.
+    #[arg(long, value_name = "NAME", default_value = lease::DEFAULT_NAME, env = "COMPOSITION_WEBHOOK_AUDIT_LEASE")]
+    audit_lease: String,
+
+    /// The Lease's namespace (default: the kubeconfig's namespace; in a pod, its own).
+    #[arg(
+        long,
+        value_name = "NAMESPACE",
+        env = "COMPOSITION_WEBHOOK_AUDIT_LEASE_NAMESPACE"
+    )]
+    audit_lease_namespace: Option<String>,
+
+    /// How long the Lease's holder keeps it without renewing it (at least 3s): another
+    /// replica takes over within that after the holder dies; the holder renews every
+    /// seventh of it and stops auditing two thirds of it after its last renewal.
+    #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = lease_duration, env = "COMPOSITION_WEBHOOK_AUDIT_LEASE_DURATION")]
+    audit_lease_duration: Duration,
 
     /// Warn about the Compositions an UPDATE of a CRD, MRD or XRD would break, naming each and
     /// the field (needs --audit, which knows what each Composition uses, and the webhook
@@ -475,10 +507,21 @@ pub(super) fn run(args: &ServeArgs) -> u8 {
                                 page_size: args.list_page_size,
                             };
                             let changes = cluster.changes();
+                            let lease = LeaseOptions {
+                                name: args.audit_lease.clone(),
+                                namespace: args
+                                    .audit_lease_namespace
+                                    .clone()
+                                    .unwrap_or_else(|| client.default_namespace().to_string()),
+                                identity: lease::identity(),
+                                duration: args.audit_lease_duration,
+                            };
+                            let (leadership, _election) = Leadership::start(client.clone(), lease);
                             let audit = Audit::start(
                                 cluster.clone(),
                                 changes,
                                 Some(client),
+                                Some(leadership),
                                 metrics.clone(),
                                 options,
                             );

@@ -11,7 +11,8 @@
 //! - [`openapi`]: built-in kinds' schemas (no definition defines them) from the API server's
 //!   own OpenAPI v3 documents, fetched on first need and cached by their hash.
 //! - [`functions`]: a watch on Functions, to recognise pipeline steps by their packages.
-//! - [`compositions`]: a watch on Compositions, for the background audit of `serve --audit`.
+//! - [`compositions`]: a watch on Compositions, for the background audit of `serve --audit`;
+//! - [`lease`]: leader election on a Lease, so one replica audits at a time.
 //!
 //! [`ClusterSchemas::changes`] tells the audit which kinds' schemas changed (and when the
 //! Functions did), so that it validates again only the Compositions that use them; the same
@@ -32,6 +33,7 @@ pub mod fetch;
 pub mod functions;
 pub mod generations;
 pub mod index;
+pub mod lease;
 pub mod openapi;
 pub mod watch;
 

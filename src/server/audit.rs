@@ -12,10 +12,15 @@
 //!   could not be had is tried again later (1 s doubling to 60 s), one stopped by its
 //!   deadline too (10 s doubling to an hour): never a verdict;
 //! - each result goes to the metrics, to `/debug/audit`, and through
-//!   [`super::audit_results`] to Events on the Composition and a ClusterPolicyReport.
+//!   [`super::audit_results`] to Events on the Composition and a ClusterPolicyReport;
+//! - with several replicas, only the one holding the audit's Lease
+//!   ([`crate::cluster::lease`]) validates and writes. The others keep the Compositions
+//!   watched; one that takes the Lease forgets its reports, reads the verdicts the
+//!   ClusterPolicyReport holds (the last holder's) and validates every Composition again, so
+//!   that a verdict that did not change is not announced twice.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -35,6 +40,7 @@ use crate::cluster::ListView;
 use crate::cluster::SchemaChange;
 use crate::cluster::compositions::{self, CompositionSink, CompositionWatch};
 use crate::cluster::entries::rfc3339;
+use crate::cluster::lease::{Leadership, LeaseView};
 use crate::findings::Severity;
 use crate::mode::Mode;
 use crate::model::function::FunctionSet;
@@ -106,10 +112,13 @@ pub fn pause_after(spent: Duration, share: f64) -> Duration {
 
 /// Everything but the inventory, behind its own lock (taken after the inventory's).
 #[derive(Debug, Default)]
-struct State {
+pub(super) struct State {
     retries: BTreeMap<String, Retry>,
     validations: BTreeMap<&'static str, u64>,
     priority: &'static str,
+    /// The ClusterPolicyReport's results of each Composition when this term began, kept
+    /// in the report until the Composition is validated again.
+    pub(super) told: BTreeMap<String, Vec<Value>>,
 }
 
 /// The background audit: the Compositions, their last reports, the validation thread.
@@ -126,6 +135,10 @@ pub struct Audit {
     cancel: Cancel,
     stopping: AtomicBool,
     publish: Option<mpsc::UnboundedSender<Publish>>,
+    /// With several replicas, whether this one audits now.
+    leadership: Option<Leadership>,
+    /// The term whose start was handled (0: none): the inventory started over for it.
+    term: AtomicU64,
     tasks: Mutex<Vec<JoinHandle<()>>>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
@@ -159,11 +172,13 @@ impl Audit {
     /// Starts the audit on the current tokio runtime: the validation thread, and with a
     /// `client`, the watch on Compositions and the task writing Events and the
     /// ClusterPolicyReport. `changes` are the schema source's (see
-    /// [`crate::cluster::ClusterSchemas::changes`]). Call [`Audit::stop`] to end it.
+    /// [`crate::cluster::ClusterSchemas::changes`]). With `leadership`, it validates and
+    /// writes only while this replica holds the Lease. Call [`Audit::stop`] to end it.
     pub fn start(
         schemas: Arc<dyn ServedSchemas>,
         changes: broadcast::Receiver<SchemaChange>,
         client: Option<kube::Client>,
+        leadership: Option<Leadership>,
         metrics: Arc<Metrics>,
         options: AuditOptions,
     ) -> Arc<Audit> {
@@ -186,6 +201,8 @@ impl Audit {
             cancel: Cancel::new(),
             stopping: AtomicBool::new(false),
             publish,
+            leadership,
+            term: AtomicU64::new(0),
             tasks: Mutex::default(),
             thread: Mutex::default(),
         });
@@ -202,6 +219,13 @@ impl Audit {
                 }
             }
         }));
+        if let (Some(client), Some(leadership)) = (&client, &audit.leadership) {
+            tasks.push(tokio::spawn(follow_terms(
+                Arc::downgrade(&audit),
+                client.clone(),
+                leadership.changes(),
+            )));
+        }
         if let (Some(client), Some(published)) = (client, published) {
             let sink: Arc<dyn CompositionSink> = Arc::new(Sink(Arc::downgrade(&audit)));
             tasks.push(tokio::spawn(compositions::run(
@@ -256,13 +280,72 @@ impl Audit {
         self.stopping.load(Ordering::Acquire)
     }
 
+    /// Whether this replica audits now: always on its own, else while it holds the Lease
+    /// and the start of its term was handled.
+    fn auditing(&self) -> bool {
+        match &self.leadership {
+            None => true,
+            Some(l) => self.term.load(Ordering::Acquire) != 0 && l.is_leading(),
+        }
+    }
+
+    /// Whether Events and the report may be written now: asked right before each write.
+    pub(super) fn may_write(&self) -> bool {
+        !self.stopping() && self.auditing()
+    }
+
+    /// Stops auditing and gives the Lease up (within `within`), so that another replica
+    /// takes over at its next try.
+    pub async fn release_lease(&self, within: Duration) {
+        if let Some(leadership) = &self.leadership {
+            leadership.release(within).await;
+        }
+    }
+
+    /// A term began: every report forgotten, the verdicts the cluster was told (by name:
+    /// uid, summary, results) taken as the Compositions' prior ones, everything queued.
+    fn begin_term(&self, term: u64, told: audit_results::Told) {
+        let queued = {
+            let mut inventory = self.inventory();
+            let queued = inventory.start_over(&told.summaries);
+            let mut state = self.state();
+            state.retries.clear();
+            state.told = told.results;
+            self.metrics.set_audit_queue(inventory.queued());
+            queued
+        };
+        self.term.store(term, Ordering::Release);
+        self.metrics.set_audit_leader(true);
+        tracing::info!(
+            term,
+            compositions = queued,
+            known = self.state().told.len(),
+            "auditing every Composition: this replica holds the audit's Lease"
+        );
+        self.send(Publish::Report);
+        self.wake();
+    }
+
+    /// The term ended: nothing more is validated or written, and this replica's findings
+    /// leave the metrics (the holder's are the ones to read).
+    fn end_term(&self) {
+        self.term.store(0, Ordering::Release);
+        self.metrics.set_audit_leader(false);
+        let inventory = self.inventory();
+        for (name, _) in inventory.iter() {
+            self.metrics.remove_audit_findings(name);
+        }
+        self.metrics.set_audit_queue(0);
+    }
+
     /// The Compositions, each with its last report and what it depended on (for change
     /// impact: who depends on a kind, and what they were last found to be).
     pub fn inventory(&self) -> MutexGuard<'_, Inventory> {
         lock(&self.inventory)
     }
 
-    fn state(&self) -> MutexGuard<'_, State> {
+    /// Everything but the inventory (lock the inventory first when both are needed).
+    pub(super) fn state(&self) -> MutexGuard<'_, State> {
         lock(&self.state)
     }
 
@@ -322,6 +405,11 @@ impl Audit {
             // Admission first: the audit waits while any review is being read or validated.
             if self.metrics.in_flight().get() > 0 {
                 std::thread::sleep(ADMISSION_POLL);
+                continue;
+            }
+            // Another replica audits.
+            if !self.auditing() {
+                self.pause(Duration::from_millis(200));
                 continue;
             }
             // Before the first lists every lookup would wait, then fail.
@@ -479,6 +567,10 @@ impl Audit {
             }
             Outcome::Done(report, dependencies) => (report, dependencies),
         };
+        // The Lease was lost meanwhile: the next holder validates it again.
+        if !self.auditing() {
+            return;
+        }
         let mut inventory = self.inventory();
         let Some(transition) = inventory.record(job, report, dependencies, SystemTime::now())
         else {
@@ -570,6 +662,8 @@ impl Audit {
             })
             .collect();
         AuditView {
+            lease: self.leadership.as_ref().map(Leadership::view),
+            auditing: self.auditing(),
             watch: ListView {
                 resource: compositions::PLURAL,
                 objects: inventory.len(),
@@ -619,6 +713,43 @@ impl CompositionSink for Audit {
         if removed {
             self.forget(name);
             self.send(Publish::Report);
+        }
+    }
+}
+
+/// Follows this replica's terms as holder of the Lease: at the start of one, reads what the
+/// cluster was told and starts the audit over; at its end, stops it.
+async fn follow_terms(
+    audit: Weak<Audit>,
+    client: kube::Client,
+    mut terms: tokio::sync::watch::Receiver<Option<u64>>,
+) {
+    loop {
+        let term = *terms.borrow_and_update();
+        let Some(current) = audit.upgrade() else {
+            return;
+        };
+        let started = current.term.load(Ordering::Acquire);
+        match term {
+            Some(term) if term != started => {
+                if started != 0 {
+                    current.end_term();
+                }
+                drop(current);
+                let told = audit_results::told(&client, &audit).await;
+                let Some(current) = audit.upgrade() else {
+                    return;
+                };
+                // Still this term (a lost Lease is seen at the next change).
+                if *terms.borrow() == Some(term) {
+                    current.begin_term(term, told);
+                }
+            }
+            None if started != 0 => current.end_term(),
+            _ => {}
+        }
+        if terms.changed().await.is_err() {
+            return;
         }
     }
 }
@@ -758,6 +889,10 @@ fn lower_priority() -> &'static str {
 pub struct AuditView {
     /// The watch on Compositions.
     pub watch: ListView,
+    /// With several replicas, the audit's Lease as this replica sees it.
+    pub lease: Option<LeaseView>,
+    /// Whether this replica validates and writes now (it holds the Lease, or runs alone).
+    pub auditing: bool,
     /// The validation thread's priority (`SCHED_IDLE`, `nice 19`, `nice +10 (...)`).
     pub priority: &'static str,
     /// `--audit-cpu`.
@@ -1030,7 +1165,7 @@ spec:
     async fn only_the_compositions_that_use_a_changed_kind_are_validated_again() {
         let (tx, rx) = broadcast::channel(16);
         let metrics = Arc::new(Metrics::new());
-        let audit = Audit::start(schemas("none"), rx, None, metrics.clone(), options());
+        let audit = Audit::start(schemas("none"), rx, None, None, metrics.clone(), options());
         audit.listed(vec![
             composition("a", "1", "data.size"),
             composition("b", "1", "data.size"),
@@ -1079,7 +1214,7 @@ spec:
         let (_tx, rx) = broadcast::channel(16);
         let metrics = Arc::new(Metrics::new());
         metrics.in_flight().set(1);
-        let audit = Audit::start(schemas("none"), rx, None, metrics.clone(), options());
+        let audit = Audit::start(schemas("none"), rx, None, None, metrics.clone(), options());
         audit.applied(composition("a", "1", "data.size"));
         std::thread::sleep(Duration::from_millis(300));
         let view = audit.view();
@@ -1097,6 +1232,7 @@ spec:
         let audit = Audit::start(
             schemas("ConfigMap"),
             rx,
+            None,
             None,
             Arc::new(Metrics::new()),
             options(),
@@ -1127,6 +1263,7 @@ spec:
         let audit = Audit::start(
             schemas.clone(),
             rx,
+            None,
             None,
             Arc::new(Metrics::new()),
             options(),

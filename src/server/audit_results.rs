@@ -10,8 +10,12 @@
 //!   while the API server has the `clusterpolicyreports.wgpolicyk8s.io` CRD serving v1alpha2
 //!   (checked in the CRD index before each write: without it, no call at all). It holds at
 //!   most [`MAX_RESULTS`] results, failures first; a last `skip` result says how many were
-//!   left out.
+//!   left out. Each result says the Composition's verdict (`admitted`, `code`), so that a
+//!   replica taking the audit over knows what the cluster was told ([`told_by`]).
+//! - Nothing is written unless this replica audits now ([`Audit`]'s Lease), asked right
+//!   before each write.
 
+use std::collections::BTreeMap;
 use std::sync::Weak;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -23,7 +27,7 @@ use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
 use super::audit::Audit;
-use crate::audit::{Inventory, Transition};
+use crate::audit::{Inventory, Summary, Transition};
 use crate::cluster::entries::rfc3339;
 use crate::findings::{Finding, Severity};
 use crate::model::APIEXTENSIONS_GROUP;
@@ -194,6 +198,10 @@ fn results_of(name: &str, uid: &str, report: &Report, at: SystemTime) -> Vec<(u8
     let mode = || {
         let mut p = Map::new();
         p.insert("mode".into(), json!(report.mode.name()));
+        p.insert("admitted".into(), json!(report.verdict.allowed.to_string()));
+        if let Some(code) = report.verdict.code {
+            p.insert("code".into(), json!(code.to_string()));
+        }
         p
     };
     if report.findings.is_empty() {
@@ -221,15 +229,37 @@ fn results_of(name: &str, uid: &str, report: &Report, at: SystemTime) -> Vec<(u8
         .collect()
 }
 
-/// The ClusterPolicyReport of every audited Composition (those not audited yet are left
-/// out): failures first, then warnings, then passes, each in the Compositions' order; at
-/// most `max_results`, the last one then a `skip` saying how many were left out. The summary
+/// The rank of a result read back: failures, warnings, the rest.
+fn rank(result: &Value) -> u8 {
+    match result["result"].as_str() {
+        Some("fail") => 0,
+        Some("warn") => 1,
+        _ => 2,
+    }
+}
+
+/// The ClusterPolicyReport of every audited Composition (one not audited yet keeps its
+/// results in `told`, the report as this replica's term began, or is left out): failures
+/// first, then warnings, then passes, each in the Compositions' order; at most
+/// `max_results`, the last one then a `skip` saying how many were left out. The summary
 /// counts the results the report holds.
-pub fn policy_report(inventory: &Inventory, max_results: usize) -> Value {
+pub fn policy_report(
+    inventory: &Inventory,
+    told: &BTreeMap<String, Vec<Value>>,
+    max_results: usize,
+) -> Value {
     let mut results: Vec<(u8, Value)> = inventory
         .iter()
-        .filter_map(|(name, item)| Some((name, item, item.last.as_ref()?)))
-        .flat_map(|(name, item, last)| results_of(name, &item.uid, &last.report, last.at))
+        .flat_map(|(name, item)| match &item.last {
+            Some(last) => results_of(name, &item.uid, &last.report, last.at),
+            None => told
+                .get(name)
+                .into_iter()
+                .flatten()
+                .filter(|r| r["resources"][0]["uid"] == item.uid.as_str())
+                .map(|r| (rank(r), r.clone()))
+                .collect(),
+        })
         .collect();
     // Stable: each Composition's results keep their order.
     results.sort_by_key(|(rank, _)| *rank);
@@ -312,6 +342,90 @@ pub struct ReportStatus {
     pub last_error: Option<String>,
 }
 
+/// What the cluster was told before this replica's term: from the ClusterPolicyReport, each
+/// Composition's verdict (by name: uid and summary) and its results.
+#[derive(Debug, Default)]
+pub struct Told {
+    /// The verdicts, of the Compositions whose results say one.
+    pub summaries: BTreeMap<String, (String, Summary)>,
+    /// The results, by Composition.
+    pub results: BTreeMap<String, Vec<Value>>,
+}
+
+/// Reads what a ClusterPolicyReport told: results by Composition, and the verdicts they say
+/// (results without `admitted`, written by an older webhook, say none). A truncated report
+/// tells nothing of the Compositions it left out.
+pub fn told_by(report: &Value) -> Told {
+    let mut told = Told::default();
+    for result in report["results"].as_array().into_iter().flatten() {
+        if result["source"] != FIELD_MANAGER || result["result"] == "skip" {
+            continue;
+        }
+        let resource = &result["resources"][0];
+        let (Some(name), true) = (resource["name"].as_str(), resource["uid"].is_string()) else {
+            continue;
+        };
+        told.results
+            .entry(name.to_string())
+            .or_default()
+            .push(result.clone());
+    }
+    for (name, results) in &told.results {
+        let properties = &results[0]["properties"];
+        let Some(allowed) = properties["admitted"].as_str().and_then(|a| a.parse().ok()) else {
+            continue;
+        };
+        let count = |outcome: &str| results.iter().filter(|r| r["result"] == outcome).count();
+        let summary = Summary {
+            allowed,
+            code: properties["code"].as_str().and_then(|c| c.parse().ok()),
+            errors: count("fail"),
+            warnings: count("warn"),
+        };
+        let uid = results[0]["resources"][0]["uid"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        told.summaries.insert(name.clone(), (uid, summary));
+    }
+    told
+}
+
+/// What the cluster was told, read from the ClusterPolicyReport where its CRD is served;
+/// nothing when it is not, or cannot be read (then verdicts that did not change are
+/// announced again).
+pub(super) async fn told(client: &kube::Client, audit: &Weak<Audit>) -> Told {
+    let served = audit.upgrade().is_some_and(|a| {
+        a.schemas
+            .crd_versions(REPORT_CRD)
+            .is_some_and(|v| v.iter().any(|v| v == REPORT_VERSION))
+    });
+    if !served {
+        return Told::default();
+    }
+    match reports_api(client.clone()).get_opt(REPORT_NAME).await {
+        Ok(Some(report)) => match serde_json::to_value(&report) {
+            Ok(value) => told_by(&value),
+            Err(_) => Told::default(),
+        },
+        Ok(None) => Told::default(),
+        Err(e) => {
+            tracing::warn!(report = REPORT_NAME, error = %describe(&e), "cannot read the ClusterPolicyReport: Events already recorded may be recorded again");
+            Told::default()
+        }
+    }
+}
+
+fn reports_api(client: kube::Client) -> kube::Api<DynamicObject> {
+    kube::Api::<DynamicObject>::all_with(
+        client,
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk(REPORT_GROUP, REPORT_VERSION, "ClusterPolicyReport"),
+            "clusterpolicyreports",
+        ),
+    )
+}
+
 /// An API error in short words.
 fn describe(e: &kube::Error) -> String {
     match e {
@@ -334,13 +448,7 @@ pub(super) async fn run(
             instance,
         },
     );
-    let reports = kube::Api::<DynamicObject>::all_with(
-        client,
-        &ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk(REPORT_GROUP, REPORT_VERSION, "ClusterPolicyReport"),
-            "clusterpolicyreports",
-        ),
-    );
+    let reports = reports_api(client);
     let mut ticks = tokio::time::interval(REPORT_INTERVAL);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut dirty = false;
@@ -354,7 +462,9 @@ pub(super) async fn run(
                 Some(Publish::Report) => dirty = true,
                 Some(Publish::Event(event)) => {
                     let Some(audit) = audit.upgrade() else { return };
-                    record(&recorder, &audit, event).await;
+                    if audit.may_write() {
+                        record(&recorder, &audit, event).await;
+                    }
                 }
             },
             _ = ticks.tick() => {
@@ -371,10 +481,13 @@ pub(super) async fn run(
                     status.policy_report.name = REPORT_NAME;
                     status.policy_report.crd = present;
                 }
-                if !present || !dirty || Instant::now() < not_before {
+                if !present || !dirty || Instant::now() < not_before || !audit.may_write() {
                     continue;
                 }
-                let report = policy_report(&audit.inventory(), MAX_RESULTS);
+                let report = {
+                    let inventory = audit.inventory();
+                    policy_report(&inventory, &audit.state().told, MAX_RESULTS)
+                };
                 let results = report["results"].as_array().map_or(0, Vec::len);
                 let params = PatchParams::apply(FIELD_MANAGER).force();
                 let written = reports.patch(REPORT_NAME, &params, &Patch::Apply(&report)).await;
@@ -538,7 +651,7 @@ mod tests {
             ("a", report("a", &[], &[])),
             ("b", report("b", &["spec.x"], &["spec.y"])),
         ]);
-        let r = policy_report(&inv, MAX_RESULTS);
+        let r = policy_report(&inv, &BTreeMap::new(), MAX_RESULTS);
         assert_eq!(r["metadata"]["name"], REPORT_NAME);
         assert_eq!(
             r["metadata"]["labels"]["app.kubernetes.io/managed-by"],
@@ -562,7 +675,7 @@ mod tests {
                 "timestamp": {"seconds": 1_700_000_000u64, "nanos": 0},
                 "resources": [{"apiVersion": "apiextensions.crossplane.io/v1",
                                "kind": "Composition", "name": "b", "uid": "uid-b"}],
-                "properties": {"mode": "loose", "field": "spec.x", "stage": "schema"},
+                "properties": {"mode": "loose", "admitted": "false", "code": "422", "field": "spec.x", "stage": "schema"},
             })
         );
         assert_eq!(r["results"][2]["rule"], "valid");
@@ -572,7 +685,7 @@ mod tests {
             json!({"pass": 1, "fail": 1, "warn": 1, "error": 0, "skip": 0})
         );
 
-        let capped = policy_report(&inv, 2);
+        let capped = policy_report(&inv, &BTreeMap::new(), 2);
         assert_eq!(capped["results"].as_array().map(Vec::len), Some(2));
         assert_eq!(
             capped["results"][1]["message"],
@@ -582,5 +695,59 @@ mod tests {
             capped["summary"],
             json!({"pass": 0, "fail": 1, "warn": 0, "error": 0, "skip": 1})
         );
+    }
+
+    #[test]
+    fn a_new_holder_reads_the_verdicts_the_report_told_and_keeps_them_until_it_audits() {
+        let inv = inventory(&[
+            ("a", report("a", &[], &[])),
+            ("b", report("b", &["spec.x"], &["spec.y"])),
+        ]);
+        let written = policy_report(&inv, &BTreeMap::new(), MAX_RESULTS);
+        let told = told_by(&written);
+        let summary = |allowed, code, errors, warnings| Summary {
+            allowed,
+            code,
+            errors,
+            warnings,
+        };
+        assert_eq!(
+            told.summaries,
+            BTreeMap::from([
+                (
+                    "a".to_string(),
+                    ("uid-a".to_string(), summary(true, None, 0, 0))
+                ),
+                (
+                    "b".to_string(),
+                    ("uid-b".to_string(), summary(false, Some(422), 1, 1))
+                ),
+            ])
+        );
+        // Another replica's inventory: the same Compositions, none audited there yet, and
+        // one with a new uid (deleted and made again since): its old results are not its own.
+        let mut other = Inventory::new();
+        for (name, uid) in [("a", "uid-a"), ("b", "uid-b2")] {
+            other.upsert(&json!({"metadata": {"name": name, "uid": uid, "resourceVersion": "2"}}));
+        }
+        assert_eq!(other.start_over(&told.summaries), 0, "both queued already");
+        assert_eq!(
+            other.get("a").and_then(|i| i.prior),
+            Some(summary(true, None, 0, 0))
+        );
+        assert_eq!(other.get("b").and_then(|i| i.prior), None);
+        let kept = policy_report(&other, &told.results, MAX_RESULTS);
+        let kept_results = kept["results"].as_array().expect("results");
+        assert_eq!(kept_results.len(), 1, "{kept:#}");
+        assert_eq!(kept_results[0], written["results"][2]);
+        // An older webhook's results say no verdict: nothing is assumed.
+        let mut old = written.clone();
+        for r in old["results"].as_array_mut().expect("results") {
+            r["properties"]
+                .as_object_mut()
+                .expect("properties")
+                .remove("admitted");
+        }
+        assert!(told_by(&old).summaries.is_empty());
     }
 }

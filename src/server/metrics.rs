@@ -157,6 +157,7 @@ pub struct Metrics {
     api_calls_dropped: Counter,
     audit_findings: Family<AuditFindingLabels, Gauge>,
     audit_queue: Gauge,
+    audit_leader: Gauge,
     audit_validations: Family<AuditReasonLabels, Counter>,
     verdict_cache: Family<CacheResultLabels, Counter>,
     verdict_cache_entries: Gauge,
@@ -190,6 +191,7 @@ impl Metrics {
             api_calls_dropped: Counter::default(),
             audit_findings: Family::default(),
             audit_queue: Gauge::<i64, AtomicI64>::default(),
+            audit_leader: Gauge::<i64, AtomicI64>::default(),
             audit_validations: Family::default(),
             verdict_cache: Family::default(),
             verdict_cache_entries: Gauge::<i64, AtomicI64>::default(),
@@ -278,6 +280,11 @@ impl Metrics {
             "audit_queue_length",
             "Compositions waiting to be audited (again)",
             m.audit_queue.clone(),
+        );
+        registry.register(
+            "audit_leader",
+            "1 while this replica holds the audit's Lease and audits (serve --audit), else 0",
+            m.audit_leader.clone(),
         );
         registry.register(
             "audit_validations",
@@ -401,6 +408,11 @@ impl Metrics {
     /// Sets how many Compositions wait to be audited.
     pub fn set_audit_queue(&self, n: usize) {
         self.audit_queue.set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+
+    /// Sets whether this replica audits (holds the audit's Lease).
+    pub fn set_audit_leader(&self, leading: bool) {
+        self.audit_leader.set(i64::from(leading));
     }
 
     /// Counts an audit validation run for `reason` (`new`, `changed`, `schemas`,

@@ -343,9 +343,11 @@ pub async fn run(
     shutdown.await;
     tracing::info!("shutting down: not ready, no new connections");
     if let Some(audit) = &config.audit {
-        // Its thread stops at its validation's next check, without waiting for it.
-        let audit = audit.clone();
-        tokio::task::spawn_blocking(move || audit.stop());
+        // Its thread stops at its validation's next check, without waiting for it; the
+        // Lease is given up at once, so another replica audits from its next try.
+        let stopping = audit.clone();
+        tokio::task::spawn_blocking(move || stopping.stop());
+        audit.release_lease(Duration::from_secs(2)).await;
     }
     ready_tx.send_replace(Readiness::not_ready("shutting down"));
     let _ = stop_tx.send(true);

@@ -14,8 +14,11 @@
 //! which each list was.
 //!
 //! What the webhook writes (Events in `events.k8s.io`, ClusterPolicyReports in
-//! `wgpolicyk8s.io`) is kept in a store of its own: create (POST), JSON merge patch, server-side
-//! apply and get, read back with [`FakeApiServer::written`] and [`FakeApiServer::write_calls`].
+//! `wgpolicyk8s.io`, the audit's Lease in `coordination.k8s.io`) is kept in a store of its
+//! own: create (POST), replace (PUT, 409 Conflict at a stale resourceVersion), JSON merge
+//! patch, server-side apply and get, read back with [`FakeApiServer::written`],
+//! [`FakeApiServer::write_calls`] and, with who wrote and when, [`FakeApiServer::write_log`].
+//! Tokens added with [`FakeApiServer::add_token`] tell the clients of several processes apart.
 //!
 //! Include it with `mod kubeapi;` (tests) or `#[path = "../tests/kubeapi/mod.rs"] mod kubeapi;`
 //! (benches).
@@ -610,6 +613,16 @@ impl FakeApiServer {
         lock(&self.shared.state).write_calls.clone()
     }
 
+    /// The same calls with their token and time, in order.
+    pub fn write_log(&self) -> Vec<WriteCall> {
+        lock(&self.shared.state).write_log.clone()
+    }
+
+    /// Accepts `token` too, so that a client's calls can be told from another's.
+    pub fn add_token(&self, token: &str) {
+        lock(&self.shared.state).tokens.push(token.to_string());
+    }
+
     /// Answers every call to `group` (`events.k8s.io`, `wgpolicyk8s.io`) with a Status error
     /// of HTTP `code`; `None` serves them again.
     pub fn fail_writes(&self, group: &str, code: Option<u16>) {
@@ -774,6 +787,25 @@ struct State {
     write_calls: Vec<(Method, String, String, u16)>,
     /// A Status code every call to a group gets instead.
     write_faults: HashMap<String, u16>,
+    /// Calls to them with their time and token.
+    write_log: Vec<WriteCall>,
+    /// Bearer tokens accepted besides [`FakeApiServer::TOKEN`].
+    tokens: Vec<String>,
+}
+
+/// One call to a written object's group, with who made it and when.
+#[derive(Debug, Clone)]
+pub struct WriteCall {
+    /// When the fake answered it.
+    pub at: Instant,
+    /// The bearer token sent.
+    pub token: Option<String>,
+    /// The method.
+    pub method: Method,
+    /// The path, without the query.
+    pub path: String,
+    /// The status answered.
+    pub status: u16,
 }
 
 #[derive(Default)]
@@ -1690,9 +1722,13 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<
         .get(AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
-    let expected = format!("Bearer {}", FakeApiServer::TOKEN);
+    let token = authorization
+        .as_deref()
+        .and_then(|a| a.strip_prefix("Bearer "));
     // kube-apiserver authenticates before it routes: a bad token is a 401 on any path.
-    let authenticated = authorization.as_deref() == Some(expected.as_str());
+    let authenticated = token.is_some_and(|t| {
+        t == FakeApiServer::TOKEN || lock(&shared.state).tokens.iter().any(|k| k == t)
+    });
     if let Some(name) = req.uri().path().strip_prefix(WEBHOOK_CONFIGURATIONS_PATH) {
         let name = percent_decode(name);
         return Ok(webhook_configuration(&shared, req, name, authenticated).await);
@@ -2231,7 +2267,7 @@ fn merge_patch(target: &mut Value, patch: &Value) {
 // apply) and read back
 
 /// The groups whose objects the client may write.
-const WRITABLE_GROUPS: [&str; 2] = ["events.k8s.io", "wgpolicyk8s.io"];
+const WRITABLE_GROUPS: [&str; 3] = ["events.k8s.io", "wgpolicyk8s.io", "coordination.k8s.io"];
 
 /// A path in a writable group: `/apis/{group}/{version}/[namespaces/{ns}/]{plural}[/{name}]`.
 struct WriteTarget {
@@ -2304,6 +2340,12 @@ async fn write(
         .to_owned();
     let params = Params::parse(req.uri().query().unwrap_or(""));
     let path = req.uri().path().to_owned();
+    let token = req
+        .headers()
+        .get(AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|a| a.strip_prefix("Bearer "))
+        .map(str::to_owned);
     let body = match req.into_body().collect().await {
         Ok(b) => b.to_bytes(),
         Err(_) => Bytes::new(),
@@ -2351,11 +2393,19 @@ async fn write(
             (&Method::PATCH, Some(name)) => {
                 patch_written(&mut state, &target, name, &content_type, &params, &body)
             }
+            (&Method::PUT, Some(name)) => replace_written(&mut state, &target, name, &body),
             _ => Err(ApiError::method_not_allowed()),
         }
     };
     let response = result.unwrap_or_else(|e| e.response());
     let status = response.status().as_u16();
+    state.write_log.push(WriteCall {
+        at: Instant::now(),
+        token,
+        method: method.clone(),
+        path: path.clone(),
+        status,
+    });
     state.write_calls.push((method, path, content_type, status));
     response
 }
@@ -2435,6 +2485,52 @@ fn create_written(
     stamp(state, target, &mut object, None);
     state.written.insert(path, object.clone());
     Ok(json_response(201, Bytes::from(object.to_string())))
+}
+
+/// A replace (PUT) of an existing object: 404 when missing (kube-apiserver creates on update
+/// only for a few kinds, a Lease not among them), 409 Conflict when the object's
+/// `metadata.resourceVersion` is not the stored one.
+fn replace_written(
+    state: &mut State,
+    target: &WriteTarget,
+    name: &str,
+    body: &[u8],
+) -> Result<Response<Body>, ApiError> {
+    let path = target.object_path(name);
+    let mut object: Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("error decoding the object: {e}")))?;
+    if object.pointer("/metadata/name").and_then(Value::as_str) != Some(name) {
+        return Err(ApiError::bad_request(
+            "the name of the object does not match the name on the URL".into(),
+        ));
+    }
+    let Some(current) = state.written.get(&path).cloned() else {
+        return Err(target.error(
+            404,
+            "NotFound",
+            format!("{} \"{name}\" not found", target.qualified()),
+        ));
+    };
+    let sent = object
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let stored = current["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap_or_default();
+    if !sent.is_empty() && sent != stored {
+        return Err(target.error(
+            409,
+            "Conflict",
+            format!(
+                "Operation cannot be fulfilled on {} \"{name}\": the object has been modified; please apply your changes to the latest version and try again",
+                target.qualified()
+            ),
+        ));
+    }
+    stamp(state, target, &mut object, Some(&current));
+    state.written.insert(path, object.clone());
+    Ok(json_response(200, Bytes::from(object.to_string())))
 }
 
 /// A JSON merge patch of an existing object, or a server-side apply (which creates it when
