@@ -1570,3 +1570,183 @@ async fn an_inactive_mrd_is_named_and_its_activation_is_followed() {
     assert!(allowed, "{message}");
     assert_eq!(warnings, Vec::<String>::new());
 }
+
+// ---------------------------------------------------------------------------------------
+// Faults a restarting or failing API server brings, with the cache warm
+
+/// A review of `object` answered within `within` (the review's own deadline, as the API
+/// server sends it), with its verdict: allowed, code, message, warnings.
+async fn reviewed_within(
+    server: &Server,
+    object: &Value,
+    within: Duration,
+) -> (bool, u64, String, Vec<String>) {
+    let timeout = format!("{}s", within.as_secs());
+    // Past the deadline the webhook answers by the mode; this bound tells that from a hang.
+    let answered = tokio::time::timeout(
+        within + Duration::from_secs(20),
+        review(server, object, &timeout),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("no answer within {within:?} and 20 s more"));
+    verdict(&answered)
+}
+
+/// The list status of a source in `/debug/schemas`.
+async fn list_of(server: &Server, resource: &str) -> Value {
+    let d = debug(server).await;
+    d["lists"]
+        .as_array()
+        .and_then(|ls| ls.iter().find(|l| l["resource"] == resource).cloned())
+        .unwrap_or_else(|| panic!("no list of {resource}: {d:#}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_restart_that_serves_no_xrds_for_a_while_keeps_their_schemas() {
+    // kube-apiserver restarting: connections cut, history compacted, and custom resources
+    // (XRDs are Crossplane's) answered 404 until its CRD informer has caught up.
+    let cluster = Cluster::with_example().await;
+    let server = cluster.serving(&[]).await;
+    let strict = with_mode(composition(), "strict");
+    assert!(
+        reviewed_within(&server, &strict, Duration::from_secs(10))
+            .await
+            .0
+    );
+    wait_entry(&server, XR_KIND, "state", "ACKED").await;
+
+    cluster.api.set_down(true);
+    for verb in [Verb::List, Verb::Watch, Verb::Get] {
+        cluster.api.fail(Resource::Xrds, verb, Some(404));
+    }
+    cluster.api.expire_watches();
+    cluster.api.set_down(false);
+    eventually("the XRDs' 404 is seen", Duration::from_secs(30), || async {
+        list_of(&server, "compositeresourcedefinitions").await["lastError"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("404"))
+    })
+    .await;
+    // Nothing cached wrongly: the XR's schema stays, strict still admits, a mistake in the
+    // XR's fields is still found.
+    let (allowed, code, message, warnings) =
+        reviewed_within(&server, &strict, Duration::from_secs(10)).await;
+    assert!(allowed, "{code} {message} {warnings:#?}");
+    let xr = entry(&server, XR_KIND).await;
+    assert_eq!(
+        (&xr["state"], &xr["cached"]),
+        (&json!("ACKED"), &json!(true)),
+        "{xr:#}"
+    );
+
+    for verb in [Verb::List, Verb::Watch, Verb::Get] {
+        cluster.api.fail(Resource::Xrds, verb, None);
+    }
+    eventually("the XRDs listed again", Duration::from_secs(60), || async {
+        list_of(&server, "compositeresourcedefinitions").await["lastError"].is_null()
+    })
+    .await;
+    assert!(
+        reviewed_within(&server, &strict, Duration::from_secs(10))
+            .await
+            .0
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_crd_changed_while_the_api_server_restarts_is_caught_up_not_missed() {
+    let cluster = Cluster::with_example().await;
+    let server = cluster.serving(&[]).await;
+    assert!(
+        reviewed_within(&server, &composition(), Duration::from_secs(10))
+            .await
+            .0
+    );
+
+    // Down; meanwhile the Network CRD changes and history is compacted: the watch cannot
+    // resume from where it was.
+    cluster.api.set_down(true);
+    let rv = cluster.api.apply(Resource::Crds, network_crd_global_only());
+    cluster.api.expire_watches();
+    // While down, reviews are answered from the cache within their deadline.
+    let (allowed, _, _, _) = reviewed_within(&server, &composition(), Duration::from_secs(5)).await;
+    assert!(allowed, "the last schema known, the old one");
+    cluster.api.set_down(false);
+    eventually("the change is seen", Duration::from_secs(60), || async {
+        entry(&server, "Network").await["resourceVersion"] == rv.as_str()
+    })
+    .await;
+    let (allowed, code, message, _) =
+        reviewed_within(&server, &composition(), Duration::from_secs(10)).await;
+    assert_eq!((allowed, code), (false, 422), "{message}");
+    assert!(
+        message.contains("routingMode: Unsupported value"),
+        "{message}"
+    );
+    assert_eq!(states(&server).await, counts(&[("acked", 3.0)]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn errors_refetching_a_changed_crd_keep_the_last_good_schema_and_say_why() {
+    let cluster = Cluster::with_example().await;
+    let server = cluster.serving(&[]).await;
+    assert!(
+        reviewed_within(&server, &composition(), Duration::from_secs(10))
+            .await
+            .0
+    );
+
+    // An overloaded API server: every GET a 503, then slow.
+    let before = entry(&server, "Network").await["resourceVersion"].clone();
+    cluster.api.fail(Resource::Crds, Verb::Get, Some(503));
+    cluster.api.apply(Resource::Crds, network_crd_global_only());
+    // The last good schema stays in use, the error beside it.
+    eventually("the 503 is recorded", Duration::from_secs(10), || async {
+        !entry(&server, "Network").await["lastError"].is_null()
+    })
+    .await;
+    let network = entry(&server, "Network").await;
+    assert_eq!(
+        (
+            &network["state"],
+            &network["cached"],
+            &network["resourceVersion"]
+        ),
+        (&json!("ACKED"), &json!(true), &json!(before)),
+        "{network:#}"
+    );
+    assert_eq!(network["lastError"]["class"], "transient", "{network:#}");
+    assert_eq!(
+        network["lastError"]["message"],
+        format!("the API server answered 503 ServiceUnavailable to getting CRD {NETWORK_CRD}"),
+        "{network:#}"
+    );
+    let (allowed, _, _, warnings) =
+        reviewed_within(&server, &composition(), Duration::from_secs(5)).await;
+    assert!(
+        allowed,
+        "validated with the last good schema: {warnings:#?}"
+    );
+    assert_eq!(states(&server).await, counts(&[("acked", 3.0)]));
+
+    cluster.api.fail(Resource::Crds, Verb::Get, None);
+    cluster.api.delay(Verb::Get, Some(Duration::from_secs(30)));
+    let started = Instant::now();
+    let (_, code, _, _) = reviewed_within(&server, &composition(), Duration::from_secs(3)).await;
+    assert_ne!(
+        code, 504,
+        "a slow API server does not take the review past its deadline"
+    );
+    assert!(started.elapsed() < Duration::from_secs(3) + Duration::from_secs(20));
+    cluster.api.delay(Verb::Get, None);
+
+    // Mended: fetched again (its backoff is at most a minute), the new schema decides.
+    eventually("refetched", Duration::from_secs(90), || async {
+        let network = entry(&server, "Network").await;
+        network["resourceVersion"] != before && network["lastError"].is_null()
+    })
+    .await;
+    let (allowed, code, message, _) =
+        reviewed_within(&server, &composition(), Duration::from_secs(10)).await;
+    assert_eq!((allowed, code), (false, 422), "{message}");
+}

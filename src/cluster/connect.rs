@@ -47,6 +47,12 @@ pub async fn client(
         }
         None => Config::infer().await?,
     };
+    let mut config = config;
+    // Retries are each caller's, with its own backoff and deadline: kube's built-in retry
+    // of 429, 503 and 504 (15 tries, backing off to minutes) would keep a schema fetch past
+    // its deadline with the API server's answers unsaid, and resend an Event or the report
+    // after this replica lost the audit's Lease.
+    config.default_retry = false;
     let server = config.cluster_url.to_string();
     let client = kube::client::ClientBuilder::try_from(config)?
         .with_layer(&CallsLayer::new(observer))
