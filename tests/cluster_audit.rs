@@ -71,21 +71,6 @@ fn subnetworks_only() -> Value {
     c
 }
 
-/// The CRD of Policy Reporter's ClusterPolicyReport, v1alpha2.
-fn policy_report_crd() -> Value {
-    kubeapi::crd(
-        "wgpolicyk8s.io",
-        "ClusterPolicyReport",
-        "clusterpolicyreports",
-        &[(
-            "v1alpha2",
-            true,
-            true,
-            json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
-        )],
-    )
-}
-
 /// The fake API server with the example's XRD and CRDs, the Composition and a kubeconfig.
 struct Cluster {
     api: FakeApiServer,
@@ -105,7 +90,7 @@ impl Cluster {
             one("testdata/crds/compute.gcp.upbound.io_subnetworks.yaml"),
         );
         if report_crd {
-            api.apply(Resource::Crds, policy_report_crd());
+            api.apply(Resource::Crds, kubeapi::policy_report_crd());
         }
         api.apply(Resource::Compositions, composition());
         Cluster { api, dir }
@@ -236,9 +221,9 @@ fn signal(server: &Server, signal: libc::c_int) {
 async fn two_replicas_audit_once_and_the_survivor_takes_over_when_the_holder_dies() {
     // Denied from the start: its first audit is a Warning Event.
     let cluster = Cluster::start(network_crd_without_description(), true).await;
-    let mut a = cluster.replica("replica-a", "3s").await;
+    let mut a = cluster.replica("replica-a", "6s").await;
     eventually("replica-a audits", SOON, || async { auditing(&a).await }).await;
-    let b = cluster.replica("replica-b", "3s").await;
+    let b = cluster.replica("replica-b", "6s").await;
     eventually("the Warning event", SOON, || async {
         !cluster.events(NAME, "CompositionInvalid").is_empty()
     })
@@ -318,9 +303,9 @@ async fn two_replicas_audit_once_and_the_survivor_takes_over_when_the_holder_die
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_paused_holder_stops_writing_before_another_starts() {
     let cluster = Cluster::start(network_crd_without_description(), true).await;
-    let a = cluster.replica("replica-a", "3s").await;
+    let a = cluster.replica("replica-a", "6s").await;
     eventually("replica-a audits", SOON, || async { auditing(&a).await }).await;
-    let b = cluster.replica("replica-b", "3s").await;
+    let b = cluster.replica("replica-b", "6s").await;
     eventually("the report's fail result", SOON, || async {
         cluster.report().is_some_and(|r| r["summary"]["fail"] == 1)
     })
@@ -680,7 +665,9 @@ async fn without_the_policy_report_crd_nothing_is_written_until_it_comes() {
     assert_eq!(debug_audit(&server).await["policyReport"]["crd"], false);
 
     // Installed: the report follows.
-    cluster.api.apply(Resource::Crds, policy_report_crd());
+    cluster
+        .api
+        .apply(Resource::Crds, kubeapi::policy_report_crd());
     eventually("the report written", SOON, || async {
         cluster.report().is_some_and(|r| r["summary"]["fail"] == 1)
     })

@@ -597,17 +597,56 @@ async fn hold_streams(
     source: &str,
     n: usize,
 ) -> (Vec<u16>, Vec<tokio::task::JoinHandle<()>>) {
-    let tls = tls_from(server, source, b"h2").await;
-    let (sender, conn) = hyper::client::conn::http2::handshake(
-        hyper_util::rt::TokioExecutor::new(),
-        hyper_util::rt::TokioIo::new(tls),
-    )
-    .await
-    .expect("h2 handshake");
-    let mut tasks = vec![tokio::spawn(async move {
-        let _ = conn.await;
-    })];
+    let refusals = ["this client has 20 reviews in flight, the most one address may; try again\n"];
+    hold_streams_refused_with(server, source, 1, n, &refusals).await
+}
+
+/// [`hold_streams`] on `connections` connections, `n` streams each, each refusal one of
+/// `refusals`.
+async fn hold_streams_refused_with(
+    server: &Server,
+    source: &str,
+    connections: usize,
+    n: usize,
+    refusals: &[&str],
+) -> (Vec<u16>, Vec<tokio::task::JoinHandle<()>>) {
+    let mut tasks = Vec::new();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    for _ in 0..connections {
+        let tls = tls_from(server, source, b"h2").await;
+        let (sender, conn) = hyper::client::conn::http2::handshake(
+            hyper_util::rt::TokioExecutor::new(),
+            hyper_util::rt::TokioIo::new(tls),
+        )
+        .await
+        .expect("h2 handshake");
+        tasks.push(tokio::spawn(async move {
+            let _ = conn.await;
+        }));
+        streams(&sender, &tx, n, &mut tasks);
+    }
+    drop(tx);
+    // Those refused are answered at once; the others wait for their bodies.
+    let mut answered = Vec::new();
+    while let Ok(Some((status, text))) =
+        tokio::time::timeout(Duration::from_secs(3), rx.recv()).await
+    {
+        assert!(
+            status == 429 && refusals.contains(&text.as_str()),
+            "{status} {text}"
+        );
+        answered.push(status);
+    }
+    (answered, tasks)
+}
+
+/// `n` requests on `sender` whose bodies never come, each answer sent on `tx`.
+fn streams(
+    sender: &hyper::client::conn::http2::SendRequest<NeverEnds>,
+    tx: &tokio::sync::mpsc::UnboundedSender<(u16, String)>,
+    n: usize,
+    tasks: &mut Vec<tokio::task::JoinHandle<()>>,
+) {
     for _ in 0..n {
         let mut sender = sender.clone();
         let tx = tx.clone();
@@ -629,21 +668,6 @@ async fn hold_streams(
             }
         }));
     }
-    // Those refused are answered at once; the others wait for their bodies.
-    let mut answered = Vec::new();
-    while let Ok(Some((status, text))) =
-        tokio::time::timeout(Duration::from_secs(3), rx.recv()).await
-    {
-        assert_eq!(
-            (status, text.as_str()),
-            (
-                429,
-                "this client has 20 reviews in flight, the most one address may; try again\n"
-            )
-        );
-        answered.push(status);
-    }
-    (answered, tasks)
 }
 
 /// Reviews in flight are bounded per client address and in all: streams whose bodies never
@@ -697,6 +721,45 @@ async fn reviews_in_flight_are_bounded_per_client_and_in_all() {
     for task in held.into_iter().chain(held_too) {
         task.abort();
     }
+}
+
+/// The probe's 130,000 header-only HTTP/2 streams (520 connections x 250) put resident
+/// memory past deploy/'s 640 Mi: now at most 2,048 are in flight at the defaults (1,024 per
+/// address), the rest refused at once. Here 24 connections x 250 streams from three
+/// addresses: 2,048 held, 3,952 refused, memory a few MiB above idle.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn header_only_streams_past_the_bound_cost_no_memory() {
+    let server = start(&[]);
+    let idle = server.rss_kib();
+    let refusals = [
+        "this client has 1024 reviews in flight, the most one address may; try again\n",
+        "the webhook has 2048 reviews in flight, its most; try again\n",
+    ];
+    let mut refused = 0;
+    let mut tasks = Vec::new();
+    for source in ["127.0.0.1", "127.0.0.2", "127.0.0.3"] {
+        let (r, t) = hold_streams_refused_with(&server, source, 8, 250, &refusals).await;
+        refused += r.len();
+        tasks.extend(t);
+    }
+    wait_metric(&server, IN_FLIGHT, 2048.0, Duration::from_secs(30)).await;
+    assert_eq!(refused, 6000 - 2048);
+    let held = server.rss_kib();
+    eprintln!("idle {idle} KiB, 2,048 reviews held {held} KiB");
+    assert!(
+        held < idle + 64 * 1024,
+        "idle {} MiB, with 2,048 reviews held {} MiB",
+        idle / 1024,
+        held / 1024
+    );
+    // Still answering, once a place is free.
+    for task in tasks {
+        task.abort();
+    }
+    wait_metric(&server, IN_FLIGHT, 0.0, Duration::from_secs(30)).await;
+    let response = post_from(&server, "127.0.0.2", &review("uid-after")).await;
+    let answer = webhook::raw::review_answer(response, "uid-after").await;
+    assert_eq!(answer["allowed"], true, "{answer}");
 }
 
 /// Bodies held just under the limit from one address take at most its share of the body

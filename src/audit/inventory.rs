@@ -188,6 +188,11 @@ impl Inventory {
                 let item = self.items.get_mut(&name).expect("just inserted");
                 item.last = old.last;
                 item.prior = old.prior;
+                // Already queued: it keeps its place (and the queue one entry per name).
+                if old.pending.is_some() {
+                    item.pending = old.pending;
+                    return true;
+                }
                 Reason::Changed
             }
             None => Reason::New,
@@ -525,6 +530,22 @@ mod tests {
             object.pointer("/metadata/annotations"),
             Some(&json!({"keep": "me"}))
         );
+    }
+
+    #[test]
+    fn updates_of_a_queued_composition_keep_one_place_in_the_queue() {
+        let mut inv = Inventory::new();
+        assert!(inv.upsert(&composition("a", "1")));
+        for rv in 2..100 {
+            assert!(inv.upsert(&composition("a", &rv.to_string())));
+        }
+        assert_eq!(inv.queued(), 1);
+        let job = inv.next_job().expect("queued");
+        assert_eq!(
+            (job.resource_version.as_str(), job.reason),
+            ("99", Reason::New)
+        );
+        assert_eq!((inv.queued(), inv.next_job().map(|j| j.name)), (0, None));
     }
 
     #[test]

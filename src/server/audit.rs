@@ -7,7 +7,8 @@
 //!   when the changes came faster than they were read);
 //! - one dedicated thread validates, at the lowest CPU priority (`SCHED_IDLE`, else nice 19;
 //!   nice +10 where the process shares its CPU cgroup with other processes),
-//!   using at most `--audit-cpu` of a core, and not while admission reviews are in flight;
+//!   using at most `--audit-cpu` of a core, and not while admission reviews are in flight
+//!   (for at most [`ADMISSION_YIELD`] at a time: a steady stream of reviews does not stop it);
 //!   each validation has admission's options, limits and a deadline. One whose schemas
 //!   could not be had is tried again later (1 s doubling to 60 s), one stopped by its
 //!   deadline too (10 s doubling to an hour): never a verdict;
@@ -52,6 +53,10 @@ use crate::validate::{Options, Report};
 pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(10);
 /// How often the worker looks again while admission reviews are in flight.
 const ADMISSION_POLL: Duration = Duration::from_millis(10);
+/// The longest the worker waits for admission reviews to end before it validates one
+/// Composition anyway, at its own lower priority: under reviews that never stop (a busy
+/// cluster, a client holding hostile reviews) the audit would otherwise never run.
+pub const ADMISSION_YIELD: Duration = Duration::from_secs(2);
 /// How long the worker sleeps at most with nothing to do (changes and Compositions wake it).
 const IDLE: Duration = Duration::from_secs(1);
 /// The longest pause after a validation, whatever it cost.
@@ -401,11 +406,18 @@ impl Audit {
         let priority = lower_priority();
         tracing::debug!(priority, "audit thread started");
         self.state().priority = priority;
+        let mut yielding: Option<Instant> = None;
         while !self.stopping() {
-            // Admission first: the audit waits while any review is being read or validated.
+            // Admission first: the audit waits while any review is being read or validated,
+            // up to ADMISSION_YIELD at a time.
             if self.metrics.in_flight().get() > 0 {
-                std::thread::sleep(ADMISSION_POLL);
-                continue;
+                let since = *yielding.get_or_insert_with(Instant::now);
+                if since.elapsed() < ADMISSION_YIELD {
+                    std::thread::sleep(ADMISSION_POLL);
+                    continue;
+                }
+            } else {
+                yielding = None;
             }
             // Another replica audits.
             if !self.auditing() {
@@ -459,6 +471,7 @@ impl Audit {
             *self.state().validations.entry(reason).or_default() += 1;
             self.finish(&job, outcome);
             self.pause(pause_after(spent, self.options.cpu_share));
+            yielding = None;
         }
     }
 
@@ -1223,6 +1236,24 @@ spec:
         until(&audit, "audited once the review is answered", |v| {
             v.audited == 1
         });
+        audit.stop();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn reviews_that_never_stop_do_not_stop_the_audit() {
+        let (_tx, rx) = broadcast::channel(16);
+        let metrics = Arc::new(Metrics::new());
+        metrics.in_flight().set(1);
+        let audit = Audit::start(schemas("none"), rx, None, None, metrics.clone(), options());
+        audit.listed(vec![
+            composition("a", "1", "data.size"),
+            composition("b", "1", "data.size"),
+        ]);
+        // One Composition per ADMISSION_YIELD (2 s) while reviews stay in flight.
+        until(&audit, "both audited under reviews in flight", |v| {
+            v.audited == 2
+        });
+        assert_eq!(metrics.in_flight().get(), 1);
         audit.stop();
     }
 

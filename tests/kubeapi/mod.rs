@@ -681,6 +681,21 @@ impl Drop for FakeApiServer {
     }
 }
 
+/// The CRD of Policy Reporter's ClusterPolicyReport, v1alpha2, as the audit needs it.
+pub fn policy_report_crd() -> Value {
+    crd(
+        "wgpolicyk8s.io",
+        "ClusterPolicyReport",
+        "clusterpolicyreports",
+        &[(
+            "v1alpha2",
+            true,
+            true,
+            json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
+        )],
+    )
+}
+
 /// A CRD (apiextensions.k8s.io/v1, cluster-scoped, named `plural.group`) for `group`/`kind`
 /// with `versions`, each (name, served, storage, openAPIV3Schema), and the status of an
 /// established CRD.
