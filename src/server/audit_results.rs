@@ -342,6 +342,9 @@ pub struct ReportStatus {
     pub last_error: Option<String>,
 }
 
+/// How long a new holder waits for the ClusterPolicyReport before it audits without it.
+const TOLD_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// What the cluster was told before this replica's term: from the ClusterPolicyReport, each
 /// Composition's verdict (by name: uid and summary) and its results.
 #[derive(Debug, Default)]
@@ -403,17 +406,18 @@ pub(super) async fn told(client: &kube::Client, audit: &Weak<Audit>) -> Told {
     if !served {
         return Told::default();
     }
-    match reports_api(client.clone()).get_opt(REPORT_NAME).await {
-        Ok(Some(report)) => match serde_json::to_value(&report) {
-            Ok(value) => told_by(&value),
-            Err(_) => Told::default(),
-        },
-        Ok(None) => Told::default(),
-        Err(e) => {
-            tracing::warn!(report = REPORT_NAME, error = %describe(&e), "cannot read the ClusterPolicyReport: Events already recorded may be recorded again");
-            Told::default()
+    // The term waits for this read: a stalled API server must not hold the audit.
+    let reports = reports_api(client.clone());
+    let error = match tokio::time::timeout(TOLD_TIMEOUT, reports.get_opt(REPORT_NAME)).await {
+        Ok(Ok(Some(report))) => {
+            return serde_json::to_value(&report).map_or_else(|_| Told::default(), |v| told_by(&v));
         }
-    }
+        Ok(Ok(None)) => return Told::default(),
+        Ok(Err(e)) => describe(&e),
+        Err(_) => format!("no answer within {} s", TOLD_TIMEOUT.as_secs()),
+    };
+    tracing::warn!(report = REPORT_NAME, error = %error, "cannot read the ClusterPolicyReport: Events already recorded may be recorded again");
+    Told::default()
 }
 
 fn reports_api(client: kube::Client) -> kube::Api<DynamicObject> {
