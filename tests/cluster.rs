@@ -1731,13 +1731,11 @@ async fn errors_refetching_a_changed_crd_keep_the_last_good_schema_and_say_why()
 
     cluster.api.fail(Resource::Crds, Verb::Get, None);
     cluster.api.delay(Verb::Get, Some(Duration::from_secs(30)));
-    let started = Instant::now();
     let (_, code, _, _) = reviewed_within(&server, &composition(), Duration::from_secs(3)).await;
     assert_ne!(
         code, 504,
         "a slow API server does not take the review past its deadline"
     );
-    assert!(started.elapsed() < Duration::from_secs(3) + Duration::from_secs(20));
     cluster.api.delay(Verb::Get, None);
 
     // Mended: fetched again (its backoff is at most a minute), the new schema decides.

@@ -205,6 +205,32 @@ impl Cluster {
     }
 }
 
+/// The cluster (its Composition denied from the start) with `replica-a` holding a Lease of
+/// `lease_duration` and `replica-b` following, once the report holds the denial.
+async fn holder_and_follower(lease_duration: &str) -> (Cluster, Server, Server) {
+    let cluster = Cluster::start(network_crd_without_description(), true).await;
+    let a = cluster.replica("replica-a", lease_duration).await;
+    eventually("replica-a audits", SOON, || async { auditing(&a).await }).await;
+    let b = cluster.replica("replica-b", lease_duration).await;
+    eventually("the report's fail result", SOON, || async {
+        cluster.report().is_some_and(|r| r["summary"]["fail"] == 1)
+    })
+    .await;
+    (cluster, a, b)
+}
+
+/// Waits until `b` audits and has written the report.
+async fn takes_over(cluster: &Cluster, b: &Server) {
+    eventually("replica-b audits", Duration::from_secs(30), || async {
+        auditing(b).await
+    })
+    .await;
+    eventually("replica-b writes the report", SOON, || async {
+        cluster.writers().last().map(String::as_str) == Some("replica-b")
+    })
+    .await;
+}
+
 /// Whether the replica says it audits.
 async fn auditing(server: &Server) -> bool {
     debug_audit(server).await["auditing"] == true
@@ -220,16 +246,9 @@ fn signal(server: &Server, signal: libc::c_int) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_replicas_audit_once_and_the_survivor_takes_over_when_the_holder_dies() {
     // Denied from the start: its first audit is a Warning Event.
-    let cluster = Cluster::start(network_crd_without_description(), true).await;
-    let mut a = cluster.replica("replica-a", "6s").await;
-    eventually("replica-a audits", SOON, || async { auditing(&a).await }).await;
-    let b = cluster.replica("replica-b", "6s").await;
+    let (cluster, mut a, b) = holder_and_follower("6s").await;
     eventually("the Warning event", SOON, || async {
         !cluster.events(NAME, "CompositionInvalid").is_empty()
-    })
-    .await;
-    eventually("the report's fail result", SOON, || async {
-        cluster.report().is_some_and(|r| r["summary"]["fail"] == 1)
     })
     .await;
     // Past several lease durations and report intervals, replica-b has done nothing.
@@ -302,27 +321,13 @@ async fn two_replicas_audit_once_and_the_survivor_takes_over_when_the_holder_die
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_paused_holder_stops_writing_before_another_starts() {
-    let cluster = Cluster::start(network_crd_without_description(), true).await;
-    let a = cluster.replica("replica-a", "6s").await;
-    eventually("replica-a audits", SOON, || async { auditing(&a).await }).await;
-    let b = cluster.replica("replica-b", "6s").await;
-    eventually("the report's fail result", SOON, || async {
-        cluster.report().is_some_and(|r| r["summary"]["fail"] == 1)
-    })
-    .await;
+    let (cluster, a, b) = holder_and_follower("6s").await;
 
     // Paused (a long GC, a frozen node, a partition): replica-b takes over.
     signal(&a, libc::SIGSTOP);
     let paused = std::time::Instant::now();
-    eventually("replica-b audits", Duration::from_secs(30), || async {
-        auditing(&b).await
-    })
-    .await;
+    takes_over(&cluster, &b).await;
     let took_over = paused.elapsed();
-    eventually("replica-b writes the report", SOON, || async {
-        cluster.writers().last().map(String::as_str) == Some("replica-b")
-    })
-    .await;
     // Resumed while the verdict changes: whatever it had queued, replica-a writes nothing.
     signal(&a, libc::SIGCONT);
     cluster.api.apply(Resource::Crds, network_crd());
@@ -354,15 +359,8 @@ async fn a_paused_holder_stops_writing_before_another_starts() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_holder_shut_down_gives_the_lease_up_at_once() {
-    let cluster = Cluster::start(network_crd_without_description(), true).await;
     // A long Lease: a takeover well within it is the holder's giving it up.
-    let mut a = cluster.replica("replica-a", "60s").await;
-    eventually("replica-a audits", SOON, || async { auditing(&a).await }).await;
-    let b = cluster.replica("replica-b", "60s").await;
-    eventually("the report's fail result", SOON, || async {
-        cluster.report().is_some_and(|r| r["summary"]["fail"] == 1)
-    })
-    .await;
+    let (cluster, mut a, b) = holder_and_follower("60s").await;
     a.sigterm();
     assert!(
         a.wait_exit(Duration::from_secs(60)).is_some(),
@@ -375,14 +373,7 @@ async fn a_holder_shut_down_gives_the_lease_up_at_once() {
         "{:#?}",
         a.logs()
     );
-    eventually("replica-b audits", Duration::from_secs(30), || async {
-        auditing(&b).await
-    })
-    .await;
-    eventually("replica-b writes the report", SOON, || async {
-        cluster.writers().last().map(String::as_str) == Some("replica-b")
-    })
-    .await;
+    takes_over(&cluster, &b).await;
     assert_eq!(cluster.events(NAME, "CompositionInvalid").len(), 1);
 }
 

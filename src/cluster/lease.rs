@@ -179,10 +179,7 @@ enum TryError {
 
 impl From<kube::Error> for TryError {
     fn from(e: kube::Error) -> Self {
-        TryError::Api(match &e {
-            kube::Error::Api(s) => format!("{}: {}", super::describe_api_error(s), s.message),
-            other => other.to_string(),
-        })
+        TryError::Api(super::describe_kube_error(&e))
     }
 }
 
@@ -200,7 +197,7 @@ impl Leadership {
         };
         let shared = Arc::new(Shared {
             options,
-            client: client.clone(),
+            client,
             state: Mutex::new(State {
                 view,
                 ..State::default()
@@ -209,7 +206,7 @@ impl Leadership {
             stop: Notify::new(),
         });
         let leadership = Leadership(shared);
-        let task = tokio::spawn(leadership.clone().run(client));
+        let task = tokio::spawn(leadership.clone().run());
         (leadership, task)
     }
 
@@ -281,9 +278,10 @@ impl Leadership {
         }
     }
 
-    async fn run(self, client: kube::Client) {
+    async fn run(self) {
         let options = self.0.options.clone();
-        let api: kube::Api<Lease> = kube::Api::namespaced(client, &options.namespace);
+        let api: kube::Api<Lease> =
+            kube::Api::namespaced(self.0.client.clone(), &options.namespace);
         let mut tries: u64 = 0;
         loop {
             if lock(&self.0.state).stopped {
@@ -328,6 +326,7 @@ impl Leadership {
         let was_leading;
         let leading;
         let term;
+        let next;
         {
             let mut state = lock(&self.0.state);
             if state.stopped {
@@ -368,6 +367,10 @@ impl Leadership {
                 state.terms += 1;
             }
             term = leading.then_some(state.terms);
+            next = state
+                .until
+                .filter(|_| leading)
+                .unwrap_or(now + options.retry_period());
         }
         if leading != was_leading {
             if leading {
@@ -381,10 +384,7 @@ impl Leadership {
             *sent = term;
             changed
         });
-        lock(&self.0.state)
-            .until
-            .filter(|_| leading)
-            .unwrap_or(now + options.retry_period())
+        next
     }
 
     /// One try: read the Lease, create it, take it or renew it.

@@ -815,6 +815,15 @@ pub fn error_class(code: u16) -> ErrorClass {
     }
 }
 
+/// A kube error in short words: an API Status as [`describe_api_error`] and its message,
+/// anything else as the client says it.
+pub fn describe_kube_error(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => format!("{}: {}", describe_api_error(s), s.message),
+        other => other.to_string(),
+    }
+}
+
 /// An API server's error answer in short words: `403 Forbidden` (its message is kept as
 /// the error's detail).
 pub fn describe_api_error(status: &kube::core::Status) -> String {

@@ -28,6 +28,7 @@ use tokio::sync::mpsc;
 
 use super::audit::Audit;
 use crate::audit::{Inventory, Summary, Transition};
+use crate::cluster::describe_kube_error as describe;
 use crate::cluster::entries::rfc3339;
 use crate::findings::{Finding, Severity};
 use crate::model::APIEXTENSIONS_GROUP;
@@ -428,14 +429,6 @@ fn reports_api(client: kube::Client) -> kube::Api<DynamicObject> {
             "clusterpolicyreports",
         ),
     )
-}
-
-/// An API error in short words.
-fn describe(e: &kube::Error) -> String {
-    match e {
-        kube::Error::Api(s) => format!("{}: {}", crate::cluster::describe_api_error(s), s.message),
-        other => other.to_string(),
-    }
 }
 
 /// Writes the Events and the report the worker asks for, until the audit is gone.
