@@ -497,6 +497,25 @@ impl Severity {
     }
 }
 
+/// Something a finding may depend on that the inputs leave open: such a finding is at most
+/// a warning ([`Finding::depending`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unknown {
+    /// The composite resource's scope, its XRD (named by the kind) not among the schemas.
+    CompositeScope(String),
+}
+
+impl fmt::Display for Unknown {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Unknown::CompositeScope(kind) => write!(
+                f,
+                "the scope of the composite resource {kind}, unknown without its XRD: a namespaced XR's resources are created in its namespace"
+            ),
+        }
+    }
+}
+
 /// A field error found by a check, with its stage and (once the mode is applied) severity.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Finding {
@@ -528,6 +547,18 @@ impl Finding {
             advisory: true,
             ..Finding::new(stage, error)
         }
+    }
+
+    /// A finding that depends on what the inputs do not determine: a warning in every mode
+    /// (never a denial), its detail saying what it depends on.
+    pub fn depending(stage: Stage, mut error: FieldError, on: &Unknown) -> Self {
+        let note = format!("this depends on {on}");
+        error.detail = if error.detail.is_empty() {
+            note
+        } else {
+            format!("{} ({note})", error.detail)
+        };
+        Finding::advisory(stage, error)
     }
 
     /// The full Kubernetes-style message: `<field>: <Type words>[: <value>][: <detail>]`.

@@ -227,21 +227,45 @@ fn a_function_recognised_by_its_package_is_named_with_it_in_the_note() {
     );
 }
 
+/// The Functions' packages decide: function-patch-and-transform's input sent to
+/// function-go-templating is never composed (the function fails, "source is required"): an
+/// error in strict and loose, a warning in warn.
 #[test]
-fn a_patch_and_transform_input_sent_to_another_function_is_a_warning_in_every_mode() {
+fn a_patch_and_transform_input_sent_to_another_function_is_an_error() {
     let dir = scratch("functions-wrong");
     let functions = write(&dir, "functions.yaml", FUNCTIONS);
     let c = composition("templates", "").replace("regio: typo", "tags: {}");
-    let (o, f) = validate(&dir, &c, &["--functions", &functions, "--mode", "strict"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert_eq!(
-        lines(&o),
-        [
-            format!("{f}:13: warning: spec.pipeline[0].functionRef.name: Invalid value: \"templates\": the input is function-patch-and-transform's (pt.fn.crossplane.io Resources), but this Function's package is function-go-templating"),
-            format!("{f}: Composition \"buckets\" (mode strict): allowed: 0 errors, 1 warning"),
-            "1 Composition validated against 8 schemas and Crossplane v2.3.4's Composition API: 1 allowed, 0 denied".to_string(),
-        ]
-    );
+    let finding = "spec.pipeline[0].functionRef.name: Invalid value: \"templates\": the input is function-patch-and-transform's (pt.fn.crossplane.io Resources), but this Function's package is function-go-templating, which does not read it";
+    for (mode, code, severity, verdict) in [
+        (
+            "strict",
+            1,
+            "error",
+            "denied (422 Invalid): 1 error, 0 warnings",
+        ),
+        (
+            "loose",
+            1,
+            "error",
+            "denied (422 Invalid): 1 error, 0 warnings",
+        ),
+        ("warn", 0, "warning", "allowed: 0 errors, 1 warning"),
+    ] {
+        let (o, f) = validate(&dir, &c, &["--functions", &functions, "--mode", mode]);
+        assert_eq!(o.status.code(), Some(code), "{mode}: {}", stderr(&o));
+        let (allowed, denied) = if code == 0 { (1, 0) } else { (0, 1) };
+        assert_eq!(
+            lines(&o),
+            [
+                format!("{f}:13: {severity}: {finding}"),
+                format!("{f}: Composition \"buckets\" (mode {mode}): {verdict}"),
+                format!(
+                    "1 Composition validated against 8 schemas and Crossplane v2.3.4's Composition API: {allowed} allowed, {denied} denied"
+                ),
+            ],
+            "{mode}"
+        );
+    }
 }
 
 #[test]

@@ -218,9 +218,9 @@ async fn a_step_is_allowed_while_its_function_exists_and_denied_in_strict_once_d
 }
 
 /// A Function that is another function's package gets the input of
-/// function-patch-and-transform: a warning, even in strict mode.
+/// function-patch-and-transform: denied, naming both.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_patch_and_transform_input_for_another_function_is_a_warning() {
+async fn a_patch_and_transform_input_for_another_function_is_denied() {
     let cluster = Cluster::start().await;
     let templating = "xpkg.crossplane.io/crossplane-contrib/function-go-templating:v0.9.0";
     cluster.api.apply(
@@ -228,18 +228,18 @@ async fn a_patch_and_transform_input_for_another_function_is_a_warning() {
         function("function-patch-and-transform", templating),
     );
     let server = cluster.serving().await;
-    let (allowed, _, message, warnings) = review(
+    let (allowed, code, message, warnings) = review(
         &server,
         &composition("function-patch-and-transform", "strict"),
     )
     .await;
-    assert!(allowed, "{message}");
-    assert_eq!(
-        warnings,
-        [format!(
-            "{SUBJECT}: spec.pipeline[0].functionRef.name: Invalid value: the input is function-patch-and-transform's (pt.fn.crossplane.io Resources), but this Function's package is function-go-templating"
-        )]
+    assert!(!allowed);
+    assert_eq!(code, 422, "{message}");
+    assert!(
+        message.contains("spec.pipeline[0].functionRef.name: Invalid value: \"function-patch-and-transform\": the input is function-patch-and-transform's (pt.fn.crossplane.io Resources), but this Function's package is function-go-templating, which does not read it"),
+        "{message}"
     );
+    assert_eq!(warnings, Vec::<String>::new());
 }
 
 /// Without Crossplane's package API (404) the webhook is ready, and steps are recognised by

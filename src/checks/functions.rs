@@ -1,8 +1,8 @@
 //! The Functions a pipeline's steps name (`spec.pipeline[i].functionRef.name`), when the
 //! schema source knows which are installed: a step naming none cannot run (Crossplane
-//! fails the whole pipeline until a Function of that name is installed), and a
-//! function-patch-and-transform input sent to another well-known function is sent to the
-//! wrong one. Without the Functions nothing is reported: steps are recognised by name.
+//! fails the whole pipeline until a Function of that name is installed), and an input of one
+//! well-known function's kind sent to another is never read as meant: an error naming both.
+//! Without the Functions nothing is reported: steps are recognised by name.
 
 use std::sync::Arc;
 
@@ -51,29 +51,38 @@ pub fn check(c: &Composition, functions: Option<&FunctionSet>) -> Vec<Finding> {
                     FieldError::not_found(at, name, missing(name, pt_input, functions, suggest)),
                 ));
             }
-            Some(f)
-                if pt_input
-                    && !matches!(
-                        f.function,
-                        KnownFunction::PatchAndTransform | KnownFunction::Other
-                    ) =>
-            {
-                findings.push(Finding::advisory(
-                    Stage::Crds,
-                    FieldError::invalid(
-                        at,
-                        name,
-                        format!(
-                            "the input is function-patch-and-transform's (pt.fn.crossplane.io Resources), but this Function's package is {}",
-                            f.function
+            Some(f) => {
+                // An input of another well-known function's kind is never read as meant: the
+                // step's function decodes it as its own (function-go-templating then fails
+                // every time, "source is required").
+                let input = step.input.as_ref().and_then(input_kind);
+                if let Some((group, kind, owner)) = input
+                    && f.function != KnownFunction::Other
+                    && owner != f.function
+                {
+                    findings.push(Finding::new(
+                        Stage::Schema,
+                        FieldError::invalid(
+                            at,
+                            name,
+                            format!(
+                                "the input is {owner}'s ({group} {kind}), but this Function's package is {}, which does not read it",
+                                f.function
+                            ),
                         ),
-                    ),
-                ));
+                    ));
+                }
             }
-            Some(_) => {}
         }
     }
     findings
+}
+
+/// The group and kind of an input that is a well-known function's, with that function.
+fn input_kind(input: &serde_json::Value) -> Option<(&str, &str, KnownFunction)> {
+    let group = input.get("apiVersion")?.as_str()?.split_once('/')?.0;
+    let kind = input.get("kind")?.as_str()?;
+    Some((group, kind, KnownFunction::by_input(group, kind)?))
 }
 
 /// Why a step naming no installed Function is reported: with `suggest`, the installed
@@ -259,7 +268,7 @@ mod tests {
     }
 
     #[test]
-    fn a_patch_and_transform_input_for_another_known_function_is_a_warning() {
+    fn an_input_of_another_known_function_is_an_error() {
         let c = composition(json!([
             {"step": "a", "functionRef": {"name": "templates"},
              "input": {"apiVersion": "pt.fn.crossplane.io/v1beta1", "kind": "Resources"}},
@@ -267,9 +276,46 @@ mod tests {
         assert_eq!(
             messages(&c, Some(&installed())),
             [(
-                true,
-                "spec.pipeline[0].functionRef.name: Invalid value: \"templates\": the input is function-patch-and-transform's (pt.fn.crossplane.io Resources), but this Function's package is function-go-templating".to_string()
+                false,
+                "spec.pipeline[0].functionRef.name: Invalid value: \"templates\": the input is function-patch-and-transform's (pt.fn.crossplane.io Resources), but this Function's package is function-go-templating, which does not read it".to_string()
             )]
+        );
+    }
+
+    /// Inputs as each function's own examples give them (function-go-templating's
+    /// `example/inline`, function-kcl's `examples/default`), sent to the wrong function.
+    #[test]
+    fn inputs_are_their_functions_own() {
+        let c = composition(json!([
+            {"step": "a", "functionRef": {"name": "pt"},
+             "input": {"apiVersion": "gotemplating.fn.crossplane.io/v1beta1", "kind": "GoTemplate",
+                       "source": "Inline"}},
+            {"step": "b", "functionRef": {"name": "templates"},
+             "input": {"apiVersion": "krm.kcl.dev/v1alpha1", "kind": "KCLInput"}},
+            {"step": "c", "functionRef": {"name": "templates"},
+             "input": {"apiVersion": "gotemplating.fn.crossplane.io/v1beta1", "kind": "GoTemplate"}},
+            {"step": "d", "functionRef": {"name": "templates"},
+             "input": {"apiVersion": "acme.example.com/v1", "kind": "Resources"}},
+            {"step": "e", "functionRef": {"name": "acme"},
+             "input": {"apiVersion": "pt.fn.crossplane.io/v1beta1", "kind": "Resources"}},
+        ]));
+        assert_eq!(
+            messages(&c, Some(&installed())),
+            [
+                (
+                    false,
+                    "spec.pipeline[0].functionRef.name: Invalid value: \"pt\": the input is function-go-templating's (gotemplating.fn.crossplane.io GoTemplate), but this Function's package is function-patch-and-transform, which does not read it".to_string()
+                ),
+                (
+                    false,
+                    "spec.pipeline[1].functionRef.name: Invalid value: \"templates\": the input is function-kcl's (krm.kcl.dev KCLInput), but this Function's package is function-go-templating, which does not read it".to_string()
+                ),
+            ]
+        );
+        let loose = crate::mode::Mode::Loose;
+        assert_eq!(
+            loose.severity(Stage::Schema, crate::findings::ErrorType::Invalid),
+            crate::findings::Severity::Error
         );
     }
 }

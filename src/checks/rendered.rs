@@ -28,7 +28,9 @@ use serde_json::Value;
 
 use crate::checks::schema_aware::lookup::{BuiltInOrigin, SchemaSource};
 use crate::fieldpath::{self, Segment};
-use crate::findings::{BadValue, ErrorType, FieldError, Finding, PatchAt, Path, Severity, Stage};
+use crate::findings::{
+    BadValue, ErrorType, FieldError, Finding, PatchAt, Path, Severity, Stage, Unknown,
+};
 use crate::model::function::FunctionSet;
 use crate::model::{Composition, PatchAndTransformStep};
 use crate::render::patch::Outcome;
@@ -441,10 +443,18 @@ impl Ctx<'_> {
                 _ => vec![relative(&error.field, root)],
             };
             let unknown = is_unknown_field(&error);
+            let scoped = self.scope_unknown() && is_namespace(&error.field, root);
             let Some(mut f) = self.judge(error, &targets, rule.is_some(), &resource, &validation)
             else {
                 continue;
             };
+            // Where a resource lives follows the XR's scope: without its XRD, not known.
+            if scoped {
+                let t = &self.c.spec.composite_type_ref;
+                let group = split_api_version(&t.api_version).map_or("", |(g, _)| g);
+                let kind = format!("{}.{group}", t.kind);
+                f = Finding::depending(Stage::Rendered, f.error, &Unknown::CompositeScope(kind));
+            }
             // An embedded schema of one Kubernetes version does not know later versions'
             // fields: not a reason to deny.
             // A near miss of a known field (`replica`) is a typo all the same.
@@ -487,6 +497,11 @@ impl Ctx<'_> {
             });
         }
         findings
+    }
+
+    /// Whether the XR's scope is unknown: rendered from a mock without the XR's schema.
+    fn scope_unknown(&self) -> bool {
+        matches!(self.mock, Some(None))
     }
 
     /// How a rendered object of this kind is validated; `None` when it has no kind.
@@ -886,6 +901,13 @@ fn short(v: &Value) -> String {
     } else {
         s
     }
+}
+
+/// Whether `field` is the rendered resource's `metadata.namespace` (under `root`).
+fn is_namespace(field: &str, root: &str) -> bool {
+    let rest = field.strip_prefix(root).unwrap_or(field);
+    let rest = rest.strip_prefix('.').unwrap_or(rest);
+    rest == "metadata.namespace"
 }
 
 /// Whether an error is an unknown field the pruning reported.

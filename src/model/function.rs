@@ -151,6 +151,30 @@ impl KnownFunction {
         })
     }
 
+    /// The group and kind of the input this function reads, where it has its own (each
+    /// function's `input/` types at its latest release; function-kcl's is KRM's
+    /// `krm.kcl.dev`). `None` for a function whose input is not known here.
+    pub fn input_kind(self) -> Option<(&'static str, &'static str)> {
+        Some(match self {
+            KnownFunction::PatchAndTransform => ("pt.fn.crossplane.io", "Resources"),
+            KnownFunction::AutoReady => ("autoready.fn.crossplane.io", "Input"),
+            KnownFunction::GoTemplating => ("gotemplating.fn.crossplane.io", "GoTemplate"),
+            KnownFunction::Kcl => ("krm.kcl.dev", "KCLInput"),
+            KnownFunction::EnvironmentConfigs => ("environmentconfigs.fn.crossplane.io", "Input"),
+            KnownFunction::ExtraResources => ("extra-resources.fn.crossplane.io", "Input"),
+            KnownFunction::CelFilter => ("cel.fn.crossplane.io", "Filters"),
+            KnownFunction::Python => ("python.fn.crossplane.io", "Script"),
+            _ => return None,
+        })
+    }
+
+    /// The well-known function whose input `group` and `kind` are.
+    pub fn by_input(group: &str, kind: &str) -> Option<KnownFunction> {
+        Self::ALL
+            .into_iter()
+            .find(|f| f.input_kind() == Some((group, kind)))
+    }
+
     /// The function a package is: its repository's last path segment, exactly.
     pub fn of_package(package: &PackageRef) -> KnownFunction {
         let name = package.name();
