@@ -281,7 +281,8 @@ fn bench_rendered(c: &mut Criterion, id: &str, case: &CorpusCase) {
         .and_then(|(g, v)| case.catalog.resolve(g, &t.kind, v).ok())
         .and_then(|i| i.schema);
     let composite = rendered::Composite::Mock(xr_schema.as_deref());
-    let findings = rendered::check(&composition, &steps, composite, &case.catalog, &[]);
+    let runtime = composition_webhook::render::Runtime::V2;
+    let findings = rendered::check(&composition, &steps, composite, &case.catalog, &[], runtime);
     eprintln!(
         "note: {}: {} rendered resources, {} rendered findings",
         case.file,
@@ -297,6 +298,7 @@ fn bench_rendered(c: &mut Criterion, id: &str, case: &CorpusCase) {
                 composite,
                 &case.catalog,
                 &[],
+                runtime,
             )
         })
     });

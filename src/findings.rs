@@ -503,6 +503,8 @@ impl Severity {
 pub enum Unknown {
     /// The composite resource's scope, its XRD (named by the kind) not among the schemas.
     CompositeScope(String),
+    /// Whether Crossplane v1 or v2 runs the pipeline (no Composition API given says).
+    CrossplaneMajor,
 }
 
 impl fmt::Display for Unknown {
@@ -511,6 +513,9 @@ impl fmt::Display for Unknown {
             Unknown::CompositeScope(kind) => write!(
                 f,
                 "the scope of the composite resource {kind}, unknown without its XRD: a namespaced XR's resources are created in its namespace"
+            ),
+            Unknown::CrossplaneMajor => f.write_str(
+                "whether Crossplane v1 or v2 runs the pipeline: v1 replaces a resource's generateName, v2 keeps it",
             ),
         }
     }

@@ -11,6 +11,7 @@ use crate::checks::{self, schema_aware, schema_aware::lookup::SchemaSource};
 use crate::findings::{BadValue, ErrorType, FieldError, Finding, Path, Stage};
 use crate::mode::{self, Mode, ModeSource, Verdict};
 use crate::model::{Composition, ResourceSet};
+use crate::render::Runtime;
 use crate::schema;
 
 /// Engine settings.
@@ -369,6 +370,7 @@ impl<'a> Validator<'a> {
                 ),
             ))
         }));
+        let mut dropped = Vec::new();
         for (step, composed) in steps.iter().zip(&composed_of_steps) {
             let composed = composed.as_slice();
             let set = ResourceSet::new(
@@ -381,6 +383,7 @@ impl<'a> Validator<'a> {
             schema_errors.extend(checks::patch_and_transform::check_connection_secret(
                 step, composite,
             ));
+            dropped.extend(checks::patch_and_transform::dropped_composite_writes(step));
         }
         // A field with a logical error gets no second report from the schema checks.
         schema_errors.retain(|e| {
@@ -393,15 +396,23 @@ impl<'a> Validator<'a> {
                 .into_iter()
                 .map(|e| Finding::new(Stage::Schema, e)),
         );
+        // A write the schema already refuses needs no word on where it would have gone.
+        dropped.retain(|d| !findings.iter().any(|f| f.error.field == d.error.field));
+        findings.extend(dropped);
         // Rendering a Composition that is wrong by itself would only repeat its errors.
         let logical_errors = findings.iter().any(|f| f.stage == Stage::Logical);
         let name = c.metadata.name.clone();
         let mut read_again = false;
         if self.options.rendered && !logical_errors && !budget::spent() {
             let mock = checks::rendered::Composite::Mock(composite);
+            let runtime = if self.options.as_api_server {
+                runtime_of(&self.options.composition_api)
+            } else {
+                Runtime::Unknown
+            };
             let rendered = match reading {
                 Reading::Keep => {
-                    checks::rendered::check(owned, &steps, mock, self.schemas, &findings)
+                    checks::rendered::check(owned, &steps, mock, self.schemas, &findings, runtime)
                 }
                 Reading::UseUp => {
                     let taken = checks::rendered::check_taking(
@@ -410,6 +421,7 @@ impl<'a> Validator<'a> {
                         mock,
                         self.schemas,
                         &findings,
+                        runtime,
                     );
                     read_again = taken.needed_bases;
                     taken.findings
@@ -464,6 +476,16 @@ impl<'a> Validator<'a> {
             verdict,
             stopped,
         }
+    }
+}
+
+/// Whose runtime renders a file's pipelines: the Composition API given says (v2's has only
+/// Pipeline mode).
+pub fn runtime_of(api: &schema::CompositionApi) -> Runtime {
+    if api.pipeline_only() {
+        Runtime::V2
+    } else {
+        Runtime::V1
     }
 }
 

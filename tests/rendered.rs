@@ -792,20 +792,21 @@ fn a_rule_error_is_attributed_by_the_field_the_rule_requires() {
 /// Item 3: metadata is validated as the API server validates it, for every kind: label
 /// keys and values, annotation keys, names by the kind's rule, the namespace of a
 /// namespaced kind. A base's own metadata is an error; a name a mock value makes invalid is
-/// a warning.
+/// a warning. function-patch-and-transform renders a base's metadata as it is (v0.10.8
+/// `fn.go`: `json.Unmarshal(t.Base.Raw, dcd.Resource)`).
 #[test]
 fn metadata_is_validated_as_the_api_server_does() {
     let catalog = catalog(&[
         xrd_of(json!({"id": {"type": "string"}}), json!(["id"])),
         crd_of(json!({"type": "object"}), "Namespaced"),
     ]);
-    let c = composition(json!([
+    let c = pipeline(json!([
         {"name": "labels", "base": {"apiVersion": "db.example.org/v1", "kind": "Instance",
             "metadata": {"namespace": "team-a", "labels": {"app/": "x", "tier": "-web"},
                          "annotations": {"a b": "c"}}}},
         {"name": "named", "base": {"apiVersion": "db.example.org/v1", "kind": "Instance",
             "metadata": {"namespace": "team-a"}},
-         "patches": [{"fromFieldPath": "spec.id", "toFieldPath": "metadata.name",
+         "patches": [{"type": "FromCompositeFieldPath", "fromFieldPath": "spec.id", "toFieldPath": "metadata.name",
              "transforms": [{"type": "string", "string": {"type": "Format", "fmt": "-%s"}}]}]},
         {"name": "no-namespace", "base": {"apiVersion": "db.example.org/v1", "kind": "Instance"}},
         // Kinds without a CRD: their own name rules (a Service's is a DNS-1035 label; an
@@ -816,18 +817,72 @@ fn metadata_is_validated_as_the_api_server_does() {
             "kind": "ClusterRole", "metadata": {"name": "system:db-reader"}}}
     ]));
     let report = validate(&catalog, &c, Mode::Loose);
+    let at = "spec.pipeline[0].input.resources";
     assert_eq!(
         rendered(&report),
         [
-            "error: spec.resources[0].base.metadata.labels: Invalid value: \"app/\": name part must be non-empty",
-            "error: spec.resources[0].base.metadata.labels: Invalid value: \"app/\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')",
-            "error: spec.resources[0].base.metadata.labels: Invalid value: \"-web\": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')",
-            "error: spec.resources[0].base.metadata.annotations: Invalid value: \"a b\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')",
-            "warning: spec.resources[1].base.metadata.name: Invalid value: \"-id\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*') (the value comes from spec.resources[1].patches[0]: spec.id is \"id\" in the mock composite resource, a real one may hold another)",
-            "error: spec.resources[2].base.metadata.namespace: Required value",
-            "error: spec.resources[3].base.metadata.name: Invalid value: \"db.primary\": a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')",
+            format!(
+                "error: {at}[0].base.metadata.labels: Invalid value: \"app/\": name part must be non-empty"
+            ),
+            format!(
+                "error: {at}[0].base.metadata.labels: Invalid value: \"app/\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
+            ),
+            format!(
+                "error: {at}[0].base.metadata.labels: Invalid value: \"-web\": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"
+            ),
+            format!(
+                "error: {at}[0].base.metadata.annotations: Invalid value: \"a b\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
+            ),
+            format!(
+                "warning: {at}[1].base.metadata.name: Invalid value: \"-id\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*') (the value comes from {at}[1].patches[0]: spec.id is \"id\" in the mock composite resource, a real one may hold another)"
+            ),
+            format!("error: {at}[2].base.metadata.namespace: Required value"),
+            format!(
+                "error: {at}[3].base.metadata.name: Invalid value: \"db.primary\": a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')"
+            ),
         ]
     );
+}
+
+/// Crossplane v1's Resources mode renders a base into the new resource's empty reference
+/// and keeps the reference's name and namespace (v1.17.0 `composition_pt.go`:
+/// `composed.New(composed.FromReference(ta.Reference))`, then `RenderFromJSON`): a base's
+/// `metadata.name` and `metadata.namespace` are ignored, said at the base, and a namespaced
+/// kind needs a patch for its namespace. Issue 47, part 6.
+#[test]
+fn resources_mode_ignores_a_bases_name_and_namespace() {
+    let catalog = catalog(&[
+        xrd_of(json!({"ns": {"type": "string"}}), json!(["ns"])),
+        crd_of(json!({"type": "object"}), "Namespaced"),
+    ]);
+    let c = composition(json!([
+        {"name": "based", "base": {"apiVersion": "db.example.org/v1", "kind": "Instance",
+            "metadata": {"name": "db.primary", "namespace": "team-a"}}},
+        {"name": "patched", "base": {"apiVersion": "db.example.org/v1", "kind": "Instance"},
+         "patches": [{"fromFieldPath": "spec.ns", "toFieldPath": "metadata.namespace"}]}
+    ]));
+    let report = validate(&catalog, &c, Mode::Loose);
+    assert_eq!(
+        rendered(&report),
+        [
+            "warning: spec.resources[0].base.metadata.name: Invalid value: \"db.primary\": Crossplane v1's Resources mode ignores a base's metadata.name (a new resource is named from its generateName): set it with a patch to metadata.name",
+            "warning: spec.resources[0].base.metadata.namespace: Invalid value: \"team-a\": Crossplane v1's Resources mode ignores a base's metadata.namespace (a new resource has no namespace): set it with a patch to metadata.namespace",
+            "error: spec.resources[0].base.metadata.namespace: Required value",
+        ]
+    );
+    assert!(!report.verdict.allowed);
+}
+
+fn pipeline(resources: Value) -> Value {
+    json!({
+        "apiVersion": "apiextensions.crossplane.io/v1", "kind": "Composition",
+        "metadata": {"name": "xdatabases.fn"},
+        "spec": {"compositeTypeRef": {"apiVersion": "example.org/v1", "kind": "XDatabase"},
+            "mode": "Pipeline",
+            "pipeline": [{"step": "pt", "functionRef": {"name": "function-patch-and-transform"},
+                "input": {"apiVersion": "pt.fn.crossplane.io/v1beta1", "kind": "Resources",
+                    "resources": resources}}]}
+    })
 }
 
 /// Item 4: the mock holds what the patches expect of its fields (a key of the map transform

@@ -312,10 +312,5 @@ mod tests {
                 ),
             ]
         );
-        let loose = crate::mode::Mode::Loose;
-        assert_eq!(
-            loose.severity(Stage::Schema, crate::findings::ErrorType::Invalid),
-            crate::findings::Severity::Error
-        );
     }
 }

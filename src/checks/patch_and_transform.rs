@@ -7,7 +7,8 @@
 //! a `Resources` object of that CRD (`validate_resource`). Other functions' inputs stay
 //! opaque.
 
-use crate::findings::{BadValue, ErrorType, FieldError, Path};
+use crate::findings::{BadValue, ErrorType, FieldError, Finding, Path, Stage};
+use crate::model::{COMBINE_TO_COMPOSITE, TO_COMPOSITE_FIELD_PATH};
 use std::sync::{Arc, OnceLock};
 
 use crate::model::{
@@ -47,6 +48,14 @@ pub fn read_steps(c: &mut Composition) -> (Vec<PatchAndTransformStep>, Vec<Field
                 validation::validate_defaulted_resource(compiled, defaulted, &at, &limits).errors
             })
             .unwrap_or_default();
+        // A base's metadata is the composed resource's, not the input's: neither the API
+        // server (the Composition CRD does not know the input's fields) nor the function
+        // (it unmarshals the base as it is) checks it; the render validates it as the
+        // runtime sends it (v2 replaces a namespaced XR's resources' namespace).
+        let found: Vec<FieldError> = found
+            .into_iter()
+            .filter(|e| !is_base_metadata(&e.field, at.as_str()))
+            .collect();
         let wrong_types = found.iter().any(|e| e.error_type == ErrorType::TypeInvalid);
         // A `step:` indented into the input is reported once, at the step's missing name.
         let misplaced_step = at.child("step");
@@ -75,6 +84,75 @@ pub fn read_steps(c: &mut Composition) -> (Vec<PatchAndTransformStep>, Vec<Field
         }
     }
     (steps, errs)
+}
+
+/// Whether `field` is in the `metadata` of a template's base of the input at `input`
+/// (`<input>.resources[0].base.metadata.namespace`).
+fn is_base_metadata(field: &str, input: &str) -> bool {
+    let Some(rest) = field
+        .strip_prefix(input)
+        .and_then(|r| r.strip_prefix(".resources["))
+    else {
+        return false;
+    };
+    let Some((index, rest)) = rest.split_once(']') else {
+        return false;
+    };
+    index.bytes().all(|b| b.is_ascii_digit())
+        && rest
+            .strip_prefix(".base.metadata")
+            .is_some_and(|r| r.is_empty() || r.starts_with(['.', '[']))
+}
+
+/// The patches of a step that write the composite resource outside its `status`: Crossplane
+/// (v1's Pipeline mode and v2) applies a pipeline's desired composite resource through the
+/// status subresource (`composition_functions.go`, `Status().Patch`), so the API server
+/// drops such a write without a word. A warning at each: the Composition runs, the value
+/// never arrives.
+pub fn dropped_composite_writes(step: &PatchAndTransformStep) -> Vec<Finding> {
+    let input = &step.input;
+    let resources = input
+        .resources
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (step.at.child("resources").index(i), r.patches.as_slice()));
+    let sets = input
+        .patch_sets
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (step.at.child("patchSets").index(i), s.patches.as_slice()));
+    let environment = input
+        .environment
+        .iter()
+        .map(|e| (step.at.child("environment"), e.patches.as_slice()));
+    let mut findings = Vec::new();
+    for (at, patches) in resources.chain(sets).chain(environment) {
+        for (j, p) in patches.iter().enumerate() {
+            if !matches!(
+                p.effective_type(),
+                TO_COMPOSITE_FIELD_PATH | COMBINE_TO_COMPOSITE
+            ) {
+                continue;
+            }
+            // Without `toFieldPath` a patch writes where it reads.
+            let Some(to) = p.to_field_path.as_deref().or(p.from_field_path.as_deref()) else {
+                continue;
+            };
+            let top = to.split(['.', '[']).next().unwrap_or_default();
+            if top == "status" || to.is_empty() {
+                continue;
+            }
+            findings.push(Finding::advisory(
+                Stage::Schema,
+                FieldError::invalid(
+                    at.child("patches").index(j).child("toFieldPath"),
+                    to,
+                    "Crossplane applies a pipeline's composite resource through its status subresource, which drops this write: the composite resource never gets this value (only status.* is written)",
+                ),
+            ));
+        }
+    }
+    findings
 }
 
 /// The logical errors of a step's input: those of a Resources-mode Composition with the

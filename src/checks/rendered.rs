@@ -34,7 +34,9 @@ use crate::findings::{
 use crate::model::function::FunctionSet;
 use crate::model::{Composition, PatchAndTransformStep};
 use crate::render::patch::Outcome;
-use crate::render::{self, FunctionRole, PatchRecord, Rendered, RenderedResource, mock, paved};
+use crate::render::{
+    self, FunctionRole, PatchRecord, Rendered, RenderedResource, Runtime, mock, paved,
+};
 use crate::schema::validation::{self, CelLimits, CompiledSchema, NameRule, ObjectMetaRules};
 use crate::schema::{Schema, Scope, split_api_version};
 
@@ -117,10 +119,11 @@ pub fn check(
     composite: Composite<'_>,
     source: &dyn SchemaSource,
     earlier: &[Finding],
+    runtime: Runtime,
 ) -> Vec<Finding> {
     let xr = composite_value(c, steps, composite);
-    let rendered = render::render(c, steps, &xr, source.functions().as_deref());
-    check_rendered(c, steps, composite, &xr, rendered, source, earlier)
+    let rendered = render::render(c, steps, &xr, source.functions().as_deref(), runtime);
+    check_rendered(c, steps, composite, &xr, rendered, source, earlier, runtime)
 }
 
 /// What [`check_taking`] found.
@@ -144,13 +147,15 @@ pub fn check_taking(
     composite: Composite<'_>,
     source: &dyn SchemaSource,
     earlier: &[Finding],
+    runtime: Runtime,
 ) -> Taken {
     // The mock reads the patches and the XR's schema, not the bases.
     let xr = composite_value(c, steps, composite);
     let bases = render::TakenBases::take(c, steps);
     let (c, steps) = (&*c, &*steps);
-    let rendered = render::render_taking(c, steps, bases, &xr, source.functions().as_deref());
-    let ctx = Ctx::new(c, steps, composite, &xr, source, earlier, true);
+    let rendered =
+        render::render_taking(c, steps, bases, &xr, source.functions().as_deref(), runtime);
+    let ctx = Ctx::new(c, steps, composite, &xr, source, earlier, true, runtime);
     let findings = ctx.check(rendered);
     Taken {
         findings,
@@ -160,6 +165,7 @@ pub fn check_taking(
 
 /// [`check`] of what was already rendered from `xr` (the value [`composite_value`] gives
 /// for `composite`): `render` prints the resources and validates the same render.
+#[allow(clippy::too_many_arguments)]
 pub fn check_rendered(
     c: &Composition,
     steps: &[PatchAndTransformStep],
@@ -168,11 +174,13 @@ pub fn check_rendered(
     rendered: Rendered,
     source: &dyn SchemaSource,
     earlier: &[Finding],
+    runtime: Runtime,
 ) -> Vec<Finding> {
-    Ctx::new(c, steps, composite, xr, source, earlier, false).check(rendered)
+    Ctx::new(c, steps, composite, xr, source, earlier, false, runtime).check(rendered)
 }
 
 impl<'a> Ctx<'a> {
+    #[allow(clippy::too_many_arguments)]
     fn new(
         c: &'a Composition,
         steps: &'a [PatchAndTransformStep],
@@ -181,8 +189,10 @@ impl<'a> Ctx<'a> {
         source: &'a dyn SchemaSource,
         earlier: &'a [Finding],
         bases_taken: bool,
+        runtime: Runtime,
     ) -> Self {
         Ctx {
+            runtime: Runtime::of(c, xr, runtime),
             c,
             steps,
             xr,
@@ -271,6 +281,36 @@ fn not_rendered(at: &str, why: &str) -> Finding {
             at,
             BadValue::Omit,
             format!("{why}; what it writes is not validated"),
+        ),
+        true,
+    )
+}
+
+/// A warning that the runtime does not keep a base's `metadata.<key>`.
+fn ignored(template: &Path, i: &render::Ignored) -> Finding {
+    let key = i.key;
+    let detail = match &i.by {
+        render::IgnoredBy::ResourcesMode => {
+            let how = if key == "name" {
+                "a new resource is named from its generateName"
+            } else {
+                "a new resource has no namespace"
+            };
+            format!(
+                "Crossplane v1's Resources mode ignores a base's metadata.{key} ({how}): set it with a patch to metadata.{key}"
+            )
+        }
+        render::IgnoredBy::XrNamespace(xr) => format!(
+            "Crossplane v2 creates a namespaced composite resource's resources in its namespace ({}): this one is replaced, with a Warning event \"cannot create composed resource ... in namespace ..., using XR namespace ... instead\"",
+            BadValue::from_json(xr)
+        ),
+    };
+    finding(
+        FieldError::new(
+            ErrorType::Invalid,
+            format!("{template}.base.metadata.{key}"),
+            BadValue::from_json(&i.value),
+            detail,
         ),
         true,
     )
@@ -375,6 +415,8 @@ struct Ctx<'a> {
     bases_taken: bool,
     /// A finding needed a render again, which the bases taken did not allow.
     needed_bases: Cell<bool>,
+    /// Whose runtime sets the metadata.
+    runtime: Runtime,
 }
 
 /// A map by a name a Composition chose (an `apiVersion`, a kind).
@@ -407,7 +449,11 @@ enum Verdict {
 impl Ctx<'_> {
     /// The findings of one rendered resource, validated in place.
     fn check_resource(&self, mut resource: RenderedResource, later: &Later) -> Vec<Finding> {
-        let mut findings = Vec::new();
+        let mut findings: Vec<Finding> = resource
+            .ignored
+            .iter()
+            .map(|i| ignored(&resource.at, i))
+            .collect();
         let object = resource.object.take();
         let validation = object.as_ref().and_then(|o| self.validation(o, &resource));
         for record in &resource.patches {
@@ -443,11 +489,15 @@ impl Ctx<'_> {
                 _ => vec![relative(&error.field, root)],
             };
             let unknown = is_unknown_field(&error);
-            let scoped = self.scope_unknown() && is_namespace(&error.field, root);
+            let scoped = self.scope_unknown() && is_meta(&error.field, root, "namespace");
             let Some(mut f) = self.judge(error, &targets, rule.is_some(), &resource, &validation)
             else {
                 continue;
             };
+            // v1 replaces a base's generateName, v2 keeps it: which runs it is not known.
+            if self.runtime == Runtime::Unknown && is_meta(&f.error.field, root, "generateName") {
+                f = Finding::depending(Stage::Rendered, f.error, &Unknown::CrossplaneMajor);
+            }
             // Where a resource lives follows the XR's scope: without its XRD, not known.
             if scoped {
                 let t = &self.c.spec.composite_type_ref;
@@ -841,7 +891,13 @@ impl Ctx<'_> {
                 rest /= values.len();
                 paved::set(&mut xr, path.as_slice(), value).ok()?;
             }
-            let rendered = render::render(self.c, self.steps, &xr, self.functions.as_deref());
+            let rendered = render::render(
+                self.c,
+                self.steps,
+                &xr,
+                self.functions.as_deref(),
+                self.runtime,
+            );
             let resource = rendered.resources.into_iter().find(|r| r.at == *at)?;
             let failed = resource
                 .patches
@@ -903,11 +959,11 @@ fn short(v: &Value) -> String {
     }
 }
 
-/// Whether `field` is the rendered resource's `metadata.namespace` (under `root`).
-fn is_namespace(field: &str, root: &str) -> bool {
+/// Whether `field` is the rendered resource's `metadata.<key>` (under `root`).
+fn is_meta(field: &str, root: &str, key: &str) -> bool {
     let rest = field.strip_prefix(root).unwrap_or(field);
     let rest = rest.strip_prefix('.').unwrap_or(rest);
-    rest == "metadata.namespace"
+    rest.strip_prefix("metadata.") == Some(key)
 }
 
 /// Whether an error is an unknown field the pruning reported.

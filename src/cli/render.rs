@@ -90,7 +90,9 @@ pub fn run(args: &RenderArgs) -> u8 {
         );
         return EXIT_INPUT_ERROR;
     };
-    let mut composition = match Composition::from_value(value, &args.api.choose(&catalog)) {
+    let api = args.api.choose(&catalog);
+    let runtime = crate::validate::runtime_of(&api);
+    let mut composition = match Composition::from_value(value, &api) {
         Ok(c) => c,
         Err(e) => {
             let _ = writeln!(
@@ -115,7 +117,7 @@ pub fn run(args: &RenderArgs) -> u8 {
         None => Composite::Mock(xr_schema.as_deref()),
     };
     let xr = rendered::composite_value(&composition, &steps, composite);
-    let output = crate::render::render(&composition, &steps, &xr, functions.as_deref());
+    let output = crate::render::render(&composition, &steps, &xr, functions.as_deref(), runtime);
     // Printed before the validation takes the rendered resources.
     let mut printed = match args.output {
         RenderOutput::Yaml => yaml(&output, xr_docs.is_empty()),
@@ -127,8 +129,16 @@ pub fn run(args: &RenderArgs) -> u8 {
         schemas: &catalog,
         functions,
     };
-    let mut findings =
-        rendered::check_rendered(&composition, &steps, composite, &xr, output, &source, &[]);
+    let mut findings = rendered::check_rendered(
+        &composition,
+        &steps,
+        composite,
+        &xr,
+        output,
+        &source,
+        &[],
+        runtime,
+    );
     crate::mode::apply_mode(crate::mode::Mode::Strict, &mut findings);
     match json_resources {
         None => {

@@ -62,6 +62,33 @@ pub struct RenderedResource<'a> {
     pub patches: Vec<PatchRecord<'a>>,
     /// Why the runtime does not send this resource to the API server, if it does not.
     pub not_sent: Option<NotSent>,
+    /// The base's `metadata` fields the runtime does not keep, with the values the base
+    /// gave them.
+    pub ignored: Vec<Ignored>,
+}
+
+/// A field of a base's `metadata` that the runtime does not keep.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ignored {
+    /// `name` or `namespace`.
+    pub key: &'static str,
+    /// What the base says.
+    pub value: Value,
+    /// Who drops it.
+    pub by: IgnoredBy,
+}
+
+/// Why a base's `metadata` field is not kept.
+#[derive(Debug, Clone, PartialEq)]
+pub enum IgnoredBy {
+    /// Crossplane v1's Resources mode renders a base into the new resource's empty
+    /// reference (`composition_pt.go`, `RenderFromJSON`): only patches set the name and
+    /// namespace.
+    ResourcesMode,
+    /// Crossplane v2 puts a namespaced XR's resources in its namespace, the one given
+    /// (`composition_functions.go`: a Warning event "cannot create composed resource ...
+    /// in namespace ..., using XR namespace ... instead").
+    XrNamespace(Value),
 }
 
 /// Why the runtime does not send a rendered resource: a patch from the XR or the
@@ -266,6 +293,40 @@ impl Rendered<'_> {
     }
 }
 
+/// Which Crossplane's runtime sets a composed resource's metadata (`composition_render.go`,
+/// `RenderComposedResourceMetadata`, which differs between v1 and v2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Runtime {
+    /// Crossplane v1: `generateName` always the XR's name and `-`; in Resources mode a
+    /// base's `name` and `namespace` are dropped (only patches set them).
+    V1,
+    /// Crossplane v2: a `name` or `generateName` of the resource is kept; a namespaced XR's
+    /// resources go to its namespace whatever they say.
+    V2,
+    /// Not known (a pipeline of a cluster scoped XR, where no Composition API says which
+    /// Crossplane runs it): rendered as v2 does, findings that differ under v1 are warnings.
+    #[default]
+    Unknown,
+}
+
+impl Runtime {
+    /// The runtime that renders `c` from `xr`: v1 for Resources mode, v2 for a v2 XR
+    /// (`spec.crossplane`, or a namespace), else `given`.
+    pub fn of(c: &Composition, xr: &Value, given: Runtime) -> Runtime {
+        if c.spec.pipeline.is_empty() {
+            return Runtime::V1;
+        }
+        let v2_xr = field(xr, "spec")
+            .and_then(|s| field(s, "crossplane"))
+            .is_some()
+            || field(xr, "metadata")
+                .and_then(|m| field(m, "namespace"))
+                .and_then(Value::as_str)
+                .is_some_and(|ns| !ns.is_empty());
+        if v2_xr { Runtime::V2 } else { given }
+    }
+}
+
 /// Renders the composed resources of `c` for the XR `xr` (a mock or a real one), with the
 /// patch-and-transform `steps` of a pipeline (from
 /// [`crate::checks::patch_and_transform::read_steps`]); the other steps' functions are
@@ -275,8 +336,9 @@ pub fn render<'a>(
     steps: &'a [PatchAndTransformStep],
     xr: &Value,
     functions: Option<&FunctionSet>,
+    runtime: Runtime,
 ) -> Rendered<'a> {
-    render_from(c, steps, None, xr, functions)
+    render_from(c, steps, None, xr, functions, runtime)
 }
 
 /// The bases of a Composition's templates and of its patch-and-transform steps' templates,
@@ -319,8 +381,9 @@ pub fn render_taking<'a>(
     bases: TakenBases,
     xr: &Value,
     functions: Option<&FunctionSet>,
+    runtime: Runtime,
 ) -> Rendered<'a> {
-    render_from(c, steps, Some(bases), xr, functions)
+    render_from(c, steps, Some(bases), xr, functions, runtime)
 }
 
 fn render_from<'a>(
@@ -329,7 +392,9 @@ fn render_from<'a>(
     mut taken: Option<TakenBases>,
     xr: &Value,
     functions: Option<&FunctionSet>,
+    runtime: Runtime,
 ) -> Rendered<'a> {
+    let runtime = Runtime::of(c, xr, runtime);
     let templates =
         c.spec.resources.len() + steps.iter().map(|s| s.input.resources.len()).sum::<usize>();
     let mut out = Rendered {
@@ -346,7 +411,7 @@ fn render_from<'a>(
             step: None,
         };
         let bases = taken.as_mut().map(|t| t.spec.as_mut_slice());
-        render_set(&set, bases, &Path::new("spec"), &mut out);
+        render_set(&set, bases, &Path::new("spec"), runtime, &mut out);
         return out;
     }
     for (i, step) in c.spec.pipeline.iter().enumerate() {
@@ -365,7 +430,7 @@ fn render_from<'a>(
                     .as_mut()
                     .and_then(|t| t.steps.get_mut(n))
                     .map(Vec::as_mut_slice);
-                render_set(&set, bases, &input_at, &mut out);
+                render_set(&set, bases, &input_at, runtime, &mut out);
             }
             None => {
                 let recognised = Recognition::of(&step.function_ref.name, functions);
@@ -399,6 +464,7 @@ fn render_set<'a>(
     set: &Templates<'a>,
     mut taken: Option<&mut [Value]>,
     at: &Path,
+    runtime: Runtime,
     out: &mut Rendered<'a>,
 ) {
     let environment = environment(
@@ -451,9 +517,25 @@ fn render_set<'a>(
             object: None,
             patches: Vec::with_capacity(template.patches.len()),
             not_sent: None,
+            ignored: Vec::new(),
         };
         if let Some(mut object) = start {
-            metadata(&mut object, &stamp, template.name.as_deref());
+            // Crossplane v1's Resources mode reads a new resource's name and namespace from
+            // its (empty) reference, not from the base (`RenderFromJSON`).
+            if set.step.is_none() && runtime == Runtime::V1 {
+                rendered.ignored = forget_name_and_namespace(&mut object);
+            } else if let Some(xr_ns) = &stamp.namespace
+                && let Some(ns) = field(&object, "metadata")
+                    .and_then(|m| field(m, "namespace"))
+                    .filter(|ns| ns.as_str().is_some_and(|s| !s.is_empty()) && *ns != xr_ns)
+            {
+                rendered.ignored.push(Ignored {
+                    key: "namespace",
+                    value: ns.clone(),
+                    by: IgnoredBy::XrNamespace(xr_ns.clone()),
+                });
+            }
+            metadata(&mut object, &stamp, template.name.as_deref(), runtime);
             for (patch_at, p) in expand_patches(set, i, template) {
                 // Each record holds a few strings: a patch set of a thousand patches used by
                 // a thousand templates is a million of them.
@@ -479,6 +561,28 @@ fn render_set<'a>(
                     from_environment,
                     outcome,
                 });
+            }
+            // What a patch sets (or sets with a real XR, where the mock lacks its source)
+            // is not lost.
+            rendered.ignored.retain(|i| {
+                let to = format!("metadata.{}", i.key);
+                i.by != IgnoredBy::ResourcesMode
+                    || field(&object, "metadata")
+                        .and_then(|m| field(m, i.key))
+                        .is_none()
+                        && !rendered
+                            .patches
+                            .iter()
+                            .any(|r| r.patch.to_field_path.as_deref() == Some(to.as_str()))
+            });
+            // Crossplane sets the namespace after the function (or the patches) ran.
+            if let Some(ns) = &stamp.namespace
+                && let Some(meta) = object
+                    .as_object_mut()
+                    .and_then(|o| member_mut(o, "metadata"))
+                    .and_then(Value::as_object_mut)
+            {
+                meta.insert("namespace".into(), ns.clone());
             }
             rendered.not_sent = rendered.patches.iter().find_map(|r| {
                 r.stops_resource().map(|why| NotSent {
@@ -672,9 +776,12 @@ impl Stamp {
 /// `namespace`, `labels`, `annotations` and `ownerReferences`.
 const STAMPED_METADATA: usize = 5;
 
-/// What Crossplane sets on every composed resource: `generateName` from the XR's name, the
-/// composite and claim labels, the template name annotation and the XR as controller.
-fn metadata(object: &mut Value, stamp: &Stamp, template: Option<&str>) {
+/// What Crossplane sets on every composed resource: `generateName` from the XR's name (v1:
+/// always; v2: when the resource has neither a name nor one), a namespaced XR's namespace,
+/// the composite and claim labels, the template name annotation, and the XR as controller
+/// among the resource's own owner references (`meta.AddControllerReference`: an entry with
+/// the XR's uid is replaced, others are kept).
+fn metadata(object: &mut Value, stamp: &Stamp, template: Option<&str>, runtime: Runtime) {
     let Some(obj) = object.as_object_mut() else {
         return;
     };
@@ -695,7 +802,14 @@ fn metadata(object: &mut Value, stamp: &Stamp, template: Option<&str>) {
     let Some(meta) = member_mut(obj, "metadata").and_then(Value::as_object_mut) else {
         return;
     };
-    meta.insert("generateName".into(), stamp.generate_name.clone());
+    let named = |key: &str| {
+        member(meta, key)
+            .and_then(Value::as_str)
+            .is_some_and(|s| !s.is_empty())
+    };
+    if runtime == Runtime::V1 || !(named("name") || named("generateName")) {
+        meta.insert("generateName".into(), stamp.generate_name.clone());
+    }
     if let Some(ns) = &stamp.namespace {
         meta.insert("namespace".into(), ns.clone());
     }
@@ -718,7 +832,41 @@ fn metadata(object: &mut Value, stamp: &Stamp, template: Option<&str>) {
             );
         }
     }
-    meta.insert("ownerReferences".into(), stamp.owner_references.clone());
+    let controller = stamp.owner_references.as_array().and_then(|a| a.first());
+    match (meta.get_mut("ownerReferences"), controller) {
+        (Some(Value::Array(refs)), Some(controller)) => {
+            let uid = field(controller, "uid");
+            match refs.iter_mut().find(|r| field(r, "uid") == uid) {
+                Some(same) => *same = controller.clone(),
+                None => refs.push(controller.clone()),
+            }
+        }
+        _ => {
+            meta.insert("ownerReferences".into(), stamp.owner_references.clone());
+        }
+    }
+}
+
+/// Drops a base's `metadata.name` and `metadata.namespace` (Crossplane v1's Resources mode),
+/// returning those it held.
+fn forget_name_and_namespace(object: &mut Value) -> Vec<Ignored> {
+    let Some(meta) = object
+        .as_object_mut()
+        .and_then(|o| member_mut(o, "metadata"))
+        .and_then(Value::as_object_mut)
+    else {
+        return Vec::new();
+    };
+    ["name", "namespace"]
+        .into_iter()
+        .filter_map(|key| {
+            meta.shift_remove(key).map(|value| Ignored {
+                key,
+                value,
+                by: IgnoredBy::ResourcesMode,
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -751,7 +899,7 @@ mod tests {
         let xr = json!({"apiVersion": "example.org/v1", "kind": "XDb",
             "metadata": {"name": "xdb-mock", "uid": "u", "labels": {"crossplane.io/composite": "xdb-mock"}},
             "spec": {"region": "eu-west-1"}});
-        let r = render(&c, &[], &xr, None);
+        let r = render(&c, &[], &xr, None, Runtime::Unknown);
         let db = &r.resources[0];
         let object = db.object.as_ref().expect("rendered");
         assert_eq!(
@@ -781,7 +929,7 @@ mod tests {
         }));
         let xr = json!({"apiVersion": "example.org/v1", "kind": "XDb",
             "metadata": {"name": "x", "uid": "u"}});
-        let by_name = render(&c, &[], &xr, None);
+        let by_name = render(&c, &[], &xr, None, Runtime::Unknown);
         assert_eq!(by_name.opaque_steps[0].role, FunctionRole::Opaque);
         assert_eq!(by_name.opaque_steps[0].package, None);
         let mut functions = FunctionSet::new();
@@ -789,7 +937,7 @@ mod tests {
             "render",
             "xpkg.upbound.io/upbound/function-auto-ready:v0.2.1",
         ));
-        let by_package = render(&c, &[], &xr, Some(&functions));
+        let by_package = render(&c, &[], &xr, Some(&functions), Runtime::Unknown);
         assert_eq!(by_package.opaque_steps[0].role, FunctionRole::Readiness);
         assert_eq!(
             by_package.opaque_steps[0]
@@ -839,7 +987,7 @@ mod tests {
         assert_eq!(steps.len(), 2);
         let xr = json!({"apiVersion": "example.org/v1", "kind": "XDb",
             "metadata": {"name": "x", "uid": "u"}, "spec": {"size": "large"}});
-        let r = render(&c, &steps, &xr, None);
+        let r = render(&c, &steps, &xr, None, Runtime::Unknown);
         // The second step's template has no base: it patches what the first rendered.
         assert_eq!(r.resources.len(), 1);
         let db = &r.resources[0];

@@ -1066,7 +1066,7 @@ spec:
   - name: v1
     served: true
     referenceable: true
-    schema: {openAPIV3Schema: {type: object, properties: {spec: {type: object, properties: {size: {type: string}}}}}}
+    schema: {openAPIV3Schema: {type: object, properties: {spec: {type: object, properties: {size: {type: string}, namespace: {type: string, default: default}}}}}}
 "#;
 
     fn composition(name: &str, rv: &str, to: &str) -> Value {
@@ -1078,8 +1078,12 @@ spec:
                 "compositeTypeRef": {"apiVersion": "example.org/v1", "kind": "XBucket"},
                 "resources": [{
                     "name": "config",
-                    "base": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"namespace": "default"}},
-                    "patches": [{"fromFieldPath": "spec.size", "toFieldPath": to}],
+                    // v1's Resources mode drops a base's namespace: a patch sets it.
+                    "base": {"apiVersion": "v1", "kind": "ConfigMap"},
+                    "patches": [
+                        {"fromFieldPath": "spec.namespace", "toFieldPath": "metadata.namespace"},
+                        {"fromFieldPath": "spec.size", "toFieldPath": to},
+                    ],
                 }],
             },
         })

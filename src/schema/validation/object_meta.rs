@@ -104,6 +104,12 @@ pub fn validate(object: &Value, rules: &ObjectMetaRules, root: &Path) -> Vec<Fie
             format!("must have at most {ANNOTATIONS_MAX_BYTES} bytes"),
         ));
     }
+    if let Some(refs) = crate::json::member(meta, "ownerReferences")
+        .and_then(Value::as_array)
+        .filter(|r| crate::budget::steps(r.len() as u64).is_ok())
+    {
+        owner_references(refs, &at().child("ownerReferences"), &mut errs);
+    }
     if let Some(finalizers) = crate::json::member(meta, "finalizers")
         .and_then(Value::as_array)
         .filter(|f| crate::budget::steps(f.len() as u64).is_ok())
@@ -162,6 +168,57 @@ fn strings<'a>(
     out
 }
 
+/// `ValidateOwnerReferences` (apimachinery `objectmeta.go`): each reference's version, kind,
+/// name and uid, and at most one controller. The API server reports them at
+/// `metadata.ownerReferences` itself, without the entry's index.
+fn owner_references(refs: &[Value], at: &Path, errs: &mut Vec<FieldError>) {
+    let mut first_controller: Option<String> = None;
+    for r in refs {
+        let text = |key: &str| {
+            crate::json::field(r, key)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+        };
+        let api_version = text("apiVersion");
+        // `schema.FromAPIVersionAndKind`: `v1` or `group/v1`; anything else has no version.
+        let version = match api_version.split_once('/') {
+            None => api_version,
+            Some((_, v)) if !v.contains('/') => v,
+            Some(_) => "",
+        };
+        if version.is_empty() {
+            errs.push(FieldError::invalid(
+                at.child("apiVersion"),
+                api_version,
+                "version must not be empty",
+            ));
+        }
+        for (key, what) in [("kind", "kind"), ("name", "name"), ("uid", "uid")] {
+            if text(key).is_empty() {
+                errs.push(FieldError::invalid(
+                    at.child(key),
+                    text(key),
+                    format!("{what} must not be empty"),
+                ));
+            }
+        }
+        if crate::json::field(r, "controller").and_then(Value::as_bool) == Some(true) {
+            let current = format!("{}/{}", text("kind"), text("name"));
+            match &first_controller {
+                Some(first) => errs.push(FieldError::new(
+                    ErrorType::Invalid,
+                    at.clone(),
+                    BadValue::Omit,
+                    format!(
+                        "Only one reference can have Controller set to true. Found \"true\" in references for {first} and {current}"
+                    ),
+                )),
+                None => first_controller = Some(current),
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -187,6 +244,32 @@ mod tests {
         assert_eq!(
             errs[2],
             "base.metadata.labels: Invalid value: \"app/\": name part must be non-empty"
+        );
+    }
+
+    /// apimachinery's `TestValidateObjectMetaOwnerReferences` cases, as the API server
+    /// reports them: at `metadata.ownerReferences.<field>`, without the entry's index.
+    #[test]
+    fn owner_references_are_checked_as_apimachinery_checks_them() {
+        let refs = [
+            json!({"apiVersion": "customresourceVersion", "kind": "customresourceKind", "name": "name"}),
+            json!({"apiVersion": "a/b/c", "kind": "K", "name": "n", "uid": "1"}),
+            json!({"apiVersion": "v1", "kind": "K", "name": "first", "uid": "2", "controller": true}),
+            json!({"apiVersion": "v1", "kind": "K", "name": "second", "uid": "3", "controller": true}),
+        ];
+        let mut errs = Vec::new();
+        owner_references(&refs, &Path::new("metadata.ownerReferences"), &mut errs);
+        let errs: Vec<String> = errs
+            .iter()
+            .map(|e| format!("{}: {}", e.field, e.body()))
+            .collect();
+        assert_eq!(
+            errs,
+            [
+                "metadata.ownerReferences.uid: Invalid value: \"\": uid must not be empty",
+                "metadata.ownerReferences.apiVersion: Invalid value: \"a/b/c\": version must not be empty",
+                "metadata.ownerReferences: Invalid value: Only one reference can have Controller set to true. Found \"true\" in references for K/first and K/second",
+            ]
         );
     }
 }
