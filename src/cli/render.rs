@@ -90,7 +90,8 @@ pub fn run(args: &RenderArgs) -> u8 {
         );
         return EXIT_INPUT_ERROR;
     };
-    let mut composition = match Composition::from_value(value, &args.api.choose(&catalog)) {
+    let api = args.api.choose(&catalog, &mut stderr);
+    let mut composition = match Composition::from_value(value, &api) {
         Ok(c) => c,
         Err(e) => {
             let _ = writeln!(
