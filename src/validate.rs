@@ -522,7 +522,8 @@ fn stopped_finding(e: &Exceeded, findings: &mut Vec<Finding>) -> Finding {
 /// a custom resource of the Composition CRD (`validate_resource`): unknown fields (`kubectl
 /// apply` validates fields strictly), types, enums, required fields, the CRD's other
 /// constraints and its CEL rules. `metadata` is checked by the logical checks. Where a v2 API
-/// refuses a v1 field, the error says where the field went.
+/// refuses a v1 field, the error says where the field went; where another minor added or
+/// removed a field this API lacks, which `--crossplane-version` has it.
 fn api_server_errors(defaulted: &Value, api: &schema::CompositionApi) -> Vec<FieldError> {
     let compiled = match api.compiled() {
         Ok(compiled) => compiled,
@@ -543,25 +544,26 @@ fn api_server_errors(defaulted: &Value, api: &schema::CompositionApi) -> Vec<Fie
         &limits,
     )
     .errors;
-    if !api.pipeline_only() {
-        for e in errors.iter_mut().filter(|e| {
-            e.detail.starts_with("unknown field") && schema::composition_api::added_in_v2(&e.field)
-        }) {
-            e.detail = format!(
-                "{}: step requirements are Crossplane v2's ({})",
-                e.detail,
-                api.applied()
-            );
-        }
-    } else {
-        for e in &mut errors {
-            let v1_only = match e.error_type {
+    for e in &mut errors {
+        let unknown = e.detail.starts_with("unknown field");
+        // A v1 field under v2's API: where it went (`spec.mode`'s value is refused by enum).
+        let v1_only = api.pipeline_only()
+            && match e.error_type {
                 ErrorType::NotSupported => e.field == "spec.mode",
-                _ => e.detail.starts_with("unknown field"),
+                _ => unknown,
             };
-            if let Some(hint) = schema::composition_api::moved_in_v2(&e.field).filter(|_| v1_only) {
-                e.detail = format!("{}: {hint} ({})", e.detail, api.applied());
-            }
+        if let Some(hint) = schema::composition_api::moved_in_v2(&e.field).filter(|_| v1_only) {
+            e.detail = format!("{}: {hint} ({})", e.detail, api.applied());
+        } else if let Some(change) =
+            schema::composition_api::change_of(&e.field).filter(|_| unknown)
+        {
+            // A field another minor added or removed: which one has it.
+            e.detail = format!(
+                "{}: {} ({})",
+                e.detail,
+                change.words,
+                api.applied_for(&change)
+            );
         }
     }
     errors

@@ -248,7 +248,8 @@ fn the_mode_can_come_from_the_environment() {
         .unwrap();
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["compositions"][0]["mode"], "warn");
-    assert_eq!(v["compositionApi"], "Crossplane v1.17.0's Composition API");
+    // A minor picks its own Composition API.
+    assert_eq!(v["compositionApi"], "Crossplane v1.20.11's Composition API");
 }
 
 #[test]
@@ -750,4 +751,401 @@ fn render_marks_resources_the_runtime_would_not_send() {
     assert_eq!(v["resources"][1]["sent"], true);
     assert_eq!(v["resources"][1]["notSent"], Value::Null);
     assert_eq!(v["findings"], json!([]));
+}
+
+/// `run` with `--crossplane-version VERSION` after the subcommand.
+fn run_at(version: &str, args: &[&str]) -> Output {
+    let mut with = args.to_vec();
+    with.splice(1..1, ["--crossplane-version", version]);
+    run(&with)
+}
+
+/// The last line of the output: the summary.
+fn summary(o: &Output) -> String {
+    lines(o).last().cloned().unwrap_or_default()
+}
+
+/// A pipeline step's `requirements.requiredSchemas` (Crossplane v2.2's Composition CRD) is an
+/// unknown field under v2.0's and v2.1's, which says which minor has it, and valid from v2.2.
+#[test]
+fn required_schemas_are_v2_2s() {
+    let dir = scratch("required-schemas");
+    let file = dir.join("composition.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: apiextensions.crossplane.io/v1
+kind: Composition
+metadata:
+  name: with-required-schemas
+spec:
+  compositeTypeRef:
+    apiVersion: gcp.platformref.upbound.io/v1alpha1
+    kind: XNetwork
+  mode: Pipeline
+  pipeline:
+  - step: schemas
+    functionRef:
+      name: function-extra-resources
+    requirements:
+      requiredSchemas:
+      - requirementName: network
+        apiVersion: compute.gcp.upbound.io/v1beta1
+        kind: Network
+",
+    )
+    .expect("write");
+    let f = file.to_str().expect("UTF-8");
+    for (version, release) in [("v2.0", "v2.0.8"), ("v2.1", "v2.1.8"), ("2.1.3", "v2.1.8")] {
+        let o = run_at(version, &["validate", "--crds", "testdata/example", f]);
+        assert_eq!(o.status.code(), Some(1), "{version}: {}", stdout(&o));
+        assert_eq!(
+            lines(&o),
+            [
+                format!(
+                    "{f}:15: error: spec.pipeline[0].requirements.requiredSchemas: Invalid value: \"requiredSchemas\": unknown field: \"requiredSchemas\": required schemas are Crossplane v2.2's (checked against Crossplane {release}'s Composition API; for Crossplane v2.2 or later, validate with --crossplane-version v2.2)"
+                ),
+                format!(
+                    "{f}: Composition \"with-required-schemas\" (mode loose): denied (422 Invalid): 1 error, 0 warnings"
+                ),
+                format!(
+                    "1 Composition validated against 1 schema and Crossplane {release}'s Composition API: 0 allowed, 1 denied"
+                ),
+            ],
+            "{version}"
+        );
+        assert_eq!(stderr(&o), "", "{version}");
+    }
+    for (version, release) in [("v2.2", "v2.2.4"), ("v2.3", "v2.3.4"), ("v2", "v2.3.4")] {
+        let o = run_at(version, &["validate", "--crds", "testdata/example", f]);
+        assert_eq!(o.status.code(), Some(0), "{version}: {}", stdout(&o));
+        assert_eq!(
+            summary(&o),
+            format!(
+                "1 Composition validated against 1 schema and Crossplane {release}'s Composition API: 1 allowed, 0 denied"
+            )
+        );
+        assert_eq!(stderr(&o), "", "{version}");
+    }
+    // Under v1's API the whole of `requirements` is unknown.
+    let o = run_at("v1.20", &["validate", "--crds", "testdata/example", f]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        lines(&o)[0],
+        format!(
+            "{f}:14: error: spec.pipeline[0].requirements: Invalid value: \"requirements\": unknown field: \"requirements\": step requirements are Crossplane v2's (checked against Crossplane v1.20.11's Composition API; for Crossplane v2, validate with --crossplane-version v2)"
+        )
+    );
+}
+
+/// `spec.environment`, which Crossplane v1.18 removed, is valid up to v1.17 and refused from
+/// v1.18, saying which minor still has it; the environment patch types go with it.
+#[test]
+fn environment_is_refused_from_v1_18() {
+    let dir = scratch("environment-v1-18");
+    let file = dir.join("composition.yaml");
+    let text = std::fs::read_to_string("testdata/example/composition.yaml")
+        .expect("example")
+        .replacen(
+            "  resources:\n",
+            "  environment:\n    environmentConfigs:\n    - type: Reference\n      ref:\n        name: example-environment\n  resources:\n",
+            1,
+        );
+    let f = file.to_str().expect("UTF-8");
+    let schemas = [
+        "validate",
+        "--crds",
+        "testdata/crds",
+        "--crds",
+        "testdata/example/definition.yaml",
+    ];
+    std::fs::write(&file, &text).expect("write");
+    for (version, release) in [
+        ("v1.14", "v1.14.9"),
+        ("v1.16", "v1.16.5"),
+        ("v1.17", "v1.17.0"),
+        ("v1", "v1.17.0"),
+    ] {
+        let o = run_at(version, &[&schemas[..], &[f]].concat());
+        assert_eq!(o.status.code(), Some(0), "{version}: {}", stdout(&o));
+        assert_eq!(
+            summary(&o),
+            format!(
+                "1 Composition validated against 3 schemas and Crossplane {release}'s Composition API: 1 allowed, 0 denied"
+            )
+        );
+    }
+    for (version, release) in [
+        ("v1.18", "v1.18.5"),
+        ("v1.19", "v1.19.3"),
+        ("v1.20", "v1.20.11"),
+    ] {
+        let o = run_at(version, &[&schemas[..], &[f]].concat());
+        assert_eq!(o.status.code(), Some(1), "{version}: {}", stdout(&o));
+        assert_eq!(
+            lines(&o),
+            [
+                format!(
+                    "{f}:12: error: spec.environment: Invalid value: \"environment\": unknown field: \"environment\": Crossplane v1.18 removed spec.environment: select EnvironmentConfigs with a function-environment-configs step in a pipeline (checked against Crossplane {release}'s Composition API; for Crossplane v1.17 or earlier, validate with --crossplane-version v1.17)"
+                ),
+                format!(
+                    "{f}: Composition \"xnetworks.gcp.platformref.upbound.io\" (mode loose): denied (422 Invalid): 1 error, 0 warnings"
+                ),
+                format!(
+                    "1 Composition validated against 3 schemas and Crossplane {release}'s Composition API: 0 allowed, 1 denied"
+                ),
+            ],
+            "{version}"
+        );
+    }
+    // An environment patch: refused by v1.18's patch type enum.
+    let text = std::fs::read_to_string("testdata/example/composition.yaml")
+        .expect("example")
+        .replacen(
+            "      patches:\n",
+            "      patches:\n        - type: FromEnvironmentFieldPath\n          fromFieldPath: region\n          toFieldPath: metadata.labels[region]\n",
+            1,
+        );
+    std::fs::write(&file, &text).expect("write");
+    let o = run_at("v1.17", &[&schemas[..], &[f]].concat());
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    let o = run_at("v1.18", &[&schemas[..], &[f]].concat());
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    assert_eq!(
+        lines(&o)[0],
+        format!(
+            "{f}:21: error: spec.resources[0].patches[0].type: Unsupported value: \"FromEnvironmentFieldPath\": supported values: \"FromCompositeFieldPath\", \"PatchSet\", \"ToCompositeFieldPath\", \"CombineFromComposite\", \"CombineToComposite\""
+        )
+    );
+}
+
+/// What v1 minors added: the `Join` string transform (v1.15) is refused under v1.14's API, a
+/// step's `credentials` (v1.16) under v1.15's; both say which minor has them.
+#[test]
+fn join_and_credentials_are_refused_before_their_minors() {
+    let dir = scratch("v1-minors");
+    let xrd = dir.join("definition.yaml");
+    std::fs::write(
+        &xrd,
+        "apiVersion: apiextensions.crossplane.io/v1
+kind: CompositeResourceDefinition
+metadata:
+  name: xzones.example.org
+spec:
+  group: example.org
+  names:
+    kind: XZones
+    plural: xzones
+  versions:
+  - name: v1alpha1
+    served: true
+    referenceable: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              zones:
+                type: array
+                items:
+                  type: string
+",
+    )
+    .expect("write XRD");
+    let join = dir.join("join.yaml");
+    std::fs::write(
+        &join,
+        "apiVersion: apiextensions.crossplane.io/v1
+kind: Composition
+metadata:
+  name: xzones.example.org
+spec:
+  compositeTypeRef:
+    apiVersion: example.org/v1alpha1
+    kind: XZones
+  resources:
+  - name: zones
+    base:
+      apiVersion: v1
+      kind: ConfigMap
+      metadata:
+        namespace: default
+    patches:
+    - fromFieldPath: spec.zones
+      toFieldPath: data.zones
+      transforms:
+      - type: string
+        string:
+          type: Join
+          join:
+            separator: \",\"
+",
+    )
+    .expect("write");
+    let (x, j) = (xrd.to_str().expect("UTF-8"), join.to_str().expect("UTF-8"));
+    let o = run_at("v1.14", &["validate", "--crds", x, j]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    assert_eq!(
+        lines(&o),
+        [
+            format!(
+                "{j}:22: error: spec.resources[0].patches[0].transforms[0].string.type: Unsupported value: \"Join\": supported values: \"Format\", \"Convert\", \"TrimPrefix\", \"TrimSuffix\", \"Regexp\""
+            ),
+            format!(
+                "{j}:23: error: spec.resources[0].patches[0].transforms[0].string.join: Invalid value: \"join\": unknown field: \"join\": the Join string transform is Crossplane v1.15's (checked against Crossplane v1.14.9's Composition API; for Crossplane v1.15 or later, validate with --crossplane-version v1.15)"
+            ),
+            format!(
+                "{j}: Composition \"xzones.example.org\" (mode loose): denied (422 Invalid): 2 errors, 0 warnings"
+            ),
+            "1 Composition validated against 1 schema and Crossplane v1.14.9's Composition API: 0 allowed, 1 denied".to_string(),
+        ]
+    );
+    for version in ["v1.15", "1.20.11", "v1"] {
+        let o = run_at(version, &["validate", "--crds", x, j]);
+        assert_eq!(o.status.code(), Some(0), "{version}: {}", stdout(&o));
+    }
+
+    let credentials = dir.join("credentials.yaml");
+    std::fs::write(
+        &credentials,
+        "apiVersion: apiextensions.crossplane.io/v1
+kind: Composition
+metadata:
+  name: with-credentials
+spec:
+  compositeTypeRef:
+    apiVersion: example.org/v1alpha1
+    kind: XZones
+  mode: Pipeline
+  pipeline:
+  - step: ready
+    functionRef:
+      name: function-auto-ready
+    credentials:
+    - name: token
+      source: Secret
+      secretRef:
+        namespace: crossplane-system
+        name: token
+",
+    )
+    .expect("write");
+    let c = credentials.to_str().expect("UTF-8");
+    let o = run_at("v1.15", &["validate", "--crds", x, c]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    assert_eq!(
+        lines(&o)[0],
+        format!(
+            "{c}:14: error: spec.pipeline[0].credentials: Invalid value: \"credentials\": unknown field: \"credentials\": step credentials are Crossplane v1.16's (checked against Crossplane v1.15.6's Composition API; for Crossplane v1.16 or later, validate with --crossplane-version v1.16)"
+        )
+    );
+    for version in ["v1.16", "v1.20", "v2.0"] {
+        let o = run_at(version, &["validate", "--crds", x, c]);
+        assert_eq!(o.status.code(), Some(0), "{version}: {}", stdout(&o));
+    }
+}
+
+/// A minor without an embedded Composition API is never an error: a note on standard error
+/// names the one used (the nearest minor of its major), as the summary line does. A given
+/// Composition CRD decides without a note; another major is a usage error.
+#[test]
+fn unknown_minors_say_which_api_they_use() {
+    let example = ["--crds", "testdata/crds", "testdata/example"];
+    for (version, release, which) in [
+        ("v1.13", "v1.14.9", "oldest"),
+        ("1.21.0", "v1.20.11", "newest"),
+        ("v2.9", "v2.3.4", "newest"),
+    ] {
+        let o = run_at(version, &[&["validate"][..], &example].concat());
+        let minor = version
+            .trim_start_matches('v')
+            .split('.')
+            .take(2)
+            .collect::<Vec<_>>()
+            .join(".");
+        let major = &minor[..1];
+        assert_eq!(
+            stderr(&o),
+            format!(
+                "note: Crossplane v{minor}'s Composition API is not embedded: validating against Crossplane {release}'s, the {which} v{major} one embedded (give the Composition CRD of the Crossplane you run with --crds to follow it instead)\n"
+            ),
+            "{version}"
+        );
+        assert!(
+            summary(&o).starts_with(&format!(
+                "1 Composition validated against 3 schemas and Crossplane {release}'s Composition API: "
+            )),
+            "{version}: {}",
+            stdout(&o)
+        );
+        // The example is a v1 Resources-mode Composition: v2's API refuses it.
+        assert_eq!(
+            o.status.code(),
+            Some(if major == "1" { 0 } else { 1 }),
+            "{version}"
+        );
+    }
+    // The same note from audit and render, which read files as validate does.
+    let o = run_at("v2.9", &[&["audit"][..], &example].concat());
+    assert!(stderr(&o).starts_with("note: Crossplane v2.9's Composition API is not embedded"));
+    let o = run_at(
+        "v2.9",
+        &[
+            "render",
+            "testdata/example/composition.yaml",
+            "--crds",
+            "testdata/crds",
+        ],
+    );
+    assert!(stderr(&o).starts_with("note: Crossplane v2.9's Composition API is not embedded"));
+
+    // A given Composition CRD decides: no note.
+    let v1_crd = "crds/upstream/apiextensions.crossplane.io_compositions.yaml";
+    let o = run_at(
+        "v2.9",
+        &[&["validate", "--crds", v1_crd][..], &example].concat(),
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    assert_eq!(stderr(&o), "");
+    for bad in ["v3.0", "v2.x", "v2.3.4.5"] {
+        let o = run_at(bad, &[&["validate"][..], &example].concat());
+        assert_eq!(o.status.code(), Some(2), "{bad}");
+        assert!(
+            stderr(&o).contains(&format!("{bad:?} is not a Crossplane version")),
+            "{bad}: {}",
+            stderr(&o)
+        );
+    }
+}
+
+/// Every embedded minor is named by its release in the summary line.
+#[test]
+fn each_minor_names_its_release() {
+    let example = ["--crds", "testdata/crds", "testdata/example"];
+    for (version, release) in [
+        ("v1.14", "v1.14.9"),
+        ("v1.15", "v1.15.6"),
+        ("v1.16", "v1.16.5"),
+        ("v1.17.6", "v1.17.0"),
+        ("v1.18", "v1.18.5"),
+        ("v1.19", "v1.19.3"),
+        ("v1.20", "v1.20.11"),
+        ("v2.0", "v2.0.8"),
+        ("v2.1", "v2.1.8"),
+        ("v2.2", "v2.2.4"),
+        ("v2.3", "v2.3.4"),
+    ] {
+        let o = run_at(
+            version,
+            &[&["validate", "--output", "json"][..], &example].concat(),
+        );
+        let v: Value = serde_json::from_slice(&o.stdout).expect("JSON");
+        assert_eq!(
+            v["compositionApi"],
+            json!(format!("Crossplane {release}'s Composition API")),
+            "{version}"
+        );
+        assert_eq!(stderr(&o), "", "{version}");
+    }
 }

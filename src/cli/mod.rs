@@ -1,7 +1,7 @@
 //! The `composition-webhook` command line.
 //!
 //! `composition-webhook validate [--crds PATH]... [--functions PATH]...
-//! [--crossplane-version v2|v1] [--mode warn|loose|strict] [--no-render]
+//! [--crossplane-version VERSION] [--mode warn|loose|strict] [--no-render]
 //! [--output text|json|sarif] FILE_OR_DIR...` validates every Composition found in the inputs
 //! against the CRDs and XRDs given with `--crds` and those found in the inputs themselves,
 //! and against the Composition API of the Crossplane chosen (a Composition CRD among the
@@ -159,7 +159,7 @@ struct CrdFiles {
 /// `--crossplane-version`: whose Composition API applies to Compositions read from files.
 #[derive(Debug, clap::Args)]
 struct ApiArgs {
-    /// The Crossplane whose Composition API (its Composition CRD: defaults, fields, modes) applies to the files: v2 (v2.0 to v2.3: Pipeline mode only) or v1 (v1.14 to v1.20: Resources mode too); a release such as v1.20 or 2.3.4 picks its major version. A Composition CRD (compositions.apiextensions.crossplane.io) among the schemas decides instead.
+    /// The Crossplane whose Composition API (its Composition CRD: defaults, fields, modes) applies to the files: v2 (v2.3's: Pipeline mode only) or v1 (v1.17's: Resources mode too), or a minor or patch release from v1.14 to v2.3 (v2.1, 1.20.11) for that minor's (another minor: the nearest embedded one of its major, with a note). A Composition CRD (compositions.apiextensions.crossplane.io) among the schemas decides instead.
     #[arg(
         long,
         value_name = "VERSION",
@@ -172,9 +172,15 @@ struct ApiArgs {
 
 impl ApiArgs {
     /// The Composition API: the CRD among the schemas, else the embedded one of the flag's
-    /// version.
-    fn choose(&self, catalog: &Catalog) -> CompositionApi {
-        CompositionApi::choose(catalog, self.crossplane_version)
+    /// version. A minor without one of its own is said in `notes` (with the one used).
+    fn choose(&self, catalog: &Catalog, notes: &mut impl Write) -> CompositionApi {
+        if let Some(given) = CompositionApi::given(catalog) {
+            return given;
+        }
+        if let Some(note) = self.crossplane_version.stand_in() {
+            let _ = writeln!(notes, "note: {note}");
+        }
+        CompositionApi::embedded(self.crossplane_version)
     }
 }
 
@@ -372,7 +378,7 @@ fn validate_files(check: &CheckArgs, inputs: &[PathBuf], notes: &mut impl Write)
     let input_docs = load_all(inputs, &mut errors);
 
     let catalog = build_catalog(schema_docs.iter().chain(&input_docs), &mut errors);
-    let api = check.api.choose(&catalog);
+    let api = check.api.choose(&catalog, notes);
 
     let source = WithFunctions {
         schemas: &catalog,

@@ -90,7 +90,7 @@ pub fn run(args: &RenderArgs) -> u8 {
         );
         return EXIT_INPUT_ERROR;
     };
-    let api = args.api.choose(&catalog);
+    let api = args.api.choose(&catalog, &mut stderr);
     let runtime = crate::validate::runtime_of(&api);
     let mut composition = match Composition::from_value(value, &api) {
         Ok(c) => c,

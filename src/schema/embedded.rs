@@ -1,11 +1,14 @@
-//! Crossplane's own Composition CRD and function-patch-and-transform's input CRD, embedded at
-//! build time.
+//! Crossplane's own Composition CRDs, one per supported minor, and function-patch-and-transform's
+//! input CRD, embedded at build time.
 //!
 //! `crds/upstream/apiextensions.crossplane.io_compositions.yaml` is Crossplane v1.17.0's
-//! `cluster/crds` file and `crds/upstream/v2.3.4/apiextensions.crossplane.io_compositions.yaml`
-//! v2.3.4's, unchanged. Their schema `default:` values are what the API server applies to a
-//! Composition before any webhook sees it; [`composition_crd_schema_of`] lets the validator
-//! apply the same defaults to Compositions read from files (see `composition_api`).
+//! `cluster/crds` file, and `crds/upstream/<tag>/apiextensions.crossplane.io_compositions.yaml`
+//! that tag's (v1.14.9, v1.15.6, v1.16.5, v1.20.11, v2.0.8, v2.1.8, v2.3.4), unchanged; minors
+//! whose latest patch has a byte-identical file share it (v1.18 and v1.19 v1.20.11's, v2.2
+//! v2.3.4's; `testdata/README.md` has the table). Their schema `default:` values are what the
+//! API server applies to a Composition before any webhook sees it; [`composition_crd_schema_of`]
+//! lets the validator apply the same defaults to Compositions read from files (see
+//! `composition_api`).
 //!
 //! `crds/upstream/pt.fn.crossplane.io_resources.yaml` is function-patch-and-transform
 //! v0.10.8's `package/input` CRD, unchanged: the schema of its `Resources` input. Nothing
@@ -16,7 +19,7 @@ use std::sync::{Arc, OnceLock};
 
 use serde_json::Value;
 
-use super::composition_api::CrossplaneVersion;
+use super::composition_api::ApiRelease;
 use super::crd::Crd;
 use super::structural::Schema;
 use super::validation::{CompileError, CompiledSchema};
@@ -33,12 +36,59 @@ pub const COMPOSITION_CRD_V2_YAML: &str =
 pub const PATCH_AND_TRANSFORM_CRD_YAML: &str =
     include_str!("../../crds/upstream/pt.fn.crossplane.io_resources.yaml");
 
+/// The embedded Composition CRD files, each with the release it was copied from.
+const COMPOSITION_CRDS: [(&str, &str); 8] = [
+    (
+        "v1.14.9",
+        include_str!("../../crds/upstream/v1.14.9/apiextensions.crossplane.io_compositions.yaml"),
+    ),
+    (
+        "v1.15.6",
+        include_str!("../../crds/upstream/v1.15.6/apiextensions.crossplane.io_compositions.yaml"),
+    ),
+    (
+        "v1.16.5",
+        include_str!("../../crds/upstream/v1.16.5/apiextensions.crossplane.io_compositions.yaml"),
+    ),
+    ("v1.17.0", COMPOSITION_CRD_YAML),
+    (
+        "v1.20.11",
+        include_str!("../../crds/upstream/v1.20.11/apiextensions.crossplane.io_compositions.yaml"),
+    ),
+    (
+        "v2.0.8",
+        include_str!("../../crds/upstream/v2.0.8/apiextensions.crossplane.io_compositions.yaml"),
+    ),
+    (
+        "v2.1.8",
+        include_str!("../../crds/upstream/v2.1.8/apiextensions.crossplane.io_compositions.yaml"),
+    ),
+    ("v2.3.4", COMPOSITION_CRD_V2_YAML),
+];
+
+/// The index in [`COMPOSITION_CRDS`] of a release's file: minors whose CRDs are byte for byte
+/// the same share one.
+fn file_of(release: ApiRelease) -> usize {
+    match release {
+        ApiRelease::V1_14 => 0,
+        ApiRelease::V1_15 => 1,
+        ApiRelease::V1_16 => 2,
+        ApiRelease::V1_17 => 3,
+        ApiRelease::V1_18 | ApiRelease::V1_19 | ApiRelease::V1_20 => 4,
+        ApiRelease::V2_0 => 5,
+        ApiRelease::V2_1 => 6,
+        ApiRelease::V2_2 | ApiRelease::V2_3 => 7,
+    }
+}
+
+/// The embedded Composition CRD file's text of `release`.
+pub fn composition_crd_yaml(release: ApiRelease) -> &'static str {
+    COMPOSITION_CRDS[file_of(release)].1
+}
+
 /// Parses an embedded Composition CRD (YAML -> CRD), reporting what went wrong.
-fn parse_composition_crd(version: CrossplaneVersion) -> Result<Crd, String> {
-    parse_crd(match version {
-        CrossplaneVersion::V1 => COMPOSITION_CRD_YAML,
-        CrossplaneVersion::V2 => COMPOSITION_CRD_V2_YAML,
-    })
+fn parse_composition_crd(release: ApiRelease) -> Result<Crd, String> {
+    parse_crd(composition_crd_yaml(release))
 }
 
 /// The stale enums of P&T v0.10.8's input CRD, and what its code (`IsValid`, the `switch`es
@@ -145,25 +195,22 @@ fn parse_crd_with(text: &str, adjust: fn(&mut Value)) -> Result<Crd, String> {
     Crd::from_value(&value).map_err(|e| e.to_string())
 }
 
-/// Crossplane's Composition CRD (`compositions.apiextensions.crossplane.io`) of `version`,
-/// parsed once.
+/// Crossplane's Composition CRD (`compositions.apiextensions.crossplane.io`) of `version` (a
+/// `CrossplaneVersion` or an [`ApiRelease`]), parsed once per file.
 ///
 /// # Panics
 ///
 /// Panics if the embedded file does not parse. It is a build-time constant, and the
 /// `embedded_composition_crds_parse` test guards it.
-pub fn composition_crd(version: CrossplaneVersion) -> &'static Crd {
-    static V1: OnceLock<Crd> = OnceLock::new();
-    static V2: OnceLock<Crd> = OnceLock::new();
-    let cell = match version {
-        CrossplaneVersion::V1 => &V1,
-        CrossplaneVersion::V2 => &V2,
-    };
-    cell.get_or_init(|| match parse_composition_crd(version) {
+pub fn composition_crd(version: impl Into<ApiRelease>) -> &'static Crd {
+    static CRDS: [OnceLock<Crd>; COMPOSITION_CRDS.len()] = [const { OnceLock::new() }; 8];
+    let release = version.into();
+    let file = file_of(release);
+    CRDS[file].get_or_init(|| match parse_composition_crd(release) {
         Ok(crd) => crd,
         Err(e) => panic!(
             "embedded Composition CRD {} does not parse: {e}",
-            version.release()
+            COMPOSITION_CRDS[file].0
         ),
     })
 }
@@ -174,12 +221,13 @@ pub fn composition_crd(version: CrossplaneVersion) -> &'static Crd {
 /// # Panics
 ///
 /// Panics if the embedded file has no `v1` schema (guarded by a test, see [`composition_crd`]).
-pub fn composition_crd_schema_of(version: CrossplaneVersion) -> Arc<Schema> {
-    match composition_crd(version).schema_for("v1").schema {
+pub fn composition_crd_schema_of(version: impl Into<ApiRelease>) -> Arc<Schema> {
+    let release = version.into();
+    match composition_crd(release).schema_for("v1").schema {
         Some(schema) => schema.clone(),
         None => panic!(
             "embedded Composition CRD {} has no v1 schema",
-            version.release()
+            COMPOSITION_CRDS[file_of(release)].0
         ),
     }
 }
@@ -227,12 +275,12 @@ mod tests {
 
     /// The v1.17.0 schema, which most tests here default with.
     fn composition_crd_schema() -> Arc<Schema> {
-        composition_crd_schema_of(CrossplaneVersion::V1)
+        composition_crd_schema_of(ApiRelease::V1_17)
     }
 
     #[test]
     fn embedded_composition_crds_parse() {
-        for version in [CrossplaneVersion::V1, CrossplaneVersion::V2] {
+        for version in ApiRelease::ALL {
             let crd = parse_composition_crd(version).expect("embedded CRD parses");
             assert_eq!(crd.name, "compositions.apiextensions.crossplane.io");
             assert_eq!(crd.group, "apiextensions.crossplane.io");
@@ -245,17 +293,33 @@ mod tests {
                     .descend(&["spec", "mode"])
                     .is_some()
             );
-            // What the API server refuses in a file is found with it compiled: v2.3.4's CEL
+            // What the API server refuses in a file is found with it compiled: v2's CEL
             // rules on create (credentials, required resources, the pipeline), not the
-            // transition rule that keeps `compositeTypeRef` immutable.
+            // transition rule that keeps `compositeTypeRef` immutable (v1.17 on).
             let compiled = crate::schema::validation::compiled(&composition_crd_schema_of(version))
                 .expect("compiles");
-            let rules = match version {
-                CrossplaneVersion::V1 => 0,
-                CrossplaneVersion::V2 => 3,
-            };
-            assert_eq!(compiled.cel_rule_count(), rules);
+            let rules = if version >= ApiRelease::V2_0 { 3 } else { 0 };
+            assert_eq!(compiled.cel_rule_count(), rules, "{version}");
         }
+    }
+
+    /// Each file is the release's its minor names, or for minors that share one, the newest
+    /// sharing minor's.
+    #[test]
+    fn each_minor_has_its_releases_file() {
+        for release in ApiRelease::ALL {
+            let (tag, _) = COMPOSITION_CRDS[file_of(release)];
+            let newest_sharing = ApiRelease::ALL
+                .into_iter()
+                .rfind(|r| file_of(*r) == file_of(release))
+                .unwrap_or(release);
+            assert_eq!(tag, newest_sharing.release(), "{release}");
+        }
+        assert_ne!(
+            composition_crd_yaml(ApiRelease::V2_0),
+            composition_crd_yaml(ApiRelease::V2_1),
+            "v2.1.8's file differs from v2.0.8's in its controller-gen annotation"
+        );
     }
 
     #[test]

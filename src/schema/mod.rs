@@ -38,12 +38,14 @@ pub mod xrd;
 pub use catalog::{
     Added, Candidate, Catalog, CatalogEntry, LookupError, Origin, Resolved, split_api_version,
 };
-pub use composition_api::{ApiOrigin, CompositionApi, CrossplaneVersion, VersionError};
+pub use composition_api::{
+    ApiOrigin, ApiRelease, Change, CompositionApi, CrossplaneVersion, VersionError,
+};
 pub use crd::{Crd, CrdNames, CrdVersion, SchemaSelection, Scope, is_crd};
 pub use defaults::apply_defaults;
 pub use embedded::{
     COMPOSITION_CRD_V2_YAML, COMPOSITION_CRD_YAML, PATCH_AND_TRANSFORM_CRD_YAML, composition_crd,
-    composition_crd_schema_of, patch_and_transform_input_schema,
+    composition_crd_schema_of, composition_crd_yaml, patch_and_transform_input_schema,
     patch_and_transform_input_validator,
 };
 pub use mrd::{Mrd, MrdState, is_mrd};
