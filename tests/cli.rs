@@ -1148,4 +1148,99 @@ fn each_minor_names_its_release() {
         );
         assert_eq!(stderr(&o), "", "{version}");
     }
+
+/// An Inactive MRD (`testdata/mrap/`): a ManagedResourceActivationPolicy that activates it by
+/// its exact name or by a wildcard, among `--crds` or beside the Composition, makes its kind
+/// served (strict allows, exit 0), and a typo under it is reported alone. Without a policy,
+/// or with one that matches other MRDs, the kind is refused as Inactive (strict: 403, exit
+/// 1), the message saying which entries would activate it and what the policies there do.
+#[test]
+fn a_policy_activates_an_inactive_mrd() {
+    let c = "testdata/mrap/composition.yaml";
+    let typo = "testdata/mrap/typo.composition.yaml";
+    let strict = |schemas: &[&str], inputs: &[&str]| {
+        let mut args = vec![
+            "validate",
+            "--mode",
+            "strict",
+            "--crds",
+            "testdata/v2/basic-namespaced.definition.yaml",
+            "--crds",
+            "testdata/mrap/bucket.mrd.yaml",
+        ];
+        for s in schemas {
+            args.extend(["--crds", s]);
+        }
+        args.extend_from_slice(inputs);
+        run(&args)
+    };
+    let summary = |allowed: usize, denied: usize| {
+        format!(
+            "{} Composition{} validated against 2 schemas and Crossplane v2.3.4's Composition API: {allowed} allowed, {denied} denied",
+            allowed + denied,
+            if allowed + denied == 1 { "" } else { "s" }
+        )
+    };
+    let allowed = format!(
+        r#"{c}: Composition "bucket-of-an-mrd" (mode strict): allowed: 0 errors, 0 warnings"#
+    );
+    for (schemas, inputs) in [
+        (&["testdata/mrap/exact"][..], &[c][..]),
+        (&["testdata/mrap/wildcard/policy.yaml"][..], &[c][..]),
+        (&[][..], &["testdata/mrap/wildcard", c][..]),
+    ] {
+        let o = strict(schemas, inputs);
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{schemas:?} {inputs:?}: {}",
+            stderr(&o)
+        );
+        assert_eq!(lines(&o), [allowed.clone(), summary(1, 0)], "{schemas:?}");
+        assert_eq!(stderr(&o), "");
+    }
+    // Activated: the typo is the one finding.
+    let o = strict(&["testdata/mrap/exact"], &[typo]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        lines(&o),
+        [
+            format!(
+                r#"{typo}:25: error: spec.pipeline[0].input.resources[0].base.spec.forProvider.regin: Invalid value: "regin": unknown field: "regin", did you mean "region"?"#
+            ),
+            format!(
+                r#"{typo}: Composition "bucket-of-an-mrd-with-a-typo" (mode strict): denied (422 Invalid): 1 error, 0 warnings"#
+            ),
+            summary(0, 1),
+        ]
+    );
+
+    let inactive = "spec.pipeline[0].input.resources[0].base: Not found: \"s3.aws.m.upbound.io/v1beta1, Kind=Bucket\": MRD buckets.s3.aws.m.upbound.io is Inactive: Bucket has no CRD until a ManagedResourceActivationPolicy activates it";
+    let denied = format!(
+        r#"{c}: Composition "bucket-of-an-mrd" (mode strict): denied (403 Forbidden): 1 error, 0 warnings"#
+    );
+    let o = strict(&[], &[c]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        lines(&o),
+        [
+            format!(
+                r#"{c}:21: error: {inactive} (spec.activate: its name or "*.aws.m.upbound.io")"#
+            ),
+            denied.clone(),
+            summary(0, 1),
+        ]
+    );
+    let o = strict(&["testdata/mrap/other"], &[c]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        lines(&o),
+        [
+            format!(
+                r#"{c}:21: error: {inactive}, and none does (gcp: spec.activate "*.gcp.upbound.io", "buckets.s3.aws.upbound.io"); add its name or "*.aws.m.upbound.io" to one's spec.activate"#
+            ),
+            denied,
+            summary(0, 1),
+        ]
+    );
 }

@@ -275,7 +275,7 @@ async fn initial_sync_then_every_review_is_answered_from_the_cache() {
     assert_eq!(
         detail,
         format!(
-            "ready: 2 CRDs, 0 MRDs, 1 XRD and 0 Functions listed from {}\n",
+            "ready: 2 CRDs, 0 MRDs, 0 MRAPs, 1 XRD and 0 Functions listed from {}\n",
             cluster.api.url() + "/"
         )
     );
@@ -367,6 +367,7 @@ async fn the_first_lists_come_from_the_watch_cache_without_page_costs() {
     for resource in [
         Resource::Crds,
         Resource::Mrds,
+        Resource::Mraps,
         Resource::Xrds,
         Resource::Functions,
     ] {
@@ -380,7 +381,7 @@ async fn the_first_lists_come_from_the_watch_cache_without_page_costs() {
     assert_eq!(
         detail,
         format!(
-            "ready: 2 CRDs, 0 MRDs, 1 XRD and 1 Function listed from {}\n",
+            "ready: 2 CRDs, 0 MRDs, 0 MRAPs, 1 XRD and 1 Function listed from {}\n",
             cluster.api.url() + "/"
         )
     );
@@ -1488,7 +1489,7 @@ async fn an_inactive_mrd_is_named_and_its_activation_is_followed() {
     assert_eq!(
         detail,
         format!(
-            "ready: 1 CRD, 1 MRD, 1 XRD and 0 Functions listed from {}\n",
+            "ready: 1 CRD, 1 MRD, 0 MRAPs, 1 XRD and 0 Functions listed from {}\n",
             cluster.api.url() + "/"
         )
     );
@@ -1569,6 +1570,127 @@ async fn an_inactive_mrd_is_named_and_its_activation_is_followed() {
         verdict(&review(&server, &with_mode(composition(), "strict"), "10s").await);
     assert!(allowed, "{message}");
     assert_eq!(warnings, Vec::<String>::new());
+}
+
+/// A ManagedResourceActivationPolicy named `name` with `spec.activate: activate`.
+fn mrap(name: &str, activate: &[&str]) -> Value {
+    json!({
+        "apiVersion": "apiextensions.crossplane.io/v1alpha1",
+        "kind": "ManagedResourceActivationPolicy",
+        "metadata": {"name": name},
+        "spec": {"activate": activate},
+    })
+}
+
+/// Waits until a strict review of the example has `allowed` and `warnings` (the verdict
+/// cache answers again only while the schemas it used hold: a policy change is one), and
+/// returns its message.
+async fn wait_strict(server: &Server, allowed: bool, warnings: &[String]) -> String {
+    let strict = with_mode(composition(), "strict");
+    let end = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (a, _, message, w) = verdict(&review(server, &strict, "10s").await);
+        if a == allowed && w == warnings {
+            return message;
+        }
+        assert!(
+            Instant::now() < end,
+            "not within 10 s: a strict review allowed: {allowed}, warned {warnings:?}; last: {a}, {message}, {w:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The Inactive Network MRD of a Crossplane v2 cluster: a ManagedResourceActivationPolicy
+/// created in the API server that matches it (`*.gcp.upbound.io`) activates its kind at once
+/// (a warning until Crossplane's CRD is there, in every mode: strict allows), and
+/// `/debug/schemas` shows the policy and the entry it activates; changed to match other
+/// MRDs, the kind is Inactive again with a message naming the policy; deleted, the message
+/// is the one without policies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_policy_in_the_cluster_activates_an_mrd_until_it_is_deleted() {
+    let cluster = Cluster::start().await;
+    cluster.api.apply(Resource::Xrds, xrd());
+    cluster.api.apply(Resource::Crds, subnetwork_crd());
+    cluster.api.apply(Resource::Mrds, network_mrd("Inactive"));
+    let server = cluster.serving(&[]).await;
+    let listed = |policies: &str| {
+        format!(
+            "ready: 1 CRD, 1 MRD, {policies}, 1 XRD and 0 Functions listed from {}\n",
+            cluster.api.url() + "/"
+        )
+    };
+    assert_eq!(ready(&server).await.1, listed("0 MRAPs"));
+    let cause = |why: &str| {
+        format!(
+            "cannot get the needed CRDs: [spec.resources[0].base: Not found: \"compute.gcp.upbound.io/v1beta1, Kind=Network\": {why}]"
+        )
+    };
+    let until = format!(
+        "MRD {NETWORK_CRD} is Inactive: Network has no CRD until a ManagedResourceActivationPolicy activates it"
+    );
+    let without = format!("{until} (spec.activate: its name or \"*.gcp.upbound.io\")");
+    assert_eq!(wait_strict(&server, false, &[]).await, cause(&without));
+
+    cluster
+        .api
+        .apply(Resource::Mraps, mrap("gcp", &["*.gcp.upbound.io"]));
+    let activated = format!(
+        "Composition \"xnetworks.gcp.platformref.upbound.io\": spec.resources[0].base: Not found: MRD {NETWORK_CRD} is activated by ManagedResourceActivationPolicy gcp but Crossplane has not established the CRD of Network yet"
+    );
+    wait_strict(&server, true, std::slice::from_ref(&activated)).await;
+    let (allowed, _, _, warnings) = verdict(&review(&server, &composition(), "10s").await);
+    assert!(allowed);
+    assert_eq!(warnings, [activated]);
+    assert_eq!(ready(&server).await.1, listed("1 MRAP"));
+    let d = debug(&server).await;
+    let policies = &d["activationPolicies"];
+    assert_eq!(policies["resource"], "managedresourceactivationpolicies");
+    assert_eq!(policies["synced"], true);
+    assert_eq!(
+        policies["policies"].as_array().map(|ps| ps
+            .iter()
+            .map(|p| (p["name"].clone(), p["activate"].clone()))
+            .collect::<Vec<_>>()),
+        Some(vec![(json!("gcp"), json!(["*.gcp.upbound.io"]))])
+    );
+    let network = entry(&server, "Network").await;
+    assert_eq!(network["mrdState"], "Inactive");
+    assert_eq!(network["activatedBy"], "gcp");
+    assert_eq!(
+        metric(
+            &server,
+            "composition_webhook_schema_source_objects{source=\"mrap\",state=\"listed\"}"
+        )
+        .await
+        .unwrap_or(0.0),
+        1.0
+    );
+
+    // Changed to activate other MRDs: Inactive again, the policy named.
+    cluster
+        .api
+        .apply(Resource::Mraps, mrap("gcp", &["*.aws.upbound.io"]));
+    let message = wait_strict(&server, false, &[]).await;
+    assert_eq!(
+        message,
+        cause(&format!(
+            "{until}, and none does (gcp: spec.activate \"*.aws.upbound.io\"); add its name or \"*.gcp.upbound.io\" to one's spec.activate"
+        ))
+    );
+    assert!(entry(&server, "Network").await.get("activatedBy").is_none());
+
+    // By its exact name, then deleted: the message without policies.
+    cluster
+        .api
+        .apply(Resource::Mraps, mrap("gcp", &[NETWORK_CRD]));
+    wait_strict(&server, true, &[format!(
+        "Composition \"xnetworks.gcp.platformref.upbound.io\": spec.resources[0].base: Not found: MRD {NETWORK_CRD} is activated by ManagedResourceActivationPolicy gcp but Crossplane has not established the CRD of Network yet"
+    )])
+    .await;
+    cluster.api.delete(Resource::Mraps, "gcp");
+    assert_eq!(wait_strict(&server, false, &[]).await, cause(&without));
+    assert_eq!(ready(&server).await.1, listed("0 MRAPs"));
 }
 
 // ---------------------------------------------------------------------------------------

@@ -765,7 +765,7 @@ impl<'a> Install<'a> {
             );
         }
 
-        // RBAC: read CRDs, MRDs, XRDs and Functions; self-signed, get and patch this
+        // RBAC: read CRDs, MRDs, MRAPs, XRDs and Functions; self-signed, get and patch this
         // configuration only.
         let roles: Vec<ClusterRole> = self.all("ClusterRole");
         let bindings: Vec<ClusterRoleBinding> = self.all("ClusterRoleBinding");
@@ -813,6 +813,12 @@ impl<'a> Install<'a> {
             rule(
                 "apiextensions.crossplane.io",
                 "managedresourcedefinitions",
+                None,
+                &["get", "list", "watch"],
+            ),
+            rule(
+                "apiextensions.crossplane.io",
+                "managedresourceactivationpolicies",
                 None,
                 &["get", "list", "watch"],
             ),

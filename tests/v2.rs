@@ -608,6 +608,101 @@ fn a_kind_of_an_inactive_mrd_says_what_activates_it() {
     );
 }
 
+/// A ManagedResourceActivationPolicy named `name` with `spec.activate: activate`.
+fn mrap(name: &str, activate: &[&str]) -> Value {
+    json!({
+        "apiVersion": "apiextensions.crossplane.io/v1alpha1",
+        "kind": "ManagedResourceActivationPolicy",
+        "metadata": {"name": name},
+        "spec": {"activate": activate},
+    })
+}
+
+/// An Inactive MRD a policy activates (by name or wildcard, as Go's `filepath.Match`
+/// matches) is served: no finding, and a typo under it is reported alone. A policy that
+/// matches it but is paused does not activate it (Crossplane's controller skips it), nor do
+/// policies of other MRDs, and the message says so; one whose CRD the file says is not
+/// established yet is a warning naming the policy.
+#[test]
+fn a_policy_that_activates_an_mrd_serves_its_kind() {
+    use composition_webhook::mode::Mode;
+    let with = |docs: &[Value]| {
+        let mut c = catalog(&["basic-namespaced.definition.yaml"]);
+        c.add_document(&bucket_mrd(None), "mrd.yaml").expect("MRD");
+        for d in docs {
+            c.add_document(d, "mrap.yaml").expect("MRAP");
+        }
+        c
+    };
+    let mut typo = namespaced_bucket_for_test();
+    typo["spec"]["pipeline"][0]["input"]["resources"][0]["base"]["spec"]["forProvider"]["regin"] =
+        json!("us-east-1");
+    let regin = "error: spec.pipeline[0].input.resources[0].base.spec.forProvider.regin: Invalid value: \"regin\": unknown field: \"regin\", did you mean \"region\"?";
+    for activate in [
+        "buckets.s3.aws.m.upbound.io",
+        "*.aws.m.upbound.io",
+        "*",
+        "buckets.s3.*",
+        "bucket?.s3.aws.m.upbound.io",
+        "[a-c]uckets.s3.aws.m.upbound.io",
+    ] {
+        let c = with(&[mrap("other", &["*.gcp.upbound.io"]), mrap("p", &[activate])]);
+        assert_eq!(
+            findings(&c, &namespaced_bucket_for_test(), Mode::Strict),
+            Vec::<String>::new(),
+            "{activate}"
+        );
+        assert_eq!(findings(&c, &typo, Mode::Strict), [regin], "{activate}");
+    }
+
+    let until = "spec.pipeline[0].input.resources[0].base: Not found: \"s3.aws.m.upbound.io/v1beta1, Kind=Bucket\": MRD buckets.s3.aws.m.upbound.io is Inactive: Bucket has no CRD until a ManagedResourceActivationPolicy activates it";
+    // A bad pattern matches nothing, as Crossplane drops filepath.Match's error.
+    let others = with(&[
+        mrap(
+            "gcp",
+            &["*.gcp.upbound.io", "[", "buckets.s3.aws.upbound.io"],
+        ),
+        mrap("azure", &["*.azure.upbound.io"]),
+    ]);
+    assert_eq!(
+        findings(&others, &namespaced_bucket_for_test(), Mode::Strict),
+        [format!(
+            "error: {until}, and none does (azure: spec.activate \"*.azure.upbound.io\"; gcp: spec.activate \"*.gcp.upbound.io\", \"[\" (syntax error in pattern), \"buckets.s3.aws.upbound.io\"); add its name or \"*.aws.m.upbound.io\" to one's spec.activate"
+        )]
+    );
+    let mut paused = mrap("default", &["*"]);
+    paused["metadata"]["annotations"] = json!({"crossplane.io/paused": "true"});
+    assert_eq!(
+        findings(&with(&[paused]), &namespaced_bucket_for_test(), Mode::Loose),
+        [format!(
+            "warning: {until}, and ManagedResourceActivationPolicy default, whose spec.activate \"*\" matches it, is paused (crossplane.io/paused: \"true\")"
+        )]
+    );
+
+    // Activated, its CRD not established yet: a warning in every mode, naming the policy.
+    let mut not_established = bucket_mrd(None);
+    not_established["status"] = json!({"conditions": [{"type": "Established", "status": "False"}]});
+    let mut c = catalog(&["basic-namespaced.definition.yaml"]);
+    c.add_document(&not_established, "mrd.yaml").expect("MRD");
+    c.add_document(&mrap("default", &["*"]), "mrap.yaml")
+        .expect("MRAP");
+    assert_eq!(
+        findings(&c, &namespaced_bucket_for_test(), Mode::Strict),
+        [
+            "warning: spec.pipeline[0].input.resources[0].base: Not found: \"s3.aws.m.upbound.io/v1beta1, Kind=Bucket\": MRD buckets.s3.aws.m.upbound.io is activated by ManagedResourceActivationPolicy default but Crossplane has not established the CRD of Bucket yet"
+        ]
+    );
+
+    // A policy Crossplane's CRD refuses is an input error naming the file and field.
+    let err = Catalog::new()
+        .add_document(&mrap("empty", &[]), "mrap.yaml")
+        .expect_err("minItems 1");
+    assert_eq!(
+        err.to_string(),
+        "mrap.yaml: ManagedResourceActivationPolicy \"empty\": spec.activate: should have at least 1 items"
+    );
+}
+
 /// A built-in kind's `resource.Quantity` is decoded as the API server decodes it: `500m`,
 /// `1Gi`, `2` and `0.5` are taken, `lots` is denied with apimachinery's words.
 #[test]

@@ -74,6 +74,11 @@ impl<S: SchemaSource> SchemaSource for Recording<S> {
             .functions = true;
         self.inner.functions()
     }
+
+    /// Not recorded: a change of the policies changes the kinds of the MRDs they concern.
+    fn activation_policies(&self) -> Option<Arc<crate::schema::ActivationPolicies>> {
+        self.inner.activation_policies()
+    }
 }
 
 /// Validates a Composition given as JSON (as [`Validator::validate_value`] does) and records

@@ -54,4 +54,9 @@ impl SchemaSource for Overlay<'_> {
     fn functions(&self) -> Option<Arc<FunctionSet>> {
         self.base.functions()
     }
+
+    /// The policies in force: an updated MRD is activated as the MRD in place is.
+    fn activation_policies(&self) -> Option<Arc<crate::schema::ActivationPolicies>> {
+        self.base.activation_policies()
+    }
 }

@@ -143,6 +143,10 @@ impl<S: SchemaSource> SchemaSource for WithFunctions<S> {
     fn functions(&self) -> Option<Arc<FunctionSet>> {
         self.functions.clone()
     }
+
+    fn activation_policies(&self) -> Option<Arc<crate::schema::ActivationPolicies>> {
+        self.schemas.activation_policies()
+    }
 }
 
 #[cfg(test)]

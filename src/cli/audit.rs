@@ -222,7 +222,8 @@ fn audit_listed(
     }
 }
 
-/// Waits until the cluster's CRDs, MRDs, XRDs and Functions are listed, at most `wait`.
+/// Waits until the cluster's CRDs, MRDs, ManagedResourceActivationPolicies, XRDs and
+/// Functions are listed, at most `wait`.
 fn wait_for_schemas(schemas: &ClusterSchemas, wait: Duration) -> Result<(), String> {
     let started = Instant::now();
     loop {

@@ -17,7 +17,8 @@ pub struct ApiCall {
     /// `list`, `watch`, `get`, `create`, `patch` or `other`.
     pub verb: &'static str,
     /// `customresourcedefinitions`, `managedresourcedefinitions`,
-    /// `compositeresourcedefinitions`, `functions`, `openapi` (the OpenAPI v3 index and
+    /// `compositeresourcedefinitions`, `managedresourceactivationpolicies`, `functions`,
+    /// `openapi` (the OpenAPI v3 index and
     /// documents), `validatingwebhookconfigurations`; for the audit `compositions`, `events`
     /// and `clusterpolicyreports`; or `other`.
     pub resource: &'static str,
@@ -33,12 +34,13 @@ pub type CallObserver = Arc<dyn Fn(ApiCall) + Send + Sync>;
 
 /// The resources the server calls, the `resource` labels of its metrics; any other path is
 /// `other`.
-const RESOURCES: [&str; 8] = [
+const RESOURCES: [&str; 9] = [
     super::definitions::Source::Crd.plural(),
     super::definitions::Source::Mrd.plural(),
     super::definitions::Source::Xrd.plural(),
     "validatingwebhookconfigurations",
     super::functions::PLURAL,
+    super::policies::PLURAL,
     super::compositions::PLURAL,
     "events",
     "clusterpolicyreports",

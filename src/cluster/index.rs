@@ -38,6 +38,14 @@ impl Index {
         self.by_name.get(&(source, name.to_string()))
     }
 
+    /// Every definition of `source`.
+    pub fn of(&self, source: Source) -> impl Iterator<Item = &Summary> {
+        self.by_name
+            .iter()
+            .filter(move |((s, _), _)| *s == source)
+            .map(|(_, d)| d)
+    }
+
     /// How many definitions of `source` it holds.
     pub fn count(&self, source: Source) -> usize {
         self.by_name.keys().filter(|(s, _)| *s == source).count()

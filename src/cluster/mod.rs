@@ -11,6 +11,7 @@
 //! - [`openapi`]: built-in kinds' schemas (no definition defines them) from the API server's
 //!   own OpenAPI v3 documents, fetched on first need and cached by their hash.
 //! - [`functions`]: a watch on Functions, to recognise pipeline steps by their packages.
+//! - [`policies`]: a watch on ManagedResourceActivationPolicies, which activate MRDs;
 //! - [`compositions`]: a watch on Compositions, for the background audit of `serve --audit`;
 //! - [`lease`]: leader election on a Lease, so one replica audits at a time.
 //!
@@ -35,6 +36,7 @@ pub mod generations;
 pub mod index;
 pub mod lease;
 pub mod openapi;
+pub mod policies;
 pub mod watch;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -250,6 +252,7 @@ pub(crate) struct Shared {
     options: ClusterOptions,
     fetches: mpsc::UnboundedSender<(Key, Summary)>,
     functions: functions::Functions,
+    policies: policies::Policies,
     changes: broadcast::Sender<SchemaChange>,
     generations: generations::Generations,
 }
@@ -264,6 +267,7 @@ impl Shared {
             options,
             fetches,
             functions: functions::Functions::default(),
+            policies: policies::Policies::default(),
             changes: broadcast::channel(CHANGES_CAPACITY).0,
             generations: generations::Generations::default(),
         });
@@ -280,6 +284,9 @@ impl Shared {
     fn contact_restored(&self, resource: &str) {
         if resource == functions::PLURAL {
             return self.functions.contact_restored();
+        }
+        if resource == policies::PLURAL {
+            return self.policies.contact_restored();
         }
         let mut inner = self.lock();
         let Some((_, status)) = inner
@@ -338,6 +345,21 @@ impl Shared {
             // No receiver (no audit) is not an error.
             let _ = self.changes.send(SchemaChange::Kinds(kinds));
         }
+    }
+
+    /// The ManagedResourceActivationPolicies published changed: every kind an MRD defines
+    /// that its own `spec.state` does not make Active may now be judged differently (its
+    /// message names the policies even when none activates it).
+    fn policies_changed(&self) {
+        let inner = self.lock();
+        let kinds: BTreeSet<Key> = inner
+            .index
+            .of(Source::Mrd)
+            .filter(|d| d.state != Some(MrdState::Active))
+            .map(|d| (d.group.clone(), d.kind.clone()))
+            .collect();
+        drop(inner);
+        self.kinds_changed(kinds);
     }
 
     /// Tells the receivers of [`ClusterSchemas::changes`] that the Functions changed.
@@ -414,6 +436,7 @@ impl ClusterSchemas {
                 Source::Xrd,
             )),
             tokio::spawn(functions::run(shared.clone(), client.clone())),
+            tokio::spawn(policies::run(shared.clone(), client.clone())),
             tokio::spawn(fetch::run(shared.clone(), client, rx)),
         ];
         ClusterSchemas {
@@ -456,9 +479,11 @@ impl ClusterSchemas {
     /// what the source holds or waits for.
     pub fn readiness(&self) -> (bool, String) {
         let functions = self.shared.functions.waiting();
+        let policies = self.shared.policies.waiting();
         let (function_words, _, _) = self.shared.functions.summary();
+        let (policy_words, _, _) = self.shared.policies.summary();
         let inner = self.shared.lock();
-        if let (true, Some(why)) = (inner.synced(), functions) {
+        if let (true, Some(why)) = (inner.synced(), policies.or(functions)) {
             return (false, why);
         }
         if inner.synced() {
@@ -479,7 +504,7 @@ impl ClusterSchemas {
             (
                 true,
                 format!(
-                    "{crds}, {mrds}, {xrds} and {function_words} listed from {}",
+                    "{crds}, {mrds}, {policy_words}, {xrds} and {function_words} listed from {}",
                     self.server
                 ),
             )
@@ -530,6 +555,7 @@ impl ClusterSchemas {
     /// objects listed; and the OpenAPI v3 source with its cached documents.
     pub fn sources(&self) -> Vec<(&'static str, &'static str, i64)> {
         let (_, function_state, functions) = self.shared.functions.summary();
+        let (_, policy_state, policies) = self.shared.policies.summary();
         let inner = self.shared.lock();
         Source::ALL
             .iter()
@@ -548,7 +574,10 @@ impl ClusterSchemas {
                 let (state, n) = inner.openapi.source_state();
                 [("openapi", state, n)]
             })
-            .chain([("function", function_state, functions)])
+            .chain([
+                ("mrap", policy_state, policies),
+                ("function", function_state, functions),
+            ])
             .collect()
     }
 
@@ -556,6 +585,8 @@ impl ClusterSchemas {
     pub fn snapshot(&self) -> Snapshot {
         let (ready, detail) = self.readiness();
         let functions = self.shared.functions.view();
+        let activation_policies = self.shared.policies.view();
+        let published = self.shared.policies.current();
         let inner = self.shared.lock();
         let lists = Source::ALL
             .into_iter()
@@ -587,6 +618,15 @@ impl ClusterSchemas {
                     definition: shown.map(Summary::label),
                     from_xrd: shown.is_some_and(|d| d.source == Source::Xrd),
                     mrd_state: shown.and_then(|d| d.state),
+                    activated_by: shown
+                        .filter(|d| d.source == Source::Mrd)
+                        .zip(published.as_deref())
+                        .and_then(|(d, p)| match p.activation(&d.name) {
+                            crate::schema::Activation::By { policy, .. } => {
+                                Some(policy.name.clone())
+                            }
+                            crate::schema::Activation::None { .. } => None,
+                        }),
                     resource_version: e
                         .cached
                         .as_ref()
@@ -607,6 +647,7 @@ impl ClusterSchemas {
             entries,
             openapi: inner.openapi.view(),
             functions,
+            activation_policies,
         }
     }
 
@@ -696,8 +737,9 @@ impl ClusterSchemas {
         let (catalog, stale) = catalog;
         let mut info = catalog.resolve(group, kind, version)?;
         info.stale = stale;
-        // An MRD wins only while no CRD defines its kind: an Active one's CRD is not there yet.
-        if let Some(mrd) = info.mrd.as_mut().filter(|m| m.state == MrdState::Active) {
+        // An MRD wins only while no CRD defines its kind: an active one's CRD (Active by its
+        // state, or by a policy) is not there yet.
+        if let Some(mrd) = info.mrd.as_mut() {
             mrd.established = Some(false);
         }
         Ok(info)
@@ -735,6 +777,11 @@ impl SchemaSource for UntilDeadline<'_> {
     fn functions(&self) -> Option<Arc<FunctionSet>> {
         self.schemas.shared.functions.current()
     }
+
+    /// The ManagedResourceActivationPolicies as last listed, never waited for.
+    fn activation_policies(&self) -> Option<Arc<crate::schema::ActivationPolicies>> {
+        self.schemas.shared.policies.current()
+    }
 }
 
 /// `/debug/schemas`.
@@ -757,6 +804,8 @@ pub struct Snapshot {
     pub openapi: openapi::OpenApiView,
     /// The Functions' watch and each Function listed.
     pub functions: functions::FunctionsView,
+    /// The ManagedResourceActivationPolicies' watch and each policy listed.
+    pub activation_policies: policies::PoliciesView,
 }
 
 /// One watched collection.
@@ -794,6 +843,9 @@ pub struct EntryView {
     /// When the definition is an MRD: its state.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mrd_state: Option<MrdState>,
+    /// When the definition is an MRD a ManagedResourceActivationPolicy activates: the policy.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub activated_by: Option<String>,
     /// The resourceVersion of the cached definition.
     pub resource_version: Option<String>,
     /// The definition's served versions.

@@ -21,13 +21,16 @@
 //! - [`base64`]: `encoding/base64`'s `StdEncoding`;
 //! - [`regexp`]: `regexp.Compile` (its [`regexp::syntax`] a port of Go 1.25's parser);
 //! - [`time`]: Go's `time.ParseDuration`;
-//! - [`quantity`]: apimachinery's `resource.ParseQuantity` and `AsApproximateFloat64`.
+//! - [`quantity`]: apimachinery's `resource.ParseQuantity` and `AsApproximateFloat64`;
+//! - [`filepath`]: `path/filepath.Match`, how ManagedResourceActivationPolicies match MRD
+//!   names.
 //!
 //! This module is the bottom layer of the core: it uses nothing of the crate but
 //! [`crate::budget`], as Go allows outputs (a width of a million for every element of a
 //! list) that only the review's budget bounds.
 
 pub mod base64;
+pub mod filepath;
 pub mod fmt;
 pub mod json;
 pub mod quantity;

@@ -7,6 +7,9 @@
 //! - a real CRD and a CRD generated from an XRD for the same group and kind are not a
 //!   conflict: the real one wins (in a cluster the XRD's CRD *is* that CRD);
 //! - the same definition loaded twice (identical content) counts once.
+//!
+//! It also keeps the ManagedResourceActivationPolicies among the documents: they decide
+//! whether an MRD's kind is served.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -15,6 +18,7 @@ use serde_json::Value;
 use thiserror::Error;
 
 use super::crd::{Crd, CrdVersion, is_crd};
+use super::mrap::{ActivationPolicies, ActivationPolicy, is_mrap};
 use super::mrd::{Mrd, MrdState, is_mrd};
 use super::structural::{Schema, SchemaError};
 use super::xrd::{generate_crds, is_xrd};
@@ -118,6 +122,8 @@ pub enum Added {
     Crd(String),
     /// A ManagedResourceDefinition, by name.
     Mrd(String),
+    /// A ManagedResourceActivationPolicy, by name (no CRD: it activates MRDs).
+    Mrap(String),
     /// An XRD: the generated XR CRD and, if offered, the claim CRD (by name).
     Xrd {
         /// The XRD's name.
@@ -140,7 +146,7 @@ impl Added {
             Self::Crd(_) | Self::Mrd(_) => 1,
             Self::Xrd { claim, .. } => 1 + usize::from(claim.is_some()),
             Self::List(items) => items.iter().map(Added::crd_count).sum(),
-            Self::Ignored => 0,
+            Self::Mrap(_) | Self::Ignored => 0,
         }
     }
 }
@@ -275,6 +281,8 @@ pub struct Catalog {
     /// The entries of each kind, by group then kind (looked up by borrowed names: a review
     /// looks up every template's kind).
     index: BTreeMap<String, BTreeMap<String, Vec<usize>>>,
+    /// The ManagedResourceActivationPolicies read (shared with lookups, which hand them out).
+    policies: Arc<ActivationPolicies>,
 }
 
 impl Catalog {
@@ -295,8 +303,9 @@ impl Catalog {
         Ok(catalog)
     }
 
-    /// Adds a document: a CRD, an XRD (its XR CRD and claim CRD), or a `List`/`*List` of
-    /// them (recursively). Anything else is [`Added::Ignored`].
+    /// Adds a document: a CRD, an MRD, an XRD (its XR CRD and claim CRD), a
+    /// ManagedResourceActivationPolicy, or a `List`/`*List` of them (recursively). Anything
+    /// else is [`Added::Ignored`].
     ///
     /// A malformed definition is an error naming `source` and the object; in a list, the
     /// other items are still added and the first error is returned.
@@ -349,6 +358,14 @@ impl Catalog {
                 },
             );
             return Ok(Added::Mrd(name));
+        }
+
+        if is_mrap(api_version, kind) {
+            let policy = ActivationPolicy::from_value(value)
+                .map_err(|e| e.in_document(source, what("ManagedResourceActivationPolicy")))?;
+            let name = policy.name.clone();
+            Arc::make_mut(&mut self.policies).insert(policy);
+            return Ok(Added::Mrap(name));
         }
 
         if is_xrd(api_version, kind) {
@@ -450,6 +467,11 @@ impl Catalog {
     /// True when the catalog holds no CRD.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
+    }
+
+    /// The ManagedResourceActivationPolicies read, by name.
+    pub fn policies(&self) -> &Arc<ActivationPolicies> {
+        &self.policies
     }
 
     /// Every entry, in the order added, for reporting.

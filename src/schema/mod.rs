@@ -8,6 +8,7 @@
 //!   rule (identical per-version schemas serve any version);
 //! - [`xrd`]: the XR and claim CRDs Crossplane generates from a CompositeResourceDefinition;
 //! - [`mrd`]: Crossplane v2's ManagedResourceDefinitions, read as the CRDs they stand for;
+//! - [`mrap`]: the ManagedResourceActivationPolicies that activate them, by name pattern;
 //! - [`catalog`]: [`Catalog`], every known CRD indexed by group and kind, with upstream's
 //!   NotFound and "more than one CRD" errors;
 //! - [`defaults`]: [`apply_defaults`], the API server's structural defaulting;
@@ -28,6 +29,7 @@ pub mod composition_api;
 pub mod crd;
 pub mod defaults;
 pub mod embedded;
+pub mod mrap;
 pub mod mrd;
 pub mod openapi;
 pub mod resolve;
@@ -48,6 +50,7 @@ pub use embedded::{
     composition_crd_schema_of, composition_crd_yaml, patch_and_transform_input_schema,
     patch_and_transform_input_validator,
 };
+pub use mrap::{Activation, ActivationPolicies, ActivationPolicy, Inert, is_mrap};
 pub use mrd::{Mrd, MrdState, is_mrd};
 pub use structural::{
     AdditionalProperties, Items, MAX_SCHEMA_DEPTH, Schema, SchemaError, ValidationRule,

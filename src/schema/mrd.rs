@@ -95,8 +95,8 @@ impl Mrd {
 }
 
 /// The `spec.activate` entries of a ManagedResourceActivationPolicy that would activate an
-/// MRD of `group`: its name, or a wildcard over its provider's groups (policies match whole
-/// names or `*.`-prefixed suffixes).
+/// MRD of `group`: its name, or a wildcard over its provider's groups (policies match names
+/// with Go's `filepath.Match`: [`super::mrap`]).
 pub fn activation_entries(group: &str) -> String {
     let provider_wide = group
         .split_once('.')

@@ -827,6 +827,10 @@ impl SchemaSource for Watched<'_> {
     fn functions(&self) -> Option<Arc<FunctionSet>> {
         self.inner.functions()
     }
+
+    fn activation_policies(&self) -> Option<Arc<crate::schema::ActivationPolicies>> {
+        self.inner.activation_policies()
+    }
 }
 
 /// The CPU time of the calling thread (Linux), else wall time.

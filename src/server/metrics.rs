@@ -236,7 +236,7 @@ impl Metrics {
         );
         registry.register(
             "schema_source_objects",
-            "Objects listed from each watched source (cluster source: crd, mrd, xrd, function; openapi: documents cached), labelled with the source's state: listed, absent (not served), waiting (not listed yet), failing",
+            "Objects listed from each watched source (cluster source: crd, mrd, xrd, mrap, function; openapi: documents cached), labelled with the source's state: listed, absent (not served), waiting (not listed yet), failing",
             m.source_objects.clone(),
         );
         registry.register(

@@ -580,6 +580,10 @@ impl SchemaSource for Watched<'_> {
     fn functions(&self) -> Option<Arc<FunctionSet>> {
         self.inner.functions()
     }
+
+    fn activation_policies(&self) -> Option<Arc<crate::schema::ActivationPolicies>> {
+        self.inner.activation_policies()
+    }
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! An in-process fake Kubernetes API server for tests and benches: HTTPS (HTTP/1.1 and
 //! HTTP/2) on a loopback port, serving `customresourcedefinitions` (apiextensions.k8s.io/v1),
-//! Crossplane's MRDs, Functions and Compositions,
+//! Crossplane's MRDs, ManagedResourceActivationPolicies, Functions and Compositions,
 //! and `compositeresourcedefinitions` (apiextensions.crossplane.io/v1) with list (pagination,
 //! selectors), get and watch (history replay, bookmarks, timeouts, 410 Expired) close enough
 //! to kube-apiserver that kube's client and kube-runtime's watcher cannot tell the difference.
@@ -69,25 +69,29 @@ pub enum Resource {
     Mrds,
     /// `functions.pkg.crossplane.io`, Crossplane's function packages.
     Functions,
+    /// `managedresourceactivationpolicies.apiextensions.crossplane.io` (v1alpha1), which
+    /// activate MRDs.
+    Mraps,
     /// `compositions.apiextensions.crossplane.io`, what the audit reads.
     Compositions,
 }
 
 impl Resource {
-    /// Both resources.
-    pub const ALL: [Resource; 5] = [
+    /// Every resource served.
+    pub const ALL: [Resource; 6] = [
         Resource::Crds,
         Resource::Xrds,
         Resource::Mrds,
         Resource::Functions,
         Resource::Compositions,
+        Resource::Mraps,
     ];
 
     /// The API group.
     pub fn group(self) -> &'static str {
         match self {
             Resource::Crds => "apiextensions.k8s.io",
-            Resource::Xrds | Resource::Mrds | Resource::Compositions => {
+            Resource::Xrds | Resource::Mrds | Resource::Mraps | Resource::Compositions => {
                 "apiextensions.crossplane.io"
             }
             Resource::Functions => "pkg.crossplane.io",
@@ -97,7 +101,7 @@ impl Resource {
     /// The version served.
     pub fn version(self) -> &'static str {
         match self {
-            Resource::Mrds => "v1alpha1",
+            Resource::Mrds | Resource::Mraps => "v1alpha1",
             _ => "v1",
         }
     }
@@ -107,7 +111,7 @@ impl Resource {
         match self {
             Resource::Crds => "apiextensions.k8s.io/v1",
             Resource::Xrds => "apiextensions.crossplane.io/v1",
-            Resource::Mrds => "apiextensions.crossplane.io/v1alpha1",
+            Resource::Mrds | Resource::Mraps => "apiextensions.crossplane.io/v1alpha1",
             Resource::Functions => "pkg.crossplane.io/v1",
             Resource::Compositions => "apiextensions.crossplane.io/v1",
         }
@@ -119,6 +123,7 @@ impl Resource {
             Resource::Crds => "customresourcedefinitions",
             Resource::Xrds => "compositeresourcedefinitions",
             Resource::Mrds => "managedresourcedefinitions",
+            Resource::Mraps => "managedresourceactivationpolicies",
             Resource::Functions => "functions",
             Resource::Compositions => "compositions",
         }
@@ -130,6 +135,7 @@ impl Resource {
             Resource::Crds => "CustomResourceDefinition",
             Resource::Xrds => "CompositeResourceDefinition",
             Resource::Mrds => "ManagedResourceDefinition",
+            Resource::Mraps => "ManagedResourceActivationPolicy",
             Resource::Functions => "Function",
             Resource::Compositions => "Composition",
         }
@@ -141,6 +147,7 @@ impl Resource {
             Resource::Crds => "CustomResourceDefinitionList",
             Resource::Xrds => "CompositeResourceDefinitionList",
             Resource::Mrds => "ManagedResourceDefinitionList",
+            Resource::Mraps => "ManagedResourceActivationPolicyList",
             Resource::Functions => "FunctionList",
             Resource::Compositions => "CompositionList",
         }
@@ -158,6 +165,7 @@ impl Resource {
             Resource::Mrds => 2,
             Resource::Functions => 3,
             Resource::Compositions => 4,
+            Resource::Mraps => 5,
         }
     }
 
@@ -179,6 +187,9 @@ impl Resource {
             }
             Resource::Mrds => {
                 br#"{"apiVersion":"apiextensions.crossplane.io/v1alpha1","kind":"ManagedResourceDefinition","#
+            }
+            Resource::Mraps => {
+                br#"{"apiVersion":"apiextensions.crossplane.io/v1alpha1","kind":"ManagedResourceActivationPolicy","#
             }
             Resource::Functions => br#"{"apiVersion":"pkg.crossplane.io/v1","kind":"Function","#,
             Resource::Compositions => {
@@ -786,7 +797,7 @@ struct State {
     rv: u64,
     /// Events at or before this resourceVersion are gone.
     compacted: u64,
-    stores: [Store; 5],
+    stores: [Store; 6],
     watchers: Vec<Watcher>,
     faults: HashMap<(Resource, Verb), u16>,
     delays: HashMap<Verb, Duration>,

@@ -9,7 +9,10 @@ use crate::model::function::FunctionSet;
 use crate::model::{ComposedTemplate, Composition};
 use crate::schema::builtin::{BuiltIns, KUBERNETES_VERSION};
 use crate::schema::mrd::activation_entries;
-use crate::schema::{Catalog, LookupError, MrdState, Origin, Schema, Scope, split_api_version};
+use crate::schema::{
+    Activation, ActivationPolicies, Catalog, LookupError, MrdState, Origin, Schema, Scope,
+    split_api_version,
+};
 
 /// A schema found for a kind, owned so that any schema source can hand it out.
 #[derive(Debug, Clone)]
@@ -105,6 +108,13 @@ pub trait SchemaSource {
     fn functions(&self) -> Option<Arc<FunctionSet>> {
         None
     }
+
+    /// The ManagedResourceActivationPolicies, when the source knows them (files: those
+    /// among them; a cluster: once listed); `None`, the default, says nothing of policies
+    /// and judges an MRD by its `spec.state` alone.
+    fn activation_policies(&self) -> Option<Arc<ActivationPolicies>> {
+        None
+    }
 }
 
 impl<T: SchemaSource + ?Sized> SchemaSource for &T {
@@ -114,6 +124,10 @@ impl<T: SchemaSource + ?Sized> SchemaSource for &T {
 
     fn functions(&self) -> Option<Arc<FunctionSet>> {
         (**self).functions()
+    }
+
+    fn activation_policies(&self) -> Option<Arc<ActivationPolicies>> {
+        (**self).activation_policies()
     }
 }
 
@@ -147,6 +161,11 @@ impl SchemaSource for Catalog {
             },
             stale: None,
         })
+    }
+
+    /// The policies among the files (none is a known answer: no MRD is activated).
+    fn activation_policies(&self) -> Option<Arc<ActivationPolicies>> {
+        Some(self.policies().clone())
     }
 }
 
@@ -289,7 +308,15 @@ fn lookup(
         ));
     }
     if let Some(mrd) = &info.mrd {
-        findings.extend(mrd_finding(mrd, group, kind, at, gvk()));
+        let policies = source.activation_policies();
+        findings.extend(mrd_finding(
+            mrd,
+            policies.as_deref(),
+            group,
+            kind,
+            at,
+            gvk(),
+        ));
     }
     let definition = || {
         if let Some(origin) = &info.built_in {
@@ -351,44 +378,79 @@ fn lookup(
     info.schema
 }
 
-/// What a kind defined only by an MRD needs: an Inactive MRD has no CRD, so the API server
-/// refuses the kind (a missing schema: strict denies, loose and warn warn); an Active one
-/// whose CRD is not established yet is a warning in every mode (it comes by itself).
+/// What a kind defined only by an MRD needs. An MRD no policy activates and not `Active`
+/// by its own `spec.state` has no CRD, so the API server refuses the kind (a missing schema:
+/// strict denies, loose and warn warn); the message says which `spec.activate` entries would
+/// activate it, and why the policies there do not. An active one whose CRD is not
+/// established yet is a warning in every mode (it comes by itself). `policies` is `None`
+/// when the source does not know them.
 fn mrd_finding(
     mrd: &MrdInfo,
+    policies: Option<&ActivationPolicies>,
     group: &str,
     kind: &str,
     at: &Path,
     gvk: BadValue,
 ) -> Option<Finding> {
-    match (mrd.state, mrd.established) {
-        (MrdState::Inactive, _) => Some(Finding::new(
-            Stage::Crds,
-            FieldError::not_found(
-                at,
-                gvk,
-                // Short: a warning in loose mode (the kind's own findings follow it).
-                format!(
-                    "MRD {} is Inactive: {kind} has no CRD until a \
-                     ManagedResourceActivationPolicy activates it (spec.activate: {})",
-                    mrd.name,
-                    activation_entries(group)
-                ),
+    let activation = policies.map(|p| p.activation(&mrd.name));
+    if let (MrdState::Inactive, None | Some(Activation::None { .. })) = (mrd.state, activation) {
+        let entries = activation_entries(group);
+        let until = format!(
+            "MRD {} is Inactive: {kind} has no CRD until a ManagedResourceActivationPolicy \
+             activates it",
+            mrd.name
+        );
+        // Short: a warning in loose mode (the kind's own findings follow it).
+        let message = match (activation, policies) {
+            (
+                Some(Activation::None {
+                    held: Some((p, pattern)),
+                }),
+                _,
+            ) => format!(
+                "{until}, and ManagedResourceActivationPolicy {}, whose spec.activate \
+                 \"{pattern}\" matches it, is {}",
+                p.name,
+                p.inert.map_or("inert", |i| i.words())
             ),
-        )),
-        (MrdState::Active, Some(false)) => Some(Finding::advisory(
-            Stage::Crds,
-            FieldError::not_found(
-                at,
-                gvk,
-                format!(
-                    "MRD {} is Active but Crossplane has not established the CRD of {kind} yet",
-                    mrd.name
-                ),
+            (_, Some(p)) if !p.is_empty() => format!(
+                "{until}, and none does ({}); add {} to one's spec.activate",
+                p.describe(),
+                entries
             ),
-        )),
-        (MrdState::Active, _) => None,
+            _ => format!("{until} (spec.activate: {entries})"),
+        };
+        return Some(Finding::new(
+            Stage::Crds,
+            FieldError::not_found(at, gvk, message),
+        ));
     }
+    if mrd.established != Some(false) {
+        return None;
+    }
+    let how = match (mrd.state, activation) {
+        (MrdState::Active, _) | (_, None | Some(Activation::None { .. })) => {
+            "is Active".to_string()
+        }
+        // Short (a warning, within the API server's 256 characters): the policy is enough.
+        (_, Some(Activation::By { policy, .. })) => {
+            format!(
+                "is activated by ManagedResourceActivationPolicy {}",
+                policy.name
+            )
+        }
+    };
+    Some(Finding::advisory(
+        Stage::Crds,
+        FieldError::not_found(
+            at,
+            gvk,
+            format!(
+                "MRD {} {how} but Crossplane has not established the CRD of {kind} yet",
+                mrd.name
+            ),
+        ),
+    ))
 }
 
 /// API groups served by Kubernetes itself, whose kinds never have a CRD.
