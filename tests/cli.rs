@@ -1148,6 +1148,7 @@ fn each_minor_names_its_release() {
         );
         assert_eq!(stderr(&o), "", "{version}");
     }
+}
 
 /// An Inactive MRD (`testdata/mrap/`): a ManagedResourceActivationPolicy that activates it by
 /// its exact name or by a wildcard, among `--crds` or beside the Composition, makes its kind
