@@ -293,6 +293,17 @@ impl<'a> Validator<'a> {
         );
         let _ = budget::check();
         for e in logical {
+            // A field the API server refuses as unknown is refused whole (v1's
+            // `spec.environment` under v2's API): nothing inside it is judged.
+            let refused_whole = findings.iter().any(|f| {
+                f.error.detail.starts_with("unknown field")
+                    && e.field
+                        .strip_prefix(f.error.field.as_str())
+                        .is_some_and(|rest| rest.starts_with(['.', '[']))
+            });
+            if refused_whole {
+                continue;
+            }
             let same = |f: &&mut Finding| {
                 let same_words = f.error.detail == e.detail
                     && (!e.detail.is_empty() || f.error.error_type == e.error_type);

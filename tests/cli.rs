@@ -950,6 +950,9 @@ spec:
                 type: array
                 items:
                   type: string
+              ns:
+                type: string
+                default: default
 ",
     )
     .expect("write XRD");
@@ -969,8 +972,8 @@ spec:
     base:
       apiVersion: v1
       kind: ConfigMap
-      metadata:
-        namespace: default
+      data:
+        region: us
     patches:
     - fromFieldPath: spec.zones
       toFieldPath: data.zones
@@ -980,6 +983,8 @@ spec:
           type: Join
           join:
             separator: \",\"
+    - fromFieldPath: spec.ns
+      toFieldPath: metadata.namespace
 ",
     )
     .expect("write");
@@ -1243,5 +1248,94 @@ fn a_policy_activates_an_inactive_mrd() {
             denied,
             summary(0, 1),
         ]
+    );
+}
+
+/// A v1 `spec.environment` under v2's Composition API is reported as moved, and nothing
+/// inside it is judged (v2 has no field to default its `environmentConfigs[].type`; issue 47
+/// part 7 found a spurious `type: Invalid value: ""` beside the move).
+#[test]
+fn a_v1_environment_under_v2_is_reported_as_moved_only() {
+    let dir = scratch("environment-moved");
+    let c = dir.join("composition.yaml");
+    std::fs::write(
+        &c,
+        "apiVersion: apiextensions.crossplane.io/v1
+kind: Composition
+metadata:
+  name: with-environment
+spec:
+  compositeTypeRef:
+    apiVersion: example.org/v1alpha1
+    kind: Test
+  mode: Pipeline
+  environment:
+    environmentConfigs:
+    - ref:
+        name: example-environment
+  pipeline:
+  - step: ready
+    functionRef:
+      name: function-auto-ready
+",
+    )
+    .expect("write");
+    let c = c.to_str().expect("UTF-8");
+    let xrd = "testdata/v2/basic-namespaced.definition.yaml";
+    let o = run(&["validate", "--crds", xrd, c]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        lines(&o),
+        [
+            format!(
+                "{c}:10: error: spec.environment: Invalid value: \"environment\": unknown field: \"environment\": Crossplane v2 Compositions have no spec.environment: select EnvironmentConfigs with a function-environment-configs step in the pipeline (checked against Crossplane v2.3.4's Composition API; for Crossplane v1, validate with --crossplane-version v1)"
+            ),
+            format!(
+                "{c}: Composition \"with-environment\" (mode loose): denied (422 Invalid): 1 error, 0 warnings"
+            ),
+            "1 Composition validated against 1 schema and Crossplane v2.3.4's Composition API: 0 allowed, 1 denied".to_string(),
+        ]
+    );
+    // Under v1's API the same file is valid: the CRD defaults `type` to `Reference`.
+    assert_eq!(
+        run_v1(&["validate", "--crds", xrd, c]).status.code(),
+        Some(0)
+    );
+}
+
+/// `render --xr` of an XR that is not the Composition's `compositeTypeRef` says so and
+/// renders nothing (Crossplane selects a Composition by it; issue 47 part 7).
+#[test]
+fn render_of_an_xr_of_another_kind_says_so() {
+    let dir = scratch("render-other-kind");
+    let xr = dir.join("xr.yaml");
+    std::fs::write(
+        &xr,
+        "apiVersion: example.org/v1alpha1
+kind: XTest
+metadata:
+  name: my-xr
+  namespace: default
+spec:
+  coolField: cool
+",
+    )
+    .expect("write");
+    let xr = xr.to_str().expect("UTF-8");
+    let o = run(&[
+        "render",
+        "testdata/v2/bucket-composition.yaml",
+        "--xr",
+        xr,
+        "--crds",
+        "testdata/v2",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(stdout(&o), "");
+    assert_eq!(
+        stderr(&o),
+        format!(
+            "error: {xr}: the composite resource is \"example.org/v1alpha1\" kind \"XTest\", but Composition \"basic-composition-namespaced\" composes \"example.org/v1alpha1\" kind \"Test\" (spec.compositeTypeRef): Crossplane never renders it for this XR\n"
+        )
     );
 }

@@ -149,9 +149,9 @@ fn cluster_xrs_compose_any_scope() {
 }
 
 /// `render` speaks v2: the mock XR of a Namespaced XRD lives in `default` with its
-/// machinery under `spec.crossplane` (its required string holds its name as a DNS label), and its composed resources in its namespace (the
-/// template's own namespace is replaced, as `RenderComposedResourceMetadata` does), owned
-/// through the mock's uid.
+/// machinery under `spec.crossplane` (its required string holds its name as a DNS label), and
+/// its composed resources in its namespace, owned through the mock's uid (a template's own
+/// namespace is replaced: tests/agreement.rs `base-namespace-replaced`).
 #[test]
 fn render_puts_a_namespaced_xr_and_its_resources_in_a_namespace() {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_composition-webhook"))

@@ -462,7 +462,7 @@ impl Ctx<'_> {
                 findings.push(not_rendered(&record.at.to_string(), message));
             }
             if let Outcome::Failed(message) = &record.outcome
-                && !has_finding(self.earlier, &record.at.to_string())
+                && !has_patch_finding(self.earlier, record, &resource.at)
             {
                 findings.push(self.failed_patch(record, message, &resource, validation.as_ref()));
             }
@@ -699,7 +699,7 @@ impl Ctx<'_> {
         // render leaves its fields unknown.
         if related.iter().any(|r| {
             matches!(r.outcome, Outcome::NotRendered(_))
-                || has_finding(self.earlier, &r.at.to_string())
+                || has_patch_finding(self.earlier, r, &resource.at)
         }) {
             return Verdict::Drop;
         }
@@ -995,6 +995,31 @@ fn has_finding(earlier: &[Finding], at: &str) -> bool {
                 .field
                 .strip_prefix(at)
                 .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
+    })
+}
+
+/// Whether an earlier logical or schema finding is about the patch of `record`, as used by
+/// the template at `template`: at the patch itself, or, for a patch set's patch, where the
+/// schema checks report it (`<template>.patches[j].patchSets[k].patches[l]`). One rule for
+/// both: a patch reported once is not reported again at the base it writes.
+fn has_patch_finding(earlier: &[Finding], record: &PatchRecord, template: &Path) -> bool {
+    if has_finding(earlier, &record.at.to_string()) {
+        return true;
+    }
+    let crate::findings::PatchHolder::PatchSet(k) = record.at.holder else {
+        return false;
+    };
+    let used = format!("].patchSets[{k}].patches[{}]", record.at.index);
+    let prefix = format!("{template}.patches[");
+    earlier.iter().any(|f| {
+        matches!(f.stage, Stage::Logical | Stage::Schema)
+            && f.error.field.strip_prefix(&prefix).is_some_and(|rest| {
+                rest.find(&used).is_some_and(|i| {
+                    let after = &rest[i + used.len()..];
+                    rest[..i].bytes().all(|b| b.is_ascii_digit())
+                        && (after.is_empty() || after.starts_with(['.', '[']))
+                })
+            })
     })
 }
 

@@ -105,6 +105,29 @@ pub fn run(args: &RenderArgs) -> u8 {
             return EXIT_INPUT_ERROR;
         }
     };
+    // Crossplane renders a Composition only for XRs of its compositeTypeRef.
+    if let Some(doc) = xr_docs.first() {
+        let text = |key: &str| {
+            doc.value
+                .get(key)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+        };
+        let t = &composition.spec.composite_type_ref;
+        if (text("apiVersion"), text("kind")) != (t.api_version.as_str(), t.kind.as_str()) {
+            let _ = writeln!(
+                stderr,
+                "error: {}: the composite resource is {:?} kind {:?}, but Composition {:?} composes {:?} kind {:?} (spec.compositeTypeRef): Crossplane never renders it for this XR",
+                doc.source,
+                text("apiVersion"),
+                text("kind"),
+                composition.metadata.name,
+                t.api_version,
+                t.kind
+            );
+            return EXIT_INPUT_ERROR;
+        }
+    }
     let (steps, _) = read_steps(&mut composition);
     let xr_schema = {
         let t = &composition.spec.composite_type_ref;
