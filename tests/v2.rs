@@ -174,7 +174,7 @@ fn render_puts_a_namespaced_xr_and_its_resources_in_a_namespace() {
         docs,
         [
             "# The mock composite resource\napiVersion: example.org/v1alpha1\nkind: Test\nmetadata:\n  name: test-mock\n  namespace: default\n  uid: 00000000-0000-4000-8000-000000000000\n  labels:\n    crossplane.io/composite: test-mock\nspec:\n  coolField: cool-field\n  crossplane:\n    compositionRef:\n      name: basic-composition-namespaced\n    compositionUpdatePolicy: Automatic\n",
-            "# spec.pipeline[0].input.resources[0] (bucket)\napiVersion: s3.aws.m.upbound.io/v1beta1\nkind: Bucket\nmetadata:\n  namespace: default\n  generateName: test-mock-\n  labels:\n    crossplane.io/composite: test-mock\n  annotations:\n    crossplane.io/composition-resource-name: bucket\n    cool: cool-field\n  ownerReferences:\n  - apiVersion: example.org/v1alpha1\n    kind: Test\n    name: test-mock\n    uid: 00000000-0000-4000-8000-000000000000\n    controller: true\n    blockOwnerDeletion: true\nspec:\n  forProvider:\n    region: us-east-2\n",
+            "# spec.pipeline[0].input.resources[0] (bucket)\napiVersion: s3.aws.m.upbound.io/v1beta1\nkind: Bucket\nmetadata:\n  generateName: test-mock-\n  namespace: default\n  labels:\n    crossplane.io/composite: test-mock\n  annotations:\n    crossplane.io/composition-resource-name: bucket\n    cool: cool-field\n  ownerReferences:\n  - apiVersion: example.org/v1alpha1\n    kind: Test\n    name: test-mock\n    uid: 00000000-0000-4000-8000-000000000000\n    controller: true\n    blockOwnerDeletion: true\nspec:\n  forProvider:\n    region: us-east-2\n",
         ]
     );
 }
