@@ -407,8 +407,22 @@ impl<'a> Validator<'a> {
                 .into_iter()
                 .map(|e| Finding::new(Stage::Schema, e)),
         );
-        // A write the schema already refuses needs no word on where it would have gone.
-        dropped.retain(|d| !findings.iter().any(|f| f.error.field == d.error.field));
+        // A patch already found wrong needs no word on where its write would have gone.
+        if !dropped.is_empty() {
+            let found: std::collections::BTreeSet<&str> =
+                findings.iter().map(|f| f.error.field.as_str()).collect();
+            dropped.retain(|d| {
+                let patch = d
+                    .error
+                    .field
+                    .strip_suffix(".toFieldPath")
+                    .unwrap_or_default();
+                !found
+                    .range(patch..)
+                    .take_while(|f| f.starts_with(patch))
+                    .any(|f| f.len() == patch.len() || f[patch.len()..].starts_with(['.', '[']))
+            });
+        }
         findings.extend(dropped);
         // Rendering a Composition that is wrong by itself would only repeat its errors.
         let logical_errors = findings.iter().any(|f| f.stage == Stage::Logical);

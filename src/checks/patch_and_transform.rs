@@ -535,4 +535,32 @@ mod tests {
         // Not vacuous: a null took its default before pruning, and errors were found.
         assert!(defaulted && errors > 0);
     }
+
+    #[test]
+    fn a_bases_metadata_is_told_from_the_inputs_own() {
+        let input = "spec.pipeline[0].input";
+        for (field, is) in [
+            (
+                "spec.pipeline[0].input.resources[0].base.metadata.namespace",
+                true,
+            ),
+            ("spec.pipeline[0].input.resources[12].base.metadata", true),
+            (
+                "spec.pipeline[0].input.resources[1].base.metadata.labels[a/]",
+                true,
+            ),
+            ("spec.pipeline[0].input.resources[0].base.metadataX", false),
+            (
+                "spec.pipeline[0].input.resources[0].base.spec.metadata",
+                false,
+            ),
+            ("spec.pipeline[0].input.metadata.name", false),
+            (
+                "spec.pipeline[1].input.resources[0].base.metadata.name",
+                false,
+            ),
+        ] {
+            assert_eq!(is_base_metadata(field, input), is, "{field}");
+        }
+    }
 }
