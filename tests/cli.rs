@@ -1339,3 +1339,112 @@ spec:
         )
     );
 }
+
+/// provider-kubernetes' Object CRD at 5263ca4838a2 (in the corpus), whose v1alpha1 is
+/// `deprecated: true`: a base of that version is allowed in strict mode with the API
+/// server's own warning at its `apiVersion`, with and without rendering; v1alpha2 has none.
+#[test]
+fn a_deprecated_version_is_a_warning_in_the_api_servers_words() {
+    let crd = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(
+        "../shared/corpus/crds/kubernetes.crossplane.io/provider-kubernetes@5263ca4838a2/kubernetes.crossplane.io_objects.yaml",
+    );
+    if !crd.is_file() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{} is missing",
+            crd.display()
+        );
+        eprintln!("note: {} is absent: skipped", crd.display());
+        return;
+    }
+    let dir = scratch("deprecated-version");
+    let xrd = dir.join("xrd.yaml");
+    std::fs::write(
+        &xrd,
+        "apiVersion: apiextensions.crossplane.io/v1
+kind: CompositeResourceDefinition
+metadata:
+  name: xnamespaces.example.org
+spec:
+  group: example.org
+  names: {kind: XNamespace, plural: xnamespaces}
+  versions:
+  - name: v1alpha1
+    served: true
+    referenceable: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              name: {type: string}
+",
+    )
+    .expect("write XRD");
+    let composition = |version: &str| {
+        format!(
+            "apiVersion: apiextensions.crossplane.io/v1
+kind: Composition
+metadata:
+  name: namespaces
+spec:
+  compositeTypeRef:
+    apiVersion: example.org/v1alpha1
+    kind: XNamespace
+  resources:
+  - name: namespace
+    base:
+      apiVersion: kubernetes.crossplane.io/{version}
+      kind: Object
+      spec:
+        forProvider:
+          manifest: {{apiVersion: v1, kind: Namespace}}
+    patches:
+    - fromFieldPath: spec.name
+      toFieldPath: spec.forProvider.manifest.metadata.name
+"
+        )
+    };
+    let file = dir.join("composition.yaml");
+    let f = file.to_str().expect("UTF-8 path");
+    let args = |extra: &'static [&'static str]| {
+        let mut a = vec![
+            "validate",
+            "--mode",
+            "strict",
+            "--crds",
+            crd.to_str().expect("UTF-8 path"),
+            "--crds",
+            xrd.to_str().expect("UTF-8 path"),
+        ];
+        a.extend_from_slice(extra);
+        a.push(f);
+        a
+    };
+    std::fs::write(&file, composition("v1alpha1")).expect("write Composition");
+    for extra in [&[][..], &["--no-render"][..]] {
+        let o = run_v1(&args(extra));
+        assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+        assert_eq!(
+            lines(&o),
+            [
+                format!(
+                    r#"{f}:12: warning: spec.resources[0].base.apiVersion: Invalid value: "kubernetes.crossplane.io/v1alpha1": kubernetes.crossplane.io/v1alpha1 Object is deprecated; use kubernetes.crossplane.io/v1alpha2 Object"#
+                ),
+                format!(
+                    r#"{f}: Composition "namespaces" (mode strict): allowed: 0 errors, 1 warning"#
+                ),
+                "1 Composition validated against 2 schemas and Crossplane v1.17.0's Composition API: 1 allowed, 0 denied".to_string(),
+            ]
+        );
+    }
+    std::fs::write(&file, composition("v1alpha2")).expect("write Composition");
+    let o = run_v1(&args(&[]));
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    assert_eq!(
+        lines(&o)[0],
+        format!(r#"{f}: Composition "namespaces" (mode strict): allowed: 0 errors, 0 warnings"#)
+    );
+}

@@ -427,3 +427,184 @@ fn patch_and_transform_examples_validate() {
         );
     }
 }
+
+/// The Object CRD of provider-kubernetes at 5263ca4838a2 (in the corpus): v1alpha1 served
+/// and `deprecated: true` without a `deprecationWarning`, v1alpha2 served and the storage
+/// version. `None` when ../shared is absent outside CI.
+fn provider_kubernetes_objects() -> Option<Value> {
+    let corpus = common::shared_subdir("corpus")?;
+    Some(common::read_yaml(&corpus.join(
+        "crds/kubernetes.crossplane.io/provider-kubernetes@5263ca4838a2/kubernetes.crossplane.io_objects.yaml",
+    )))
+}
+
+/// `(message, severity)` of every finding at an `apiVersion`, the field deprecation warnings
+/// are at, validated in strict mode with rendering on or off.
+fn at_api_versions(catalog: &Catalog, c: &Value, rendered: bool) -> Vec<(String, bool)> {
+    use composition_webhook::findings::Severity;
+    use composition_webhook::mode::Mode;
+    let options = composition_webhook::validate::Options {
+        default_mode: Mode::Strict,
+        rendered,
+        ..common::v1_options()
+    };
+    Validator::new(catalog, options)
+        .validate_value(c)
+        .findings
+        .iter()
+        .filter(|f| f.error.field.ends_with("apiVersion"))
+        .map(|f| (f.message(), f.severity == Severity::Warning))
+        .collect()
+}
+
+/// A resource of a deprecated version gets the API server's own warning (its default text:
+/// the served, non-deprecated version to use instead) at the template's `base.apiVersion`, a
+/// warning even in strict mode, once, with and without rendering; in Resources mode and in
+/// a function-patch-and-transform step alike. The version to use has none.
+#[test]
+fn a_deprecated_version_is_the_api_servers_warning_at_the_template() {
+    let Some(objects) = provider_kubernetes_objects() else {
+        return;
+    };
+    let mut catalog = catalog(true);
+    catalog
+        .add_document(&objects, "kubernetes.crossplane.io_objects.yaml")
+        .expect("CRD");
+    let object = |version: &str| {
+        json!({"apiVersion": format!("kubernetes.crossplane.io/{version}"), "kind": "Object",
+               "spec": {"forProvider": {"manifest": {"apiVersion": "v1", "kind": "Namespace",
+                                                     "metadata": {"name": "n"}}}}})
+    };
+    let resources = json!([{"name": "old", "base": object("v1alpha1")},
+                           {"name": "new", "base": object("v1alpha2")}]);
+    let warning = |at: &str| {
+        (
+            format!(
+                r#"{at}.base.apiVersion: Invalid value: "kubernetes.crossplane.io/v1alpha1": kubernetes.crossplane.io/v1alpha1 Object is deprecated; use kubernetes.crossplane.io/v1alpha2 Object"#
+            ),
+            true,
+        )
+    };
+    let in_resources = json!({
+        "apiVersion": "apiextensions.crossplane.io/v1", "kind": "Composition",
+        "metadata": {"name": "c"},
+        "spec": {"compositeTypeRef": {"apiVersion": "example.org/v1", "kind": "XThing"},
+                 "resources": resources}
+    });
+    let in_pipeline = json!({
+        "apiVersion": "apiextensions.crossplane.io/v1", "kind": "Composition",
+        "metadata": {"name": "c"},
+        "spec": {"compositeTypeRef": {"apiVersion": "example.org/v1", "kind": "XThing"},
+                 "mode": "Pipeline",
+                 "pipeline": [{"step": "pt", "functionRef": {"name": "function-patch-and-transform"},
+                     "input": {"apiVersion": "pt.fn.crossplane.io/v1beta1", "kind": "Resources",
+                               "resources": resources}}]}
+    });
+    for rendered in [true, false] {
+        assert_eq!(
+            at_api_versions(&catalog, &in_resources, rendered),
+            [warning("spec.resources[0]")],
+            "rendered: {rendered}"
+        );
+        assert_eq!(
+            at_api_versions(&catalog, &in_pipeline, rendered),
+            [warning("spec.pipeline[0].input.resources[0]")],
+            "rendered: {rendered}"
+        );
+    }
+}
+
+/// The other cases of the API server's text, for a CRD's resources and for the composite
+/// resource of an XRD: a version's own `deprecationWarning`, exactly; a deprecated version
+/// with no served, non-deprecated version above it (no suggestion); a version not deprecated
+/// (nothing); a template without `base` (nothing: it names no version) and one whose kind
+/// has no schema (its missing schema alone).
+#[test]
+fn deprecation_warnings_are_the_api_servers_text() {
+    let version = |name: &str, served: bool, deprecated: Option<&str>| {
+        let mut v = json!({"name": name, "served": served, "storage": false,
+                           "schema": {"openAPIV3Schema": {"type": "object",
+                                      "x-kubernetes-preserve-unknown-fields": true}}});
+        if let Some(text) = deprecated {
+            v["deprecated"] = json!(true);
+            if !text.is_empty() {
+                v["deprecationWarning"] = json!(text);
+            }
+        }
+        v
+    };
+    let gadgets = json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gadgets.example.org"},
+        "spec": {"group": "example.org", "names": {"kind": "Gadget", "plural": "gadgets"},
+                 "scope": "Cluster",
+                 "versions": [version("v1alpha1", true, Some("example.org/v1alpha1 Gadget goes away in v3.0; migrate with `gadgetctl convert`")),
+                              version("v1beta1", true, Some("")),
+                              version("v1", true, None),
+                              version("v2alpha1", true, Some(""))]}
+    });
+    // Every version above v1beta1 is deprecated or not served: nothing to suggest.
+    let widgets = json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.org"},
+        "spec": {"group": "example.org", "names": {"kind": "Widget", "plural": "widgets"},
+                 "scope": "Cluster",
+                 "versions": [version("v1alpha1", true, None),
+                              version("v1beta1", true, Some("")),
+                              version("v1", false, None),
+                              version("v2", true, Some(""))]}
+    });
+    let xrd = json!({
+        "apiVersion": "apiextensions.crossplane.io/v1", "kind": "CompositeResourceDefinition",
+        "metadata": {"name": "xthings.example.org"},
+        "spec": {"group": "example.org", "names": {"kind": "XThing", "plural": "xthings"},
+                 "versions": [{"name": "v1alpha1", "served": true, "referenceable": true, "deprecated": true,
+                               "schema": {"openAPIV3Schema": {"type": "object"}}},
+                              {"name": "v1", "served": true, "referenceable": false,
+                               "schema": {"openAPIV3Schema": {"type": "object"}}}]}
+    });
+    let mut catalog = Catalog::new();
+    for (doc, source) in [(&gadgets, "gadgets"), (&widgets, "widgets"), (&xrd, "xrd")] {
+        catalog.add_document(doc, source).expect("definition");
+    }
+    let base = |api_version: &str, kind: &str| json!({"apiVersion": api_version, "kind": kind});
+    let c = json!({
+        "apiVersion": "apiextensions.crossplane.io/v1", "kind": "Composition",
+        "metadata": {"name": "c"},
+        "spec": {
+            "compositeTypeRef": {"apiVersion": "example.org/v1alpha1", "kind": "XThing"},
+            "mode": "Pipeline",
+            "pipeline": [{"step": "pt", "functionRef": {"name": "function-patch-and-transform"},
+                "input": {"apiVersion": "pt.fn.crossplane.io/v1beta1", "kind": "Resources",
+                    "resources": [
+                        {"name": "a", "base": base("example.org/v1alpha1", "Gadget")},
+                        {"name": "b", "base": base("example.org/v1beta1", "Gadget")},
+                        {"name": "c", "base": base("example.org/v1", "Gadget")},
+                        {"name": "d", "base": base("example.org/v2alpha1", "Gadget")},
+                        {"name": "e", "base": base("example.org/v1beta1", "Widget")},
+                        {"name": "f", "base": base("example.org/v1alpha1", "Widget")},
+                        {"name": "z"},
+                        {"name": "g", "base": base("example.org/v1", "Missing")}
+                    ]}}]
+        }
+    });
+    let at = "spec.pipeline[0].input.resources";
+    let expected: Vec<(String, bool)> = [
+        r#"spec.compositeTypeRef.apiVersion: Invalid value: "example.org/v1alpha1": example.org/v1alpha1 XThing is deprecated; use example.org/v1 XThing"#.to_string(),
+        format!(r#"{at}[0].base.apiVersion: Invalid value: "example.org/v1alpha1": example.org/v1alpha1 Gadget goes away in v3.0; migrate with `gadgetctl convert`"#),
+        format!(r#"{at}[1].base.apiVersion: Invalid value: "example.org/v1beta1": example.org/v1beta1 Gadget is deprecated; use example.org/v1 Gadget"#),
+        // Alpha is below GA whatever the major version: v1 is above v2alpha1.
+        format!(r#"{at}[3].base.apiVersion: Invalid value: "example.org/v2alpha1": example.org/v2alpha1 Gadget is deprecated; use example.org/v1 Gadget"#),
+        format!(r#"{at}[4].base.apiVersion: Invalid value: "example.org/v1beta1": example.org/v1beta1 Widget is deprecated"#),
+    ]
+    .into_iter()
+    .map(|m| (m, true))
+    .collect();
+    for rendered in [true, false] {
+        assert_eq!(
+            at_api_versions(&catalog, &c, rendered),
+            expected,
+            "rendered: {rendered}"
+        );
+    }
+}

@@ -533,6 +533,8 @@ fn answer(
         }),
         mrd: None,
         stale,
+        // Built-in kinds' own deprecations are the API server's to announce.
+        deprecation: None,
     })
 }
 

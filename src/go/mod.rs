@@ -23,7 +23,9 @@
 //! - [`time`]: Go's `time.ParseDuration`;
 //! - [`quantity`]: apimachinery's `resource.ParseQuantity` and `AsApproximateFloat64`;
 //! - [`filepath`]: `path/filepath.Match`, how ManagedResourceActivationPolicies match MRD
-//!   names.
+//!   names;
+//! - [`version`]: apimachinery's `CompareKubeAwareVersionStrings`, the priority of API
+//!   versions the API server's deprecation warnings suggest by.
 //!
 //! This module is the bottom layer of the core: it uses nothing of the crate but
 //! [`crate::budget`], as Go allows outputs (a width of a million for every element of a
@@ -39,6 +41,7 @@ pub mod strconv;
 pub mod strings;
 pub mod time;
 pub mod value;
+pub mod version;
 
 /// Whether `n` more bytes of output fit in the review's budget. Go allows widths and
 /// precisions up to a million, for every element of a slice or map: the budget decides how

@@ -7,9 +7,12 @@
 //! version asked for; otherwise the version whose name equals the requested one is used,
 //! and an unknown version has no schema at all.
 
+use std::cmp::Ordering;
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
+
+use crate::go::version::compare_kube_aware_version_strings;
 
 use super::structural::{Schema, SchemaError, index, join};
 
@@ -60,6 +63,10 @@ pub struct CrdVersion {
     pub served: bool,
     /// Whether this is the storage version.
     pub storage: bool,
+    /// `deprecated`: the API server answers every request to this version with a warning.
+    pub deprecated: bool,
+    /// `deprecationWarning`: that warning's text, instead of the API server's default one.
+    pub deprecation_warning: Option<String>,
     /// The version's structural schema; `None` when absent or unparsable.
     pub schema: Option<Arc<Schema>>,
     /// Why `schema` is `None` although the version declares one (or must have one).
@@ -223,6 +230,8 @@ struct RawVersion<'a> {
     name: String,
     served: bool,
     storage: bool,
+    deprecated: bool,
+    deprecation_warning: Option<String>,
     schema: Option<(&'a Value, String)>,
     /// A `schema` member that is not an object: reported on the version, not fatal.
     error: Option<SchemaError>,
@@ -295,6 +304,9 @@ impl Crd {
                         name: req_str(v, &at, "name")?.to_string(),
                         served: opt_bool(v, &at, "served")?.unwrap_or(false),
                         storage: opt_bool(v, &at, "storage")?.unwrap_or(false),
+                        deprecated: opt_bool(v, &at, "deprecated")?.unwrap_or(false),
+                        deprecation_warning: opt_str(v, &at, "deprecationWarning")?
+                            .map(str::to_string),
                         schema: if error.is_some() {
                             None
                         } else {
@@ -315,6 +327,8 @@ impl Crd {
                     name: version.to_string(),
                     served: true,
                     storage: true,
+                    deprecated: false,
+                    deprecation_warning: None,
                     schema: top.clone(),
                     error: None,
                 });
@@ -337,6 +351,8 @@ impl Crd {
                     name,
                     served,
                     storage,
+                    deprecated,
+                    deprecation_warning,
                     schema: raw,
                     error,
                 } = raw_version;
@@ -358,6 +374,8 @@ impl Crd {
                     name,
                     served,
                     storage,
+                    deprecated,
+                    deprecation_warning,
                     schema,
                     schema_error,
                 }
@@ -409,6 +427,41 @@ impl Crd {
             shared: self.identical_schemas,
             schema_error: source.and_then(|v| v.schema_error.as_ref()),
         }
+    }
+
+    /// The warning the API server sends with every answer to a request for `version` (its
+    /// `customresource_handler.go`), when the CRD serves that version and marks it
+    /// `deprecated`: the version's `deprecationWarning`, else `defaultDeprecationWarning`'s
+    /// `<group>/<version> <Kind> is deprecated`, followed by `; use <group>/<other> <Kind>`
+    /// for the highest-priority served, non-deprecated version above it, if any.
+    pub fn deprecation_warning(&self, version: &str) -> Option<String> {
+        let v = self.version(version).filter(|v| v.served && v.deprecated)?;
+        if let Some(text) = &v.deprecation_warning {
+            return Some(text.clone());
+        }
+        let (group, kind) = (&self.group, &self.names.kind);
+        let mut message = format!("{group}/{version} {kind} is deprecated");
+        // Go sorts the candidates by priority and takes the first; on a tie (`v01`, `v1`)
+        // its unstable sort picks either, here the first in document order.
+        let newer = self
+            .versions
+            .iter()
+            .filter(|o| {
+                o.served
+                    && !o.deprecated
+                    && compare_kube_aware_version_strings(version, &o.name) == Ordering::Less
+            })
+            .reduce(|best, o| {
+                if compare_kube_aware_version_strings(&o.name, &best.name) == Ordering::Greater {
+                    o
+                } else {
+                    best
+                }
+            });
+        if let Some(newer) = newer {
+            message.push_str(&format!("; use {group}/{} {kind}", newer.name));
+        }
+        Some(message)
     }
 
     /// Every problem found: CRD-level ones, then each version's schema error.
@@ -575,6 +628,68 @@ mod tests {
         .expect("valid");
         assert_eq!(single.served_versions(), vec!["v1"]);
         assert!(single.schema_for("v1").schema.is_some());
+    }
+
+    #[test]
+    fn deprecation_warnings_are_the_api_servers() {
+        let v = |name: &str, served: bool, deprecated: bool| {
+            json!({"name": name, "served": served, "storage": false, "deprecated": deprecated,
+                   "schema": schema_with("a")})
+        };
+        // The highest-priority served, non-deprecated version above the deprecated one.
+        let c = Crd::from_value(&crd(json!([
+            v("v1alpha1", true, true),
+            v("v1beta1", true, false),
+            v("v2alpha1", true, false),
+            v("v1", false, false),
+            v("v1beta2", true, false),
+        ])))
+        .expect("valid");
+        assert_eq!(
+            c.deprecation_warning("v1alpha1").as_deref(),
+            Some("example.org/v1alpha1 Widget is deprecated; use example.org/v1beta2 Widget")
+        );
+        assert_eq!(c.deprecation_warning("v1beta1"), None);
+        assert_eq!(c.deprecation_warning("v9"), None);
+        // Nothing above it (a deprecated or unserved version is no suggestion).
+        let c = Crd::from_value(&crd(json!([
+            v("v1", true, true),
+            v("v1beta1", true, false),
+            v("v2", true, true),
+            v("v3", false, false),
+        ])))
+        .expect("valid");
+        assert_eq!(
+            c.deprecation_warning("v1").as_deref(),
+            Some("example.org/v1 Widget is deprecated")
+        );
+        // An unserved deprecated version gets no answer at all.
+        let c = Crd::from_value(&crd(json!([v("v1", false, true), v("v2", true, false)])))
+            .expect("valid");
+        assert_eq!(c.deprecation_warning("v1"), None);
+        // `deprecationWarning` replaces the default text whole.
+        let mut custom = v("v1", true, true);
+        custom["deprecationWarning"] = json!("v1 goes away in 2027");
+        let c = Crd::from_value(&crd(json!([custom, v("v2", true, false)]))).expect("valid");
+        assert_eq!(
+            c.versions[0].deprecation_warning.as_deref(),
+            Some("v1 goes away in 2027")
+        );
+        assert_eq!(
+            c.deprecation_warning("v1").as_deref(),
+            Some("v1 goes away in 2027")
+        );
+        // Without `deprecated`, `deprecationWarning` says nothing (the API server refuses it).
+        let mut ignored = v("v1", true, false);
+        ignored["deprecationWarning"] = json!("unused");
+        let c = Crd::from_value(&crd(json!([ignored]))).expect("valid");
+        assert_eq!(c.deprecation_warning("v1"), None);
+        let err = Crd::from_value(&crd(json!([{"name": "v1", "deprecated": "yes"}])))
+            .expect_err("not a boolean");
+        assert_eq!(
+            err.to_string(),
+            "spec.versions[0].deprecated: expected a boolean"
+        );
     }
 
     #[test]

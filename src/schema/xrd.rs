@@ -85,6 +85,8 @@ struct XrdVersion<'a> {
     name: &'a str,
     served: bool,
     referenceable: bool,
+    deprecated: bool,
+    deprecation_warning: Option<&'a str>,
     schema: Result<Option<&'a Value>, SchemaError>,
     path: String,
 }
@@ -150,6 +152,8 @@ pub fn generate_crds(xrd: &Value) -> Result<GeneratedCrds, SchemaError> {
             name: req_str(v, &at, "name")?,
             served: opt_bool(v, &at, "served")?.unwrap_or(false),
             referenceable: opt_bool(v, &at, "referenceable")?.unwrap_or(false),
+            deprecated: opt_bool(v, &at, "deprecated")?.unwrap_or(false),
+            deprecation_warning: opt_str(v, &at, "deprecationWarning")?,
             schema,
             path: join(&schema_path, "openAPIV3Schema"),
         });
@@ -298,6 +302,18 @@ fn build_crd(
             "storage": v.referenceable,
             "subresources": {"status": {}},
         });
+        // Upstream `genCrdVersion` copies both (`omitempty`: absent when unset).
+        if let Value::Object(m) = &mut version {
+            if v.deprecated {
+                m.insert("deprecated".to_string(), Value::Bool(true));
+            }
+            if let Some(w) = v.deprecation_warning {
+                m.insert(
+                    "deprecationWarning".to_string(),
+                    Value::String(w.to_string()),
+                );
+            }
+        }
         match version_schema(v, spec_props, status_props) {
             Ok(schema) => {
                 if let Value::Object(m) = &mut version {
@@ -914,6 +930,51 @@ mod tests {
                 .is_none()
         );
         assert!(cs.descend(&["spec", "compositeDeletePolicy"]).is_some());
+    }
+
+    #[test]
+    fn deprecated_versions_carry_over_to_xr_and_claim_crds() {
+        let mut x = xrd(
+            "apiextensions.crossplane.io/v1",
+            json!({"claimNames": {"kind": "NopResource", "plural": "nopresources"}}),
+        );
+        let mut v1 = x["spec"]["versions"][0].clone();
+        v1["name"] = json!("v1");
+        v1["referenceable"] = json!(false);
+        x["spec"]["versions"][0]["deprecated"] = json!(true);
+        if let Some(versions) = x["spec"]["versions"].as_array_mut() {
+            versions.push(v1);
+        }
+        let g = generate_crds(&x).expect("ok");
+        let claim = g.claim.expect("claim");
+        assert_eq!(
+            g.composite.crd.deprecation_warning("v1alpha1").as_deref(),
+            Some(
+                "nop.example.org/v1alpha1 XNopResource is deprecated; use nop.example.org/v1 XNopResource"
+            )
+        );
+        assert_eq!(
+            claim.crd.deprecation_warning("v1alpha1").as_deref(),
+            Some(
+                "nop.example.org/v1alpha1 NopResource is deprecated; use nop.example.org/v1 NopResource"
+            )
+        );
+        assert_eq!(
+            g.composite.document["spec"]["versions"][0]["deprecated"],
+            json!(true)
+        );
+        // Unset, nothing is written (upstream's `omitempty`).
+        assert!(
+            g.composite.document["spec"]["versions"][1]
+                .get("deprecated")
+                .is_none()
+        );
+        x["spec"]["versions"][0]["deprecationWarning"] = json!("use v1");
+        let g = generate_crds(&x).expect("ok");
+        assert_eq!(
+            g.composite.crd.deprecation_warning("v1alpha1").as_deref(),
+            Some("use v1")
+        );
     }
 
     #[test]

@@ -18,6 +18,7 @@ use kube_core::response::{StatusCause, StatusDetails};
 
 use super::review::Answer;
 use super::warnings::{self, Warning};
+use crate::checks::schema_aware::lookup::is_deprecation;
 use crate::findings::{BadValue, Finding, Severity, Stage};
 use crate::model::APIEXTENSIONS_GROUP;
 use crate::validate::Report;
@@ -174,9 +175,12 @@ impl Budget {
 }
 
 /// A warning for a finding; the short form leaves out the offending value, which the field
-/// and the detail usually make plain.
+/// and the detail usually make plain. Not for a deprecated version whose own
+/// `deprecationWarning` does not name it: then only the value says which version it is.
 fn warning(f: &Finding) -> Warning {
-    let short = (f.error.bad_value != BadValue::Omit).then(|| {
+    let value_needed = is_deprecation(f)
+        && matches!(&f.error.bad_value, BadValue::Str(v) if !f.error.detail.contains(v.as_str()));
+    let short = (f.error.bad_value != BadValue::Omit && !value_needed).then(|| {
         let mut e = f.error.clone();
         e.bad_value = BadValue::Omit;
         e.to_string()
@@ -279,6 +283,51 @@ mod tests {
         let a = for_report(&report(Mode::Loose, vec![schema_error(), missing()]), "c");
         assert!(!a.allowed);
         assert_eq!(a.warnings.len(), 1);
+    }
+
+    /// A deprecated version's warning (the API server's text after the value): short enough
+    /// for the API server whole, without the value, for the provider-kubernetes example (its
+    /// text names the version); with the value for a text that does not; a
+    /// `deprecationWarning` of the 256 characters a CRD allows is cut to the limit, its end
+    /// kept.
+    #[test]
+    fn deprecation_warnings_fit() {
+        let deprecated = |text: &str| {
+            Finding::advisory(
+                Stage::Crds,
+                FieldError::invalid(
+                    "spec.pipeline[0].input.resources[12].base.apiVersion",
+                    "kubernetes.crossplane.io/v1alpha1",
+                    text,
+                ),
+            )
+        };
+        let default = "kubernetes.crossplane.io/v1alpha1 Object is deprecated; use kubernetes.crossplane.io/v1alpha2 Object";
+        let name = "x".repeat(40);
+        let a = for_report(&report(Mode::Strict, vec![deprecated(default)]), &name);
+        assert!(a.allowed);
+        assert_eq!(
+            a.warnings,
+            [format!(
+                "Composition \"{name}\": spec.pipeline[0].input.resources[12].base.apiVersion: Invalid value: {default}"
+            )]
+        );
+        assert!(a.warnings[0].chars().count() <= warnings::MAX_ONE);
+        // A text of its own that does not name the version keeps the value (provider-upjet-aws
+        // v2.6.0's Bucket v1beta1).
+        let own = "This API version is deprecated. Deprecated since v2.6.0.";
+        let a = for_report(&report(Mode::Strict, vec![deprecated(own)]), &name);
+        assert_eq!(
+            a.warnings,
+            [format!(
+                "Composition \"{name}\": spec.pipeline[0].input.resources[12].base.apiVersion: Invalid value: \"kubernetes.crossplane.io/v1alpha1\": {own}"
+            )]
+        );
+        let custom = format!("{} ends here", "w".repeat(256 - " ends here".len()));
+        let a = for_report(&report(Mode::Strict, vec![deprecated(&custom)]), "c");
+        assert_eq!(a.warnings[0].chars().count(), warnings::MAX_ONE);
+        assert!(a.warnings[0].starts_with("Composition \"c\": spec.pipeline[0]"));
+        assert!(a.warnings[0].ends_with("w ends here"));
     }
 
     fn duplicate(i: usize) -> Finding {

@@ -38,6 +38,9 @@ pub struct SchemaInfo {
     /// Why this is the last good schema rather than the current one (in a cluster: the
     /// definition was deleted, became unusable, or the API server refuses it), if so.
     pub stale: Option<String>,
+    /// The warning the API server sends with every create and update of the requested
+    /// version, when its definition marks it deprecated ([`crate::schema::Crd::deprecation_warning`]).
+    pub deprecation: Option<String>,
 }
 
 /// Where a built-in kind's schema comes from.
@@ -81,6 +84,7 @@ impl SchemaInfo {
             }),
             mrd: None,
             stale: None,
+            deprecation: None,
         })
     }
 }
@@ -160,6 +164,7 @@ impl SchemaSource for Catalog {
                 _ => None,
             },
             stale: None,
+            deprecation: r.crd().deprecation_warning(version),
         })
     }
 
@@ -375,7 +380,30 @@ fn lookup(
         ));
         return None;
     }
+    if let Some(warning) = info.deprecation {
+        // The API server answers each of Crossplane's creates and updates of this version
+        // with this warning, which nobody reads there: said here, in the API server's words.
+        findings.push(deprecation(at, api_version, warning));
+    }
     info.schema
+}
+
+/// The warning for a template (or `spec.compositeTypeRef`) at `at` of a deprecated
+/// `api_version`: at its `apiVersion`, the API server's `warning` after the value.
+fn deprecation(at: &Path, api_version: &str, warning: String) -> Finding {
+    Finding::advisory(
+        Stage::Crds,
+        FieldError::invalid(at.child("apiVersion"), api_version, warning),
+    )
+}
+
+/// Whether a finding is a deprecated version's warning (the only advisory `Invalid value`
+/// of the lookups at an `apiVersion`): its text after the value is the API server's.
+pub fn is_deprecation(f: &Finding) -> bool {
+    f.stage == Stage::Crds
+        && f.advisory
+        && f.error.error_type == ErrorType::Invalid
+        && f.error.field.ends_with(".apiVersion")
 }
 
 /// What a kind defined only by an MRD needs. An MRD no policy activates and not `Active`
