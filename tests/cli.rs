@@ -1448,3 +1448,52 @@ spec:
         format!(r#"{f}: Composition "namespaces" (mode strict): allowed: 0 errors, 0 warnings"#)
     );
 }
+
+/// A v2 XRD with `claimNames` (only `LegacyCluster` XRs have claims: the XRD CRD's CEL rule
+/// in Crossplane v2.3.4) is an input error in Crossplane's words, and a Composition of its XR
+/// is told that the XRD is invalid, not that nothing defines the kind (issue 47 part 5).
+#[test]
+fn a_composition_of_an_invalid_xrds_xr_says_the_xrd_is_invalid() {
+    let dir = scratch("invalid-xrd");
+    let xrd = dir.join("definition.yaml");
+    std::fs::write(
+        &xrd,
+        "apiVersion: apiextensions.crossplane.io/v2
+kind: CompositeResourceDefinition
+metadata:
+  name: tests.example.org
+spec:
+  scope: Namespaced
+  group: example.org
+  names:
+    kind: Test
+    plural: tests
+  claimNames:
+    kind: TestClaim
+    plural: testclaims
+  versions:
+  - name: v1alpha1
+    served: true
+    referenceable: true
+    schema:
+      openAPIV3Schema:
+        type: object
+",
+    )
+    .expect("write");
+    let x = xrd.to_str().expect("UTF-8");
+    let c = "testdata/v2/bucket-composition.yaml";
+    let o = run(&["validate", "--crds", x, "--crds", "testdata/v2/crds", c]);
+    assert_eq!(o.status.code(), Some(2));
+    let refused = format!(
+        "{x}:5: CompositeResourceDefinition \"tests.example.org\": spec: Claims aren't supported in apiextensions.crossplane.io/v2"
+    );
+    assert_eq!(stderr(&o), format!("error: {refused}\n"));
+    assert_eq!(
+        lines(&o)[0],
+        format!(
+            "{c}:9: warning: spec.compositeTypeRef: Not found: \"example.org/v1alpha1, Kind=Test\": the XRD that defines it is invalid: {}; checks that need the schema of the composite resource were skipped",
+            refused.replacen(":5:", ":", 1)
+        )
+    );
+}

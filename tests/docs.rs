@@ -452,9 +452,9 @@ fn validate_commands_in_the_readme_exit_as_it_says() {
     let claims = [
         (
             "cargo run --release -- validate --crds testdata/v2 testdata/v2/bucket-composition.yaml testdata/patch-and-transform",
-            "(exit 0, seven warnings",
+            "(exit 0, six warnings",
             0,
-            7,
+            6,
         ),
         (
             "cargo run --release -- validate --crossplane-version v1 --crds testdata/crds testdata/example testdata/invalid",

@@ -283,6 +283,9 @@ pub struct Catalog {
     index: BTreeMap<String, BTreeMap<String, Vec<usize>>>,
     /// The ManagedResourceActivationPolicies read (shared with lookups, which hand them out).
     policies: Arc<ActivationPolicies>,
+    /// The kinds of XRDs refused as invalid, by group then kind, with why: a lookup says
+    /// so instead of that nothing defines them.
+    refused: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 impl Catalog {
@@ -369,8 +372,14 @@ impl Catalog {
         }
 
         if is_xrd(api_version, kind) {
-            let generated = generate_crds(value)
-                .map_err(|e| e.in_document(source, what("CompositeResourceDefinition")))?;
+            let generated = match generate_crds(value) {
+                Ok(g) => g,
+                Err(e) => {
+                    let e = e.in_document(source, what("CompositeResourceDefinition"));
+                    self.refuse_xrd(value, &e);
+                    return Err(e);
+                }
+            };
             let composite = generated.composite.crd.name.clone();
             let xrd_name = value
                 .pointer("/metadata/name")
@@ -493,6 +502,21 @@ impl Catalog {
         self.lookup(group, kind, version)
     }
 
+    /// Records the XR and claim kinds of an XRD refused with `error`.
+    fn refuse_xrd(&mut self, xrd: &Value, error: &SchemaError) {
+        let text = |p: &str| xrd.pointer(p).and_then(Value::as_str).unwrap_or_default();
+        let group = text("/spec/group");
+        let reason = format!("the XRD that defines it is invalid: {error}");
+        for kind in [text("/spec/names/kind"), text("/spec/claimNames/kind")] {
+            if !kind.is_empty() {
+                self.refused
+                    .entry(group.to_string())
+                    .or_default()
+                    .insert(kind.to_string(), reason.clone());
+            }
+        }
+    }
+
     /// Finds the CRD for `group` and `kind` and selects the schema for `version`.
     pub fn lookup(
         &self,
@@ -500,9 +524,16 @@ impl Catalog {
         kind: &str,
         version: &str,
     ) -> Result<Resolved<'_>, LookupError> {
-        let not_found = || LookupError::NotFound {
-            group: group.to_string(),
-            kind: kind.to_string(),
+        let not_found = || match self.refused.get(group).and_then(|k| k.get(kind)) {
+            Some(reason) => LookupError::Unavailable {
+                group: group.to_string(),
+                kind: kind.to_string(),
+                reason: reason.clone(),
+            },
+            None => LookupError::NotFound {
+                group: group.to_string(),
+                kind: kind.to_string(),
+            },
         };
         let bucket = self
             .index
