@@ -134,7 +134,7 @@ fn invalid_example_json_output() {
             "file": INVALID,
             "name": "xnetworks-broken.gcp.platformref.upbound.io",
             "mode": "loose",
-            "allowed": false,
+            "allowed": false, "code": 422,
             "findings": [
                 finding("Invalid", "spec.resources[0].patches[0].patchSetName",
                     r#"Invalid value: "comon": patchSetName must be the name of a declared patchSet"#, (25, 11)),

@@ -78,7 +78,7 @@ fn count(n: usize, word: &str) -> String {
 }
 
 /// The results as one JSON object:
-/// `{"compositionApi","compositions":[{"file","name","mode","allowed","findings":[{"severity","stage","type","field","message","line","column"}]}]}`.
+/// `{"compositionApi","compositions":[{"file","name","mode","allowed","code","findings":[{"severity","stage","type","field","message","line","column"}]}]}`.
 pub fn write_json(
     out: &mut impl Write,
     results: &[Validated],
@@ -98,6 +98,7 @@ fn composition_json(r: &Validated) -> Value {
         "name": r.report.name,
         "mode": r.report.mode.name(),
         "allowed": r.report.verdict.allowed,
+        "code": r.report.verdict.code,
         "findings": findings_json(r),
     })
 }
