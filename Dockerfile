@@ -30,11 +30,13 @@ RUN case "$(uname -m)" in \
  && rustup target add "$(cat /rust-target)" \
  && if [ "$PGO" = true ]; then rustup component add llvm-tools; fi
 WORKDIR /src
-# What `cargo build` reads: the manifest and lock file, the sources, the vendored crates
+# What `cargo build` reads: the manifest and lock file, the build script and the .proto
+# files it compiles (proto/), the sources, the vendored crates
 # Cargo.toml patches in (vendor/), the CRDs embedded at build time (crds/upstream), and the
 # bench targets Cargo.toml declares; for the profile, the serve bench's test harness
 # (tests/webhook, tests/common), its Compositions and schemas (testdata) and the script.
-COPY Cargo.toml Cargo.lock ./
+COPY Cargo.toml Cargo.lock build.rs ./
+COPY proto ./proto
 COPY vendor ./vendor
 COPY src ./src
 COPY crds ./crds

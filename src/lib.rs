@@ -22,7 +22,8 @@
 //! Shells:
 //! - [`cli`]: the `composition-webhook` command line (`validate`, `audit`, `render`, `serve`);
 //! - [`server`]: the admission webhook server (HTTPS, AdmissionReview, metrics, probes);
-//! - [`cluster`]: schemas from the API server (watched, fetched when needed, cached).
+//! - [`cluster`]: schemas from the API server (watched, fetched when needed, cached);
+//! - [`runner`]: the RunFunction client, Crossplane's composition functions called over gRPC.
 //!
 //! # Example
 //!
@@ -93,6 +94,7 @@ pub mod json;
 pub mod mode;
 pub mod model;
 pub mod render;
+pub mod runner;
 pub mod schema;
 pub mod server;
 pub mod validate;

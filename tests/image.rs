@@ -62,7 +62,15 @@ fn training_files() -> Vec<&'static str> {
 #[test]
 fn the_build_stage_copies_what_the_profiled_build_reads() {
     let copied = copied();
-    for needed in ["Cargo.toml", "Cargo.lock", "src", "benches", "scripts"] {
+    for needed in [
+        "Cargo.toml",
+        "Cargo.lock",
+        "build.rs",
+        "proto/fn/v1/run_function.proto",
+        "src",
+        "benches",
+        "scripts",
+    ] {
         assert!(
             is_copied(needed, &copied),
             "{needed} not copied: {copied:?}"

@@ -1,8 +1,8 @@
 //! The core's layers: imports point down, never back up.
 //!
 //! Each module of `src/` may name (`crate::x`, outside comments) only the modules of its own
-//! layer and the layers below it. The shells (`cli`, `server`, `cluster`, `main.rs`) sit
-//! above everything and are not listed.
+//! layer and the layers below it. The shells (`cli`, `server`, `cluster`, `runner`,
+//! `main.rs`) sit above everything and are not listed.
 
 use std::collections::BTreeSet;
 use std::fs;

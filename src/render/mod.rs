@@ -7,12 +7,14 @@
 //! - [`mock`]: the minimal mock XR built from the XR schema;
 //! - [`patch`]: one patch at run time; [`paved`]: field paths in JSON values;
 //! - [`transform`]: the transforms at run time;
-//! - [`pattern`]: example strings for `pattern` constraints.
+//! - [`pattern`]: example strings for `pattern` constraints;
+//! - [`structpb`]: `google.protobuf.Struct` to JSON and back, what functions send and answer.
 
 pub mod mock;
 pub mod patch;
 pub mod pattern;
 pub mod paved;
+pub mod structpb;
 pub mod transform;
 
 use std::collections::HashMap;
