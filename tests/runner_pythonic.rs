@@ -1,0 +1,129 @@
+//! The RunFunction client (`src/runner/`) against a real third-party function:
+//! function-pythonic 0.6.3 from PyPI, installed into a virtual environment by
+//! `scripts/function-pythonic.sh` (once per target directory) and started on loopback with
+//! `--insecure`, as `crossplane render` starts functions. The Composition input is the
+//! example of function-pythonic's README (an MR `vpc` from the XR's `spec.region` and
+//! `spec.cidr`).
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use composition_webhook::render::structpb;
+use composition_webhook::runner::proto::{self, RequestMeta};
+use composition_webhook::runner::{self, AnswerLimits, Config, FunctionClient};
+use serde_json::{Value, json};
+
+/// The function, killed when the test ends.
+struct Pythonic(Child);
+
+impl Drop for Pythonic {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Installs (once) and starts function-pythonic on a free loopback port.
+fn start() -> (Pythonic, String) {
+    let venv = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("function-pythonic");
+    let out = Command::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/scripts/function-pythonic.sh"
+    ))
+    .arg(&venv)
+    .stderr(Stdio::inherit())
+    .output()
+    .expect("run scripts/function-pythonic.sh");
+    assert!(out.status.success(), "installing function-pythonic failed");
+    let bin = String::from_utf8(out.stdout).expect("UTF-8");
+    // A port the system picked, freed for the function to take.
+    let port = TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let address = format!("127.0.0.1:{port}");
+    let child = Command::new(bin.trim())
+        .args(["grpc", "--insecure", "--address", &address])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start function-pythonic");
+    (Pythonic(child), format!("http://{address}"))
+}
+
+fn object(value: Value) -> prost_types::Struct {
+    structpb::to_struct(
+        value.as_object().expect("an object"),
+        structpb::Limits::DEFAULT,
+    )
+    .expect("a struct")
+}
+
+/// The README example's request: the XR and the inline script.
+fn request() -> proto::RunFunctionRequest {
+    let xr = json!({
+        "apiVersion": "example.crossplane.io/v1", "kind": "XR",
+        "metadata": {"name": "demo"},
+        "spec": {"region": "us-east-1", "cidr": "10.0.0.0/16"},
+    });
+    let input = json!({
+        "apiVersion": "pythonic.fn.crossplane.io/v1alpha1", "kind": "Composite",
+        "composite": "class VpcComposite(BaseComposite):\n  def compose(self):\n    vpc = self.resources.vpc('VPC', 'ec2.aws.crossplane.io/v1beta1')\n    vpc.spec.forProvider.region = self.spec.region\n    vpc.spec.forProvider.cidrBlock = self.spec.cidr\n    vpc.spec.forProvider.tags.count = 3\n    self.status.vpcId = vpc.status.atProvider.vpcId\n",
+    });
+    proto::RunFunctionRequest {
+        meta: Some(RequestMeta {
+            tag: "runner-pythonic".to_string(),
+            capabilities: Vec::new(),
+        }),
+        observed: Some(proto::State {
+            composite: Some(proto::Resource {
+                resource: Some(object(xr)),
+                ..proto::Resource::default()
+            }),
+            resources: Default::default(),
+        }),
+        input: Some(object(input)),
+        ..proto::RunFunctionRequest::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn function_pythonic_composes_what_its_script_says() {
+    let (_function, address) = start();
+    let client = FunctionClient::new("function-pythonic", Config::insecure(address.as_str()))
+        .expect("a client");
+    // Python takes seconds to start (6 to 10 s measured here): wait until it listens (a
+    // loaded machine gets a minute), then call it once.
+    let listening = address.trim_start_matches("http://").to_string();
+    let started = Instant::now();
+    while std::net::TcpStream::connect(&listening).is_err() {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "function-pythonic did not listen on {listening} within 60 s"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let response = client
+        .run(request(), Duration::from_secs(20))
+        .await
+        .unwrap_or_else(|e| panic!("function-pythonic did not answer: {e}"));
+    assert_eq!(
+        response.meta.as_ref().map(|m| m.tag.as_str()),
+        Some("runner-pythonic")
+    );
+    let desired = runner::desired(&response, AnswerLimits::DEFAULT).expect("desired");
+    assert_eq!(desired.resources.keys().collect::<Vec<_>>(), ["vpc"]);
+    assert_eq!(
+        Value::Object(desired.resources["vpc"].clone()),
+        json!({
+            "apiVersion": "ec2.aws.crossplane.io/v1beta1",
+            "kind": "VPC",
+            "spec": {"forProvider": {"region": "us-east-1", "cidrBlock": "10.0.0.0/16",
+                "tags": {"count": 3}}},
+        })
+    );
+    // 3 went out of Python as a protobuf double and came back an integer.
+    assert!(desired.resources["vpc"]["spec"]["forProvider"]["tags"]["count"].is_i64());
+}
