@@ -654,12 +654,20 @@ async fn calls_in_flight_are_limited_per_function() {
             tokio::spawn(async move { client.run(request(i, "t"), DEADLINE).await })
         })
         .collect();
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // Both places taken (not a guess at how long that takes).
+    let started = Instant::now();
+    while function.in_flight.load(Ordering::SeqCst) < 2 {
+        assert!(started.elapsed() < DEADLINE, "the busy calls did not start");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let before = function.calls.load(Ordering::SeqCst);
     let error = client
         .run(request(9, "t"), Duration::from_millis(100))
         .await
         .expect_err("no place in time");
     assert!(matches!(error, RunError::Deadline { .. }), "{error:?}");
+    // It never reached the function.
+    assert_eq!(function.calls.load(Ordering::SeqCst), before);
 }
 
 #[tokio::test]

@@ -47,7 +47,8 @@ fn start() -> (Pythonic, String) {
     let child = Command::new(bin.trim())
         .args(["grpc", "--insecure", "--address", &address])
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        // Shown with the test's output when it fails: why the function did not come up.
+        .stderr(Stdio::inherit())
         .spawn()
         .expect("start function-pythonic");
     (Pythonic(child), format!("http://{address}"))
@@ -91,7 +92,7 @@ fn request() -> proto::RunFunctionRequest {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn function_pythonic_composes_what_its_script_says() {
-    let (_function, address) = start();
+    let (mut function, address) = start();
     let client = FunctionClient::new("function-pythonic", Config::insecure(address.as_str()))
         .expect("a client");
     // Python takes seconds to start (6 to 10 s measured here): wait until it listens (a
@@ -99,6 +100,9 @@ async fn function_pythonic_composes_what_its_script_says() {
     let listening = address.trim_start_matches("http://").to_string();
     let started = Instant::now();
     while std::net::TcpStream::connect(&listening).is_err() {
+        if let Ok(Some(status)) = function.0.try_wait() {
+            panic!("function-pythonic exited before it listened: {status}");
+        }
         assert!(
             started.elapsed() < Duration::from_secs(60),
             "function-pythonic did not listen on {listening} within 60 s"

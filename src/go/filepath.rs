@@ -31,6 +31,10 @@ const RUNE_ERROR: u32 = 0xFFFD;
 pub fn matches(pattern: &str, name: &str) -> Result<bool, BadPattern> {
     let mut pattern = pattern.as_bytes();
     let mut name = name.as_bytes();
+    // Go reads a chunk to its end after a mismatch, for errors: with a star before it that is
+    // |name| reads of the whole chunk. A pattern checked well formed once (one pass) cannot
+    // err, so a mismatch stops at once: the same answers, at most |name| steps a try.
+    let full = !well_formed(pattern);
     'pattern: while !pattern.is_empty() {
         let (star, chunk, rest) = scan_chunk(pattern);
         pattern = rest;
@@ -40,7 +44,7 @@ pub fn matches(pattern: &str, name: &str) -> Result<bool, BadPattern> {
         }
         // A match at the current position; the last chunk must also use up the name, or
         // the star may still find a longer one.
-        let (t, ok, err) = match_chunk(chunk, name);
+        let (t, ok, err) = match_chunk(chunk, name, full);
         if ok && (t.is_empty() || !pattern.is_empty()) {
             name = t;
             continue;
@@ -52,7 +56,7 @@ pub fn matches(pattern: &str, name: &str) -> Result<bool, BadPattern> {
             // Skip i+1 bytes, never a separator.
             let mut i = 0;
             while i < name.len() && name[i] != SEPARATOR {
-                let (t, ok, err) = match_chunk(chunk, &name[i + 1..]);
+                let (t, ok, err) = match_chunk(chunk, &name[i + 1..], full);
                 if ok {
                     if pattern.is_empty() && !t.is_empty() {
                         i += 1;
@@ -68,16 +72,28 @@ pub fn matches(pattern: &str, name: &str) -> Result<bool, BadPattern> {
             }
         }
         // No match: the rest of the pattern must still be well formed.
-        while !pattern.is_empty() {
+        while full && !pattern.is_empty() {
             let (_, chunk, rest) = scan_chunk(pattern);
             pattern = rest;
-            if let (_, _, Some(err)) = match_chunk(chunk, b"") {
+            if let (_, _, Some(err)) = match_chunk(chunk, b"", true) {
                 return Err(err);
             }
         }
         return Ok(false);
     }
     Ok(name.is_empty())
+}
+
+/// Whether no chunk of `pattern` is malformed (then no walk of it meets an error).
+fn well_formed(mut pattern: &[u8]) -> bool {
+    while !pattern.is_empty() {
+        let (_, chunk, rest) = scan_chunk(pattern);
+        pattern = rest;
+        if match_chunk(chunk, b"", true).2.is_some() {
+            return false;
+        }
+    }
+    true
 }
 
 /// The next chunk of `pattern`: whether stars precede it, the chunk (up to the next star
@@ -105,12 +121,20 @@ fn scan_chunk(mut pattern: &[u8]) -> (bool, &[u8], &[u8]) {
 }
 
 /// Whether `chunk` (no stars) matches the start of `s`: the rest of `s`, whether it matched,
-/// and the pattern's error. After a failure the chunk is still read to its end, for errors.
-fn match_chunk<'s>(mut chunk: &[u8], mut s: &'s [u8]) -> (&'s [u8], bool, Option<BadPattern>) {
+/// and the pattern's error. After a failure the chunk is still read to its end for errors
+/// when `full`, else not.
+fn match_chunk<'s>(
+    mut chunk: &[u8],
+    mut s: &'s [u8],
+    full: bool,
+) -> (&'s [u8], bool, Option<BadPattern>) {
     let mut failed = false;
     while let Some(&first) = chunk.first() {
         if !failed && s.is_empty() {
             failed = true;
+        }
+        if failed && !full {
+            return (b"", false, None);
         }
         match first {
             b'[' => {
@@ -395,5 +419,18 @@ mod tests {
         assert_eq!(matches("[\u{fffd}]", "☺"), Ok(false));
         assert_eq!(decode_rune(&[0xE2, 0x98]), (RUNE_ERROR, 1));
         assert_eq!(decode_rune("☺x".as_bytes()), (0x263A, 3));
+    }
+
+    /// A well-formed pattern's mismatch stops at once: a star before a megabyte of
+    /// literal tries each start of the name without reading the megabyte each time (the
+    /// answer is Go's; the cost, |name| short tries, is what the early stop bounds).
+    #[test]
+    fn a_long_chunk_after_a_star_is_not_read_at_every_start() {
+        let pattern = format!("*{}b", "a".repeat(1 << 20));
+        let name = "a".repeat(253);
+        assert_eq!(matches(&pattern, &name), Ok(false));
+        // Malformed, the same length: Go's error, found on the first try.
+        let bad = format!("*{}[", "a".repeat(1 << 20));
+        assert_eq!(matches(&bad, &name), Err(BadPattern));
     }
 }

@@ -567,15 +567,17 @@ fn render_set<'a>(
             // What a patch sets (or sets with a real XR, where the mock lacks its source)
             // is not lost.
             rendered.ignored.retain(|i| {
-                let to = format!("metadata.{}", i.key);
                 i.by != IgnoredBy::ResourcesMode
                     || field(&object, "metadata")
                         .and_then(|m| field(m, i.key))
                         .is_none()
-                        && !rendered
-                            .patches
-                            .iter()
-                            .any(|r| r.patch.to_field_path.as_deref() == Some(to.as_str()))
+                        && !rendered.patches.iter().any(|r| {
+                            r.patch
+                                .to_field_path
+                                .as_deref()
+                                .and_then(|to| to.strip_prefix("metadata."))
+                                == Some(i.key)
+                        })
             });
             // Crossplane sets the namespace after the function (or the patches) ran.
             if let Some(ns) = &stamp.namespace

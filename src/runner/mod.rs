@@ -366,7 +366,7 @@ impl FunctionClient {
                     Err(status) if status.code() == Code::Unimplemented => {
                         Err(RunError::Unimplemented {
                             function: self.name.clone(),
-                            message: status.message().to_string(),
+                            message: said(&status),
                         })
                     }
                     Err(status) => Err(self.classify(status, deadline)),
@@ -414,7 +414,7 @@ impl FunctionClient {
     /// A status as the error it means: tonic's own (transport, timeout, size, decoding)
     /// told from the function's by their codes and tonic's messages.
     fn classify(&self, status: tonic::Status, deadline: Duration) -> RunError {
-        let message = status.message().to_string();
+        let message = said(&status);
         let function = self.name.clone();
         match status.code() {
             Code::DeadlineExceeded => self.deadline(deadline),
@@ -548,6 +548,15 @@ pub fn desired(
         resources,
     })
 }
+
+/// A status's message, as much as an error should carry: the function chooses it (up to
+/// the 16 KiB of headers hyper takes).
+fn said(status: &tonic::Status) -> String {
+    crate::server::warnings::truncate(status.message(), MAX_STATUS_MESSAGE)
+}
+
+/// The characters of a function's status message kept in an error.
+const MAX_STATUS_MESSAGE: usize = 1024;
 
 #[cfg(test)]
 mod tests {

@@ -331,11 +331,6 @@ impl CompositionApi {
         })
     }
 
-    /// The given CRD in `catalog` if there is one, else the embedded one of `version`.
-    pub fn choose(catalog: &Catalog, version: CrossplaneVersion) -> Self {
-        Self::given(catalog).unwrap_or_else(|| Self::embedded(version))
-    }
-
     /// The CRD's `v1` schema.
     pub fn schema(&self) -> &Schema {
         &self.schema
@@ -577,7 +572,6 @@ mod tests {
         ] {
             let v = parse(text);
             assert_eq!(v.api(), want, "{text}");
-            assert_eq!(ApiRelease::from(v), want, "{text}");
         }
         for known in ["v1", "v2", "v1.14", "v1.20.1", "v2.0", "v2.3.9"] {
             assert_eq!(parse(known).stand_in(), None, "{known}");

@@ -180,11 +180,6 @@ impl ActivationPolicies {
         }
     }
 
-    /// Every policy, by name.
-    pub fn iter(&self) -> impl Iterator<Item = &ActivationPolicy> {
-        self.policies.iter()
-    }
-
     /// How many.
     pub fn len(&self) -> usize {
         self.policies.len()
@@ -221,9 +216,14 @@ impl ActivationPolicies {
                     .activate
                     .iter()
                     .take(SHOWN)
-                    .map(|e| match filepath::matches(e, "") {
-                        Err(BadPattern) => format!("\"{e}\" ({BadPattern})"),
-                        Ok(_) => format!("\"{e}\""),
+                    .map(|e| {
+                        // An entry as long as a policy may hold would swamp the message.
+                        let shown: String = e.chars().take(SHOWN_ENTRY).collect();
+                        let cut = if shown.len() < e.len() { "..." } else { "" };
+                        match filepath::matches(e, "") {
+                            Err(BadPattern) => format!("\"{shown}{cut}\" ({BadPattern})"),
+                            Ok(_) => format!("\"{shown}{cut}\""),
+                        }
                     })
                     .collect();
                 let more = p.activate.len().saturating_sub(SHOWN);
@@ -251,6 +251,8 @@ impl ActivationPolicies {
     }
 }
 
+/// The characters of a `spec.activate` entry a message shows.
+const SHOWN_ENTRY: usize = 80;
 /// How many policies (and entries of each) a message names.
 pub const SHOWN: usize = 3;
 

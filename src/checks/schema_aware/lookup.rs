@@ -312,7 +312,10 @@ fn lookup(
             ),
         ));
     }
-    if let Some(mrd) = &info.mrd {
+    // Active by its own state and established: nothing to say, no policy to match.
+    if let Some(mrd) = &info.mrd
+        && !(mrd.state == MrdState::Active && mrd.established != Some(false))
+    {
         let policies = source.activation_policies();
         findings.extend(mrd_finding(
             mrd,
