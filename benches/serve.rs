@@ -659,6 +659,7 @@ fn handler_only(case: &Case, template: &Template, n: usize, bodies: Bodies) {
         metrics,
         change_impact: None,
         audit: None,
+        function_calls: None,
         in_flight: composition_webhook::server::in_flight::InFlightLimit::new(
             composition_webhook::server::in_flight::DEFAULT_MAX_TOTAL,
             composition_webhook::server::in_flight::DEFAULT_MAX_PER_CLIENT,

@@ -324,6 +324,12 @@ pub fn remaining() -> Option<usize> {
     })
 }
 
+/// The running budget's deadline, if it has one: what a wait outside this thread (a
+/// function called) must end by.
+pub fn deadline() -> Option<Instant> {
+    ACTIVE.with(|a| a.borrow().as_ref().and_then(|s| s.deadline))
+}
+
 /// Whether the running budget is spent (no further work should start).
 pub fn spent() -> bool {
     ACTIVE.with(|a| a.borrow().as_ref().is_some_and(|s| s.exceeded.is_some()))

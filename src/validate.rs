@@ -11,7 +11,8 @@ use crate::checks::{self, schema_aware, schema_aware::lookup::SchemaSource};
 use crate::findings::{BadValue, ErrorType, FieldError, Finding, Path, Stage};
 use crate::mode::{self, Mode, ModeSource, Verdict};
 use crate::model::{Composition, ResourceSet};
-use crate::render::Runtime;
+use crate::render::function_steps::{StepAnswer, StepFailure, StepRequest, StepRunner};
+use crate::render::{Calls, Runtime};
 use crate::schema;
 
 /// Engine settings.
@@ -75,6 +76,10 @@ pub struct Report {
     pub verdict: Verdict,
     /// Why validation stopped before its end (the budget, the deadline), if it did.
     pub stopped: Option<Exceeded>,
+    /// Function calls tried (each call of a requirements loop, and each function whose
+    /// address could not be told): the report then depends on more than the schemas, and
+    /// is not kept as a verdict for later.
+    pub function_calls: usize,
 }
 
 impl Report {
@@ -110,6 +115,7 @@ pub struct Validator<'a> {
     schemas: &'a dyn SchemaSource,
     options: Options,
     budget: Budget,
+    calls: Option<crate::render::Calls<'a>>,
 }
 
 impl<'a> Validator<'a> {
@@ -119,7 +125,15 @@ impl<'a> Validator<'a> {
             schemas,
             options,
             budget: Budget::default(),
+            calls: None,
         }
+    }
+
+    /// The same validator, running the pipeline steps of other functions than
+    /// patch-and-transform through `calls` where their functions can be reached.
+    pub fn with_calls(mut self, calls: crate::render::Calls<'a>) -> Self {
+        self.calls = Some(calls);
+        self
     }
 
     /// The same validator, each validation within `budget` (limits, deadline,
@@ -428,6 +442,14 @@ impl<'a> Validator<'a> {
         let logical_errors = findings.iter().any(|f| f.stage == Stage::Logical);
         let name = c.metadata.name.clone();
         let mut read_again = false;
+        let counted = self.calls.map(|k| Counted {
+            inner: k.runner,
+            calls: std::cell::Cell::new(0),
+        });
+        let calls = self.calls.zip(counted.as_ref()).map(|(k, counted)| Calls {
+            runner: counted,
+            ..k
+        });
         if self.options.rendered && !logical_errors && !budget::spent() {
             let mock = checks::rendered::Composite::Mock(composite);
             let runtime = if self.options.as_api_server {
@@ -436,9 +458,15 @@ impl<'a> Validator<'a> {
                 Runtime::Unknown
             };
             let rendered = match reading {
-                Reading::Keep => {
-                    checks::rendered::check(owned, &steps, mock, self.schemas, &findings, runtime)
-                }
+                Reading::Keep => checks::rendered::check(
+                    owned,
+                    &steps,
+                    mock,
+                    self.schemas,
+                    &findings,
+                    runtime,
+                    calls,
+                ),
                 Reading::UseUp => {
                     let taken = checks::rendered::check_taking(
                         owned,
@@ -447,6 +475,7 @@ impl<'a> Validator<'a> {
                         self.schemas,
                         &findings,
                         runtime,
+                        calls,
                     );
                     read_again = taken.needed_bases;
                     taken.findings
@@ -454,10 +483,9 @@ impl<'a> Validator<'a> {
             };
             findings.extend(rendered);
         }
-        Validated {
-            report: self.finish(name, choice, findings),
-            read_again,
-        }
+        let mut report = self.finish(name, choice, findings);
+        report.function_calls = counted.map_or(0, |c| c.calls.get());
+        Validated { report, read_again }
     }
 
     /// The mode the annotations choose, its error or its note added to `findings`.
@@ -500,7 +528,34 @@ impl<'a> Validator<'a> {
             findings,
             verdict,
             stopped,
+            function_calls: 0,
         }
+    }
+}
+
+/// A runner counting the calls tried through it.
+struct Counted<'a> {
+    inner: &'a dyn StepRunner,
+    calls: std::cell::Cell<usize>,
+}
+
+impl StepRunner for Counted<'_> {
+    fn address(&self, function: &str) -> Result<String, Option<String>> {
+        let address = self.inner.address(function);
+        if matches!(address, Err(Some(_))) {
+            self.calls.set(self.calls.get() + 1);
+        }
+        address
+    }
+
+    fn run(
+        &self,
+        function: &str,
+        request: &StepRequest<'_>,
+        deadline: Option<std::time::Instant>,
+    ) -> Result<StepAnswer, StepFailure> {
+        self.calls.set(self.calls.get() + 1);
+        self.inner.run(function, request, deadline)
     }
 }
 

@@ -457,6 +457,7 @@ mod tests {
             },
             findings,
             stopped: None,
+            function_calls: 0,
         }
     }
 

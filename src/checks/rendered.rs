@@ -33,6 +33,7 @@ use crate::findings::{
 };
 use crate::model::function::FunctionSet;
 use crate::model::{Composition, PatchAndTransformStep};
+use crate::render::function_steps::{self, ResultSeverity, StepOutcome};
 use crate::render::patch::Outcome;
 use crate::render::{
     self, FunctionRole, PatchRecord, Rendered, RenderedResource, Runtime, mock, paved,
@@ -120,10 +121,41 @@ pub fn check(
     source: &dyn SchemaSource,
     earlier: &[Finding],
     runtime: Runtime,
+    calls: Option<render::Calls<'_>>,
 ) -> Vec<Finding> {
     let xr = composite_value(c, steps, composite);
-    let rendered = render::render(c, steps, &xr, source.functions().as_deref(), runtime);
-    check_rendered(c, steps, composite, &xr, rendered, source, earlier, runtime)
+    let observed = calls.and_then(|_| observed_value(c, steps, composite));
+    let calls = calls.map(|k| render::Calls {
+        observed: observed.as_ref(),
+        ..k
+    });
+    let rendered =
+        render::render_calling(c, steps, &xr, source.functions().as_deref(), runtime, calls);
+    Ctx::new(c, steps, composite, &xr, source, earlier, false, runtime)
+        .observing(observed.as_ref())
+        .check(rendered)
+}
+
+/// The composite resource functions observe, when it is not the one rendered from: the
+/// mock with its optional fields filled ([`mock::composite_full`]).
+pub fn observed_value(
+    c: &Composition,
+    steps: &[PatchAndTransformStep],
+    composite: Composite<'_>,
+) -> Option<Value> {
+    let Composite::Mock(schema) = composite else {
+        return None;
+    };
+    let type_ref = &c.spec.composite_type_ref;
+    let hints = hints(c, steps);
+    let of = mock::Of {
+        api_version: &type_ref.api_version,
+        kind: &type_ref.kind,
+        composition: &c.metadata.name,
+        secrets_namespace: c.spec.write_connection_secrets_to_namespace.as_deref(),
+        hints: &hints,
+    };
+    mock::composite_full(schema, &of).ok()
 }
 
 /// What [`check_taking`] found.
@@ -148,14 +180,28 @@ pub fn check_taking(
     source: &dyn SchemaSource,
     earlier: &[Finding],
     runtime: Runtime,
+    calls: Option<render::Calls<'_>>,
 ) -> Taken {
     // The mock reads the patches and the XR's schema, not the bases.
     let xr = composite_value(c, steps, composite);
+    let observed = calls.and_then(|_| observed_value(c, steps, composite));
+    let calls = calls.map(|k| render::Calls {
+        observed: observed.as_ref(),
+        ..k
+    });
     let bases = render::TakenBases::take(c, steps);
     let (c, steps) = (&*c, &*steps);
-    let rendered =
-        render::render_taking(c, steps, bases, &xr, source.functions().as_deref(), runtime);
-    let ctx = Ctx::new(c, steps, composite, &xr, source, earlier, true, runtime);
+    let rendered = render::render_taking(
+        c,
+        steps,
+        bases,
+        &xr,
+        source.functions().as_deref(),
+        runtime,
+        calls,
+    );
+    let ctx = Ctx::new(c, steps, composite, &xr, source, earlier, true, runtime)
+        .observing(observed.as_ref());
     let findings = ctx.check(rendered);
     Taken {
         findings,
@@ -164,7 +210,8 @@ pub fn check_taking(
 }
 
 /// [`check`] of what was already rendered from `xr` (the value [`composite_value`] gives
-/// for `composite`): `render` prints the resources and validates the same render.
+/// for `composite`), its functions having observed `observed` ([`observed_value`]) when
+/// they ran: `render` prints the resources and validates the same render.
 #[allow(clippy::too_many_arguments)]
 pub fn check_rendered(
     c: &Composition,
@@ -175,8 +222,11 @@ pub fn check_rendered(
     source: &dyn SchemaSource,
     earlier: &[Finding],
     runtime: Runtime,
+    observed: Option<&Value>,
 ) -> Vec<Finding> {
-    Ctx::new(c, steps, composite, xr, source, earlier, false, runtime).check(rendered)
+    Ctx::new(c, steps, composite, xr, source, earlier, false, runtime)
+        .observing(observed)
+        .check(rendered)
 }
 
 impl<'a> Ctx<'a> {
@@ -207,13 +257,27 @@ impl<'a> Ctx<'a> {
             kinds: RefCell::default(),
             bases_taken,
             needed_bases: Cell::new(false),
+            observed: None,
         }
+    }
+
+    /// The same context, the functions having observed `observed` instead of the XR
+    /// rendered from.
+    fn observing(mut self, observed: Option<&'a Value>) -> Self {
+        self.observed = observed;
+        self
     }
 
     /// The findings of a render.
     fn check(&self, mut rendered: Rendered) -> Vec<Finding> {
         let mut findings = Vec::new();
         findings.extend(opaque_note(&rendered));
+        findings.extend(
+            rendered
+                .function_runs
+                .iter()
+                .flat_map(|r| self.function_run(r)),
+        );
         // An environment patch not rendered leaves the environment unknown: said, not judged.
         for (at, why) in &rendered.environment_not_rendered {
             findings.push(not_rendered(at, why));
@@ -287,7 +351,7 @@ fn not_rendered(at: &str, why: &str) -> Finding {
 }
 
 /// A warning that the runtime does not keep a base's `metadata.<key>`.
-fn ignored(template: &Path, i: &render::Ignored) -> Finding {
+fn ignored(root: &Path, i: &render::Ignored) -> Finding {
     let key = i.key;
     let detail = match &i.by {
         render::IgnoredBy::ResourcesMode => {
@@ -308,7 +372,7 @@ fn ignored(template: &Path, i: &render::Ignored) -> Finding {
     finding(
         FieldError::new(
             ErrorType::Invalid,
-            format!("{template}.base.metadata.{key}"),
+            root.child("metadata").child(key).as_str(),
             BadValue::from_json(&i.value),
             detail,
         ),
@@ -323,6 +387,8 @@ fn opaque_note(rendered: &Rendered) -> Option<Finding> {
         .opaque_steps
         .iter()
         .filter(|o| o.role == FunctionRole::Opaque)
+        // A function that was tried has its own finding.
+        .filter(|o| !rendered.function_runs.iter().any(|r| r.at == o.at))
         .collect();
     let first = opaque.first()?;
     let (names, by_name) = named(&opaque);
@@ -417,6 +483,8 @@ struct Ctx<'a> {
     needed_bases: Cell<bool>,
     /// Whose runtime sets the metadata.
     runtime: Runtime,
+    /// The composite resource the functions observed, when not `xr`.
+    observed: Option<&'a Value>,
 }
 
 /// A map by a name a Composition chose (an `apiVersion`, a kind).
@@ -452,7 +520,7 @@ impl Ctx<'_> {
         let mut findings: Vec<Finding> = resource
             .ignored
             .iter()
-            .map(|i| ignored(&resource.at, i))
+            .map(|i| ignored(&resource.root(), i))
             .collect();
         let object = resource.object.take();
         let validation = object.as_ref().and_then(|o| self.validation(o, &resource));
@@ -525,6 +593,18 @@ impl Ctx<'_> {
                     ),
                 );
                 f = Finding::advisory(Stage::Rendered, f.error);
+            }
+            if let Some(by) = &resource.made_by {
+                append(
+                    &mut f.error,
+                    &format!(
+                        "composed by function {:?} in step {:?}",
+                        by.function, by.step
+                    ),
+                );
+                if by.depends {
+                    f = Finding::advisory(Stage::Rendered, f.error);
+                }
             }
             findings.push(match later {
                 Later::Unchanged => f,
@@ -600,11 +680,7 @@ impl Ctx<'_> {
                 name: rules.name,
             },
             built_in: rules.built_in,
-            root: if resource.at.as_str().is_empty() {
-                Path::default()
-            } else {
-                resource.at.child("base")
-            },
+            root: resource.root(),
         })
     }
 
@@ -683,6 +759,9 @@ impl Ctx<'_> {
         resource: &RenderedResource,
         validation: &Validation,
     ) -> Verdict {
+        if resource.made_by.is_some() {
+            return self.function_verdict(error);
+        }
         // The patches that write what the error is about (or an object holding it, or a
         // field inside it).
         let related: Vec<&PatchRecord> = resource
@@ -769,6 +848,110 @@ impl Ctx<'_> {
             .map(|v| format!(": {v} in the mock composite resource, a real one may hold another"))
             .unwrap_or_else(|| " of the mock composite resource".to_string());
         Verdict::Warning(format!("the value comes from {at}{held}"))
+    }
+
+    /// The verdict on an error of a resource a function composed: from a real XR, or of a
+    /// value the mock does not hold, it holds; a value the mock holds (which the function
+    /// may have copied from it) may differ in a real XR.
+    fn function_verdict(&self, error: &FieldError) -> Verdict {
+        if self.mock.is_none() || is_unknown_field(error) {
+            return Verdict::Error(None);
+        }
+        let observed = self.observed.unwrap_or(self.xr);
+        match mock_leaf(observed, &error.bad_value) {
+            Some(at) => Verdict::Warning(format!(
+                "the value is the mock composite resource's {at}, which a real one may hold another of"
+            )),
+            None => Verdict::Error(None),
+        }
+    }
+
+    /// The findings of a function step run (or tried).
+    fn function_run(&self, run: &render::FunctionRun) -> Vec<Finding> {
+        let named = format!("function {:?} (step {:?})", run.function, run.step);
+        let at = run.at.as_str();
+        let mut out = Vec::new();
+        match &run.outcome {
+            StepOutcome::Failed(failure) => {
+                let place = if run.address.is_empty() {
+                    String::new()
+                } else {
+                    format!(" at {}", run.address)
+                };
+                out.push(Finding::new(
+                    Stage::Crds,
+                    FieldError::new(
+                        ErrorType::NotFound,
+                        at,
+                        BadValue::Omit,
+                        format!(
+                            "{named} could not be run{place}: {}; what it composes is not validated",
+                            failure.message
+                        ),
+                    ),
+                ));
+            }
+            StepOutcome::Unsettled => out.push(Finding::advisory(
+                Stage::Rendered,
+                FieldError::new(
+                    ErrorType::Invalid,
+                    at,
+                    BadValue::Omit,
+                    format!(
+                        "{named}: requirements didn't stabilize after the maximum number of iterations ({})",
+                        function_steps::MAX_CALLS_PER_STEP - 1
+                    ),
+                ),
+            )),
+            StepOutcome::Answered {
+                results,
+                unanswered,
+                ..
+            } => {
+                if !unanswered.is_empty() {
+                    out.push(Finding::advisory(
+                        Stage::Rendered,
+                        FieldError::new(
+                            ErrorType::NotRendered,
+                            at,
+                            BadValue::Omit,
+                            format!(
+                                "{named} asked for what this tool could not answer ({}): what it composed may depend on it, so its findings are warnings",
+                                unanswered.join("; ")
+                            ),
+                        ),
+                    ));
+                }
+                for r in results {
+                    let words = match r.severity {
+                        ResultSeverity::Normal => continue,
+                        ResultSeverity::Warning => format!("{named} returned a warning: {}", r.message),
+                        ResultSeverity::Fatal => format!(
+                            "pipeline step {:?} returned a fatal result: {}",
+                            run.step, r.message
+                        ),
+                    };
+                    let held = r.severity == ResultSeverity::Fatal
+                        && self.mock.is_none()
+                        && unanswered.is_empty();
+                    let detail = match (r.severity, held) {
+                        (ResultSeverity::Fatal, true) => {
+                            format!("{words} (Crossplane stops the pipeline there)")
+                        }
+                        (ResultSeverity::Fatal, false) if !unanswered.is_empty() => format!(
+                            "{words} (Crossplane stops the pipeline there; the function lacked what it asked for, so this is a warning)"
+                        ),
+                        (ResultSeverity::Fatal, false) => format!(
+                            "{words} (Crossplane stops the pipeline there; the function ran on the mock composite resource, which a real one differs from, so this is a warning)"
+                        ),
+                        _ => words,
+                    };
+                    let e = FieldError::new(ErrorType::Invalid, at, BadValue::Omit, detail);
+                    out.push(finding(e, !held));
+                }
+            }
+        }
+        out
     }
 
     /// Why a field set only by the skipped patch `r` is missing.
@@ -969,6 +1152,24 @@ fn is_meta(field: &str, root: &str, key: &str) -> bool {
 /// Whether an error is an unknown field the pruning reported.
 fn is_unknown_field(error: &FieldError) -> bool {
     error.error_type == ErrorType::Invalid && error.detail.starts_with("unknown field: ")
+}
+
+/// The first leaf of `xr`'s `spec` whose value is `bad` (`spec.region`), if any.
+fn mock_leaf(xr: &Value, bad: &BadValue) -> Option<String> {
+    fn walk(v: &Value, at: &Path, bad: &BadValue) -> Option<String> {
+        match v {
+            Value::Object(o) => o.iter().find_map(|(k, v)| walk(v, &at.child(k), bad)),
+            Value::Array(a) => a
+                .iter()
+                .enumerate()
+                .find_map(|(i, v)| walk(v, &at.index(i), bad)),
+            leaf => (BadValue::from_json(leaf) == *bad).then(|| at.as_str().to_string()),
+        }
+    }
+    if *bad == BadValue::Omit {
+        return None;
+    }
+    walk(crate::json::field(xr, "spec")?, &Path::new("spec"), bad)
 }
 
 fn finding(error: FieldError, advisory: bool) -> Finding {

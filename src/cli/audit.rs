@@ -197,6 +197,14 @@ fn audit_listed(
     wait_for_schemas(schemas, args.wait)?;
     // The API server has accepted every one of them.
     let options = Options::admitted(args.check.mode.into(), !args.check.no_render);
+    let mut errors = Vec::new();
+    let calls = args
+        .check
+        .functions
+        .calls(args.check.functions.flag_addresses(), &mut errors);
+    if let Some(e) = errors.first() {
+        return Err(e.to_string());
+    }
     let mut results = Vec::new();
     loop {
         for item in page.items.drain(..) {
@@ -206,9 +214,13 @@ fn audit_listed(
                 .map(str::to_string);
             let until = Instant::now() + args.composition_timeout;
             let source = UntilDeadline { schemas, until };
-            let report = Validator::new(&source, options.clone())
-                .with_budget(args.check.budget().with_deadline(until))
-                .validate_owned(item);
+            let validator = Validator::new(&source, options.clone())
+                .with_budget(args.check.budget().with_deadline(until));
+            let validator = match &calls {
+                Some(calls) => validator.with_calls(calls.calls()),
+                None => validator,
+            };
+            let report = validator.validate_owned(item);
             results.push(Validated {
                 origin: Origin::Cluster { resource_version },
                 positions: vec![None; report.findings.len()],

@@ -2,6 +2,12 @@
 //! manifests, for `validate`, `render` and `serve --crds`. With them a pipeline step is
 //! recognised by its Function's package, and a step naming no Function among them is
 //! reported; without them steps are recognised by their Function's name.
+//!
+//! Where Functions run, to run their pipeline steps for real: a Function manifest with
+//! `crossplane render`'s annotations `render.crossplane.io/runtime: Development` (and
+//! `render.crossplane.io/runtime-development-target`, default `localhost:9443`), or
+//! `--function-address NAME=ADDRESS`; both insecure gRPC, as functions run with
+//! `--insecure`. `--required-resources` gives the objects their requirements select.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -11,6 +17,15 @@ use serde_json::Value;
 use super::{invalid_at, is_list, load_all};
 use crate::document::DocumentError;
 use crate::model::function::{FunctionPackage, FunctionSet};
+use crate::render::function_steps::RequiredObjects;
+use crate::runner::steps::{Addresses, FunctionCaller, FunctionCalls};
+
+/// `crossplane render`'s annotation choosing how a Function runs.
+pub const ANNOTATION_RUNTIME: &str = "render.crossplane.io/runtime";
+/// Where a Function of runtime `Development` listens.
+pub const ANNOTATION_DEVELOPMENT_TARGET: &str = "render.crossplane.io/runtime-development-target";
+/// `crossplane render`'s default development target.
+pub const DEFAULT_DEVELOPMENT_TARGET: &str = "localhost:9443";
 
 /// `--functions PATH...`.
 #[derive(Debug, clap::Args)]
@@ -23,12 +38,95 @@ pub(super) struct FunctionFiles {
         value_delimiter = ','
     )]
     pub(super) paths: Vec<PathBuf>,
+
+    /// NAME=ADDRESS: run the pipeline steps of Function NAME by calling it at ADDRESS (host:port, insecure gRPC: a function started with --insecure, as `crossplane render` runs them), and validate what it composes. A Function manifest among --functions with the annotation render.crossplane.io/runtime: Development is called at its render.crossplane.io/runtime-development-target the same way. Repeat the flag for more.
+    #[arg(
+        long = "function-address",
+        value_name = "NAME=ADDRESS",
+        value_parser = name_address,
+        env = "COMPOSITION_WEBHOOK_FUNCTION_ADDRESSES",
+        value_delimiter = ','
+    )]
+    pub(super) addresses: Vec<(String, String)>,
+
+    /// A file or directory (recursive) of the objects functions may require (EnvironmentConfigs, ...): a step's requirements are answered from them, as `crossplane render --required-resources` does. Repeat the flag for more.
+    #[arg(long = "required-resources", value_name = "PATH")]
+    pub(super) required: Vec<PathBuf>,
+}
+
+/// `NAME=ADDRESS`.
+fn name_address(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((name, address)) if !name.is_empty() && !address.is_empty() => {
+            Ok((name.to_string(), address.to_string()))
+        }
+        _ => Err("expected NAME=ADDRESS (a Function's name and host:port)".to_string()),
+    }
 }
 
 impl FunctionFiles {
+    /// Where functions run, when any is said to ([`FunctionFiles::load_with_addresses`]),
+    /// with the required objects of `--required-resources`.
+    pub(super) fn calls(
+        &self,
+        addresses: Addresses,
+        errors: &mut Vec<DocumentError>,
+    ) -> Option<FunctionCalls> {
+        if addresses.is_empty() {
+            return None;
+        }
+        let required = load_all(&self.required, errors)
+            .into_iter()
+            .flat_map(|d| match d.value.get("items").and_then(Value::as_array) {
+                Some(items) if is_list(&d.value) => items.clone(),
+                _ => vec![d.value],
+            })
+            .collect();
+        match FunctionCaller::with_own_runtime(Arc::new(addresses)) {
+            Ok(caller) => Some(FunctionCalls::new(
+                caller,
+                Box::new(RequiredObjects::new(required)),
+            )),
+            Err(e) => {
+                errors.push(DocumentError::Invalid {
+                    file: "--function-address".to_string(),
+                    message: format!("cannot start the function client: {e}"),
+                });
+                None
+            }
+        }
+    }
+
+    /// The addresses of `--function-address` alone.
+    pub(super) fn flag_addresses(&self) -> Addresses {
+        let mut addresses = Addresses::new();
+        for (name, address) in &self.addresses {
+            addresses.insert(name.clone(), address);
+        }
+        addresses
+    }
+
+    /// [`FunctionFiles::load`], and where functions run: `--function-address`, and the
+    /// Functions annotated `render.crossplane.io/runtime: Development`.
+    pub(super) fn load_with_addresses(
+        &self,
+        errors: &mut Vec<DocumentError>,
+    ) -> (Option<Arc<FunctionSet>>, Addresses) {
+        let mut addresses = Addresses::new();
+        let set = self.load_set(errors, &mut addresses);
+        for (name, address) in &self.addresses {
+            addresses.insert(name.clone(), address);
+        }
+        (set, addresses)
+    }
+
     /// The Functions of the files; `None` when the flag is not given. A Function without a
     /// name or package, or files without any Function, are errors.
-    pub(super) fn load(&self, errors: &mut Vec<DocumentError>) -> Option<Arc<FunctionSet>> {
+    fn load_set(
+        &self,
+        errors: &mut Vec<DocumentError>,
+        addresses: &mut Addresses,
+    ) -> Option<Arc<FunctionSet>> {
         if self.paths.is_empty() {
             return None;
         }
@@ -51,6 +149,19 @@ impl FunctionFiles {
                     continue;
                 }
                 found = true;
+                let annotation = |key: &str| {
+                    value
+                        .pointer("/metadata/annotations")
+                        .and_then(|a| a.get(key))
+                        .and_then(Value::as_str)
+                };
+                let name = value.pointer("/metadata/name").and_then(Value::as_str);
+                if let (Some(name), Some("Development")) = (name, annotation(ANNOTATION_RUNTIME)) {
+                    let target = annotation(ANNOTATION_DEVELOPMENT_TARGET)
+                        .filter(|t| !t.is_empty())
+                        .unwrap_or(DEFAULT_DEVELOPMENT_TARGET);
+                    addresses.insert(name, target);
+                }
                 match FunctionPackage::from_manifest(value) {
                     Ok(f) => set.insert(f),
                     Err(e) => errors.push(invalid_at(

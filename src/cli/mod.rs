@@ -374,7 +374,8 @@ fn print(
 fn validate_files(check: &CheckArgs, inputs: &[PathBuf], notes: &mut impl Write) -> FilesRun {
     let mut errors: Vec<DocumentError> = Vec::new();
     let schema_docs = load_all(&check.schemas.crds, &mut errors);
-    let functions = check.functions.load(&mut errors);
+    let (functions, addresses) = check.functions.load_with_addresses(&mut errors);
+    let calls = check.functions.calls(addresses, &mut errors);
     let input_docs = load_all(inputs, &mut errors);
 
     let catalog = build_catalog(schema_docs.iter().chain(&input_docs), &mut errors);
@@ -394,6 +395,10 @@ fn validate_files(check: &CheckArgs, inputs: &[PathBuf], notes: &mut impl Write)
         },
     )
     .with_budget(check.budget());
+    let validator = match &calls {
+        Some(calls) => validator.with_calls(calls.calls()),
+        None => validator,
+    };
     let mut results = Vec::new();
     for document in &input_docs {
         for (prefix, value) in compositions_in(document, notes) {

@@ -46,6 +46,9 @@ pub struct RenderArgs {
     /// object with the composite resource, the composed resources and the findings).
     #[arg(long, value_enum, default_value_t = RenderOutput::Yaml, env = "COMPOSITION_WEBHOOK_RENDER_OUTPUT")]
     output: RenderOutput,
+    /// Also print what each function step that ran answered (its desired resources, composite resource and context, its results), before the composed resources.
+    #[arg(long)]
+    steps: bool,
 }
 
 /// How `render` prints.
@@ -63,7 +66,8 @@ pub fn run(args: &RenderArgs) -> u8 {
     let mut stderr = io::stderr().lock();
     let mut errors: Vec<DocumentError> = Vec::new();
     let schema_docs = load_all(&args.schemas.crds, &mut errors);
-    let functions = args.functions.load(&mut errors);
+    let (functions, addresses) = args.functions.load_with_addresses(&mut errors);
+    let calls = args.functions.calls(addresses, &mut errors);
     let inputs = load_all(std::slice::from_ref(&args.composition), &mut errors);
     let xr_docs = args
         .xr
@@ -140,7 +144,22 @@ pub fn run(args: &RenderArgs) -> u8 {
         None => Composite::Mock(xr_schema.as_deref()),
     };
     let xr = rendered::composite_value(&composition, &steps, composite);
-    let output = crate::render::render(&composition, &steps, &xr, functions.as_deref(), runtime);
+    let observed = calls
+        .as_ref()
+        .and_then(|_| rendered::observed_value(&composition, &steps, composite));
+    let call = calls.as_ref().map(|k| crate::render::Calls {
+        observed: observed.as_ref(),
+        keep_answers: args.steps,
+        ..k.calls()
+    });
+    let output = crate::render::render_calling(
+        &composition,
+        &steps,
+        &xr,
+        functions.as_deref(),
+        runtime,
+        call,
+    );
     // Printed before the validation takes the rendered resources.
     let mut printed = match args.output {
         RenderOutput::Yaml => yaml(&output, xr_docs.is_empty()),
@@ -161,6 +180,7 @@ pub fn run(args: &RenderArgs) -> u8 {
         &source,
         &[],
         runtime,
+        observed.as_ref(),
     );
     crate::mode::apply_mode(crate::mode::Mode::Strict, &mut findings);
     match json_resources {
@@ -201,10 +221,29 @@ fn yaml(output: &Rendered, mock: bool) -> String {
         &output.composite,
         false,
     );
+    for run in &output.function_runs {
+        if let Some(answer) = &run.answer {
+            push_document(
+                &mut text,
+                &format!(
+                    "# {}: what function {:?} (step {:?}, at {}) answered",
+                    run.at, run.function, run.step, run.address
+                ),
+                &answer_json(run, answer),
+                false,
+            );
+        }
+    }
     for r in &output.resources {
-        let mut title = match &r.name {
-            Some(n) => format!("# {} ({n})", r.at.as_str()),
-            None => format!("# {}", r.at.as_str()),
+        let mut title = match (&r.name, &r.made_by) {
+            (Some(n), Some(by)) => format!(
+                "# {} ({n}), composed by function {:?} in step {:?}",
+                r.at.as_str(),
+                by.function,
+                by.step
+            ),
+            (Some(n), None) => format!("# {} ({n})", r.at.as_str()),
+            (None, _) => format!("# {}", r.at.as_str()),
         };
         let not_sent = r.not_sent.as_ref().filter(|n| !n.earlier_kept);
         if let Some(n) = &r.not_sent {
@@ -218,6 +257,40 @@ fn yaml(output: &Rendered, mock: bool) -> String {
     text
 }
 
+/// One step's answer as `render --steps` prints it.
+fn answer_json(
+    run: &crate::render::FunctionRun,
+    answer: &crate::render::function_steps::StepAnswer,
+) -> Value {
+    use crate::render::function_steps::ResultSeverity;
+    let results: Vec<Value> = answer
+        .results
+        .iter()
+        .map(|r| {
+            json!({
+                "severity": match r.severity {
+                    ResultSeverity::Fatal => "Fatal",
+                    ResultSeverity::Warning => "Warning",
+                    ResultSeverity::Normal => "Normal",
+                },
+                "message": r.message,
+                "reason": r.reason,
+            })
+        })
+        .collect();
+    json!({
+        "step": run.step,
+        "function": run.function,
+        "address": run.address,
+        "desired": {
+            "composite": answer.desired_composite,
+            "resources": answer.desired_resources,
+        },
+        "context": answer.context,
+        "results": results,
+    })
+}
+
 /// The composed resources as `render --output json` lists them.
 fn json_resources(output: &Rendered) -> Vec<Value> {
     output
@@ -229,6 +302,7 @@ fn json_resources(output: &Rendered) -> Vec<Value> {
                 "name": r.name,
                 "sent": r.not_sent.as_ref().is_none_or(|n| n.earlier_kept),
                 "notSent": r.not_sent.as_ref().map(|n| n.describe()),
+                "composedBy": r.made_by.as_ref().map(|b| json!({"step": b.step, "function": b.function})),
                 "object": r.object,
             })
         })

@@ -338,6 +338,7 @@ mod tests {
                 verdict: mode::verdict(&findings),
                 findings,
                 stopped: None,
+                function_calls: 0,
             },
             positions,
         }

@@ -16,6 +16,8 @@ use crate::budget::Limits;
 use crate::cluster::calls::CallObserver;
 use crate::cluster::lease::{self, Leadership, LeaseOptions};
 use crate::cluster::{ClusterOptions, ClusterSchemas, ca_bundle, connect};
+use crate::render::function_steps::NothingRequired;
+use crate::runner::steps::{Addresses, FunctionCaller, FunctionCalls};
 use crate::server::audit::{Audit, AuditOptions, DEFAULT_DEADLINE};
 use crate::server::impact::ChangeImpact;
 use crate::server::logging::{self, LogFormat};
@@ -184,6 +186,10 @@ pub(super) struct ServeArgs {
     /// composite resource and validating it against its CRD).
     #[arg(long, env = "COMPOSITION_WEBHOOK_NO_RENDER")]
     no_render: bool,
+
+    /// Run the pipeline steps of other functions than patch-and-transform by calling their functions (with `--function-address`, Functions annotated render.crossplane.io/runtime: Development, or in the cluster their FunctionRevisions' endpoints), and validate what they compose; `off` leaves those steps unrendered.
+    #[arg(long, value_enum, default_value_t = Switch::On, env = "COMPOSITION_WEBHOOK_FUNCTION_CALLS")]
+    function_calls: Switch,
 
     /// Address of the admission port (HTTPS; POST /validate).
     #[arg(
@@ -391,11 +397,11 @@ pub(super) fn run(args: &ServeArgs) -> u8 {
         eprintln!("error: {e}");
         return EXIT_INPUT_ERROR;
     }
-    let files = if args.schemas.crds.is_empty() {
-        None
+    let (files, addresses) = if args.schemas.crds.is_empty() {
+        (None, args.functions.flag_addresses())
     } else {
         match file_schemas(&args.schemas.crds, &args.functions) {
-            Some(f) => Some(f),
+            Some((f, addresses)) => (Some(f), addresses),
             None => return EXIT_INPUT_ERROR,
         }
     };
@@ -462,6 +468,7 @@ pub(super) fn run(args: &ServeArgs) -> u8 {
         ca_publisher: None,
         change_impact: None,
         audit: None,
+        function_calls: None,
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -480,6 +487,13 @@ pub(super) fn run(args: &ServeArgs) -> u8 {
         }
     };
     let mut config = config;
+    if args.function_calls == Switch::On && !addresses.is_empty() {
+        let caller = FunctionCaller::new(Arc::new(addresses), runtime.handle().clone());
+        config.function_calls = Some(Arc::new(FunctionCalls::new(
+            caller,
+            Box::new(NothingRequired),
+        )));
+    }
     let code = runtime.block_on(async {
         let metrics = Arc::new(Metrics::new());
         let schemas: Arc<dyn ServedSchemas> = match files {
@@ -560,11 +574,11 @@ pub(super) fn run(args: &ServeArgs) -> u8 {
 pub use crate::server::review_threads::REVIEW_STACK_BYTES;
 
 /// The `--crds` files as a catalog; `None` (after logging why) when one cannot be loaded.
-fn file_schemas(paths: &[PathBuf], functions: &FunctionFiles) -> Option<FileSchemas> {
+fn file_schemas(paths: &[PathBuf], functions: &FunctionFiles) -> Option<(FileSchemas, Addresses)> {
     let mut errors = Vec::new();
     let docs = load_all(paths, &mut errors);
     let catalog = build_catalog(docs.iter(), &mut errors);
-    let functions = functions.load(&mut errors);
+    let (functions, addresses) = functions.load_with_addresses(&mut errors);
     if !errors.is_empty() {
         for e in &errors {
             tracing::error!(error = %e, "cannot load schemas");
@@ -581,11 +595,23 @@ fn file_schemas(paths: &[PathBuf], functions: &FunctionFiles) -> Option<FileSche
     if let Some(f) = &functions {
         description.push_str(&format!(", {} Functions from --functions files", f.len()));
     }
-    Some(FileSchemas {
-        description,
-        catalog,
-        functions,
-    })
+    Some((
+        FileSchemas {
+            description,
+            catalog,
+            functions,
+        },
+        addresses,
+    ))
+}
+
+/// `--function-calls`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Switch {
+    /// On.
+    On,
+    /// Off.
+    Off,
 }
 
 /// Returns what the calling thread's mimalloc heap has freed to the system: after a review

@@ -123,7 +123,7 @@ pub fn required_fields(schema: Option<&Schema>, hints: &Hints) -> Result<Value, 
         return Ok(Value::Object(Map::new()));
     };
     match schema.type_.as_deref() {
-        None | Some("" | "object") => Ok(fill_object(schema, &mut Vec::new(), hints)),
+        None | Some("" | "object") => Ok(fill_object(schema, &mut Vec::new(), hints, &mut None)),
         Some(other) => Err(MockError(other.to_string())),
     }
 }
@@ -154,6 +154,37 @@ pub struct Of<'a> {
 /// have none); a namespaced one (whose `resourceRefs` have no namespace, as Crossplane
 /// generates them for scope Namespaced) lives in namespace `default`.
 pub fn composite(schema: Option<&Schema>, of: &Of<'_>) -> Result<Value, MockError> {
+    composite_filled(schema, of, false)
+}
+
+/// [`composite`] with every field of `spec` filled, optional ones too (except those
+/// Crossplane sets, and at most [`MAX_OPTIONAL`] of them): the XR a function observes,
+/// since what a function reads is not known (a patch's reads are), and a function that
+/// finds a field absent composes something no XR holding it would.
+pub fn composite_full(schema: Option<&Schema>, of: &Of<'_>) -> Result<Value, MockError> {
+    composite_filled(schema, of, true)
+}
+
+/// The most optional fields [`composite_full`] fills.
+pub const MAX_OPTIONAL: usize = 2000;
+
+/// The fields of a composite resource's `spec` that Crossplane sets or reads for itself.
+const CROSSPLANE_SPEC: &[&str] = &[
+    "claimRef",
+    "compositionRef",
+    "compositionRevisionRef",
+    "compositionRevisionSelector",
+    "compositionSelector",
+    "compositionUpdatePolicy",
+    "crossplane",
+    "environmentConfigRefs",
+    "publishConnectionDetailsTo",
+    "resourceRef",
+    "resourceRefs",
+    "writeConnectionSecretToRef",
+];
+
+fn composite_filled(schema: Option<&Schema>, of: &Of<'_>, full: bool) -> Result<Value, MockError> {
     let Of {
         api_version,
         kind,
@@ -161,7 +192,13 @@ pub fn composite(schema: Option<&Schema>, of: &Of<'_>) -> Result<Value, MockErro
         secrets_namespace,
         hints,
     } = *of;
-    let required = required_fields(schema, hints)?;
+    let required = match schema {
+        Some(schema) if full => {
+            required_fields(Some(schema), hints)?;
+            fill_object(schema, &mut Vec::new(), hints, &mut Some(MAX_OPTIONAL))
+        }
+        _ => required_fields(schema, hints)?,
+    };
     let name = format!("{}-mock", kind.to_ascii_lowercase());
     let claimed = schema.is_some_and(|s| s.descend(&["spec", "claimRef"]).is_some());
     let v2 = schema.is_some_and(|s| {
@@ -239,7 +276,14 @@ pub fn composite(schema: Option<&Schema>, of: &Of<'_>) -> Result<Value, MockErro
 /// Deep enough for any real schema; recursive schemas cannot occur in structural CRDs.
 const MAX_DEPTH: usize = 64;
 
-fn fill_object(schema: &Schema, path: &mut Vec<String>, hints: &Hints) -> Value {
+/// The required fields of `schema` filled; with `optional` (how many more may be), under
+/// `spec` the optional ones too.
+fn fill_object(
+    schema: &Schema,
+    path: &mut Vec<String>,
+    hints: &Hints,
+    optional: &mut Option<usize>,
+) -> Value {
     let mut map = Map::new();
     if path.len() > MAX_DEPTH {
         return Value::Object(map);
@@ -251,17 +295,41 @@ fn fill_object(schema: &Schema, path: &mut Vec<String>, hints: &Hints) -> Value 
         }
         path.push(name.clone());
         let value = match schema.property(name) {
-            Some(prop) => fill(prop, path, hints),
+            Some(prop) => fill(prop, path, hints, optional),
             None => json!(plain_string(path)),
         };
         path.pop();
         map.insert(name.clone(), value);
     }
+    let under_spec = path.first().is_some_and(|p| p == "spec");
+    if optional.is_some() && (under_spec || path.is_empty()) {
+        for (name, prop) in &schema.properties {
+            if map.contains_key(name)
+                || (path.is_empty() && name != "spec")
+                || (path.len() == 1 && CROSSPLANE_SPEC.contains(&name.as_str()))
+            {
+                continue;
+            }
+            match optional {
+                Some(0) | None => break,
+                Some(n) => *n -= 1,
+            }
+            path.push(name.clone());
+            let value = fill(prop, path, hints, optional);
+            path.pop();
+            map.insert(name.clone(), value);
+        }
+    }
     Value::Object(map)
 }
 
 /// A value of `schema` (at `path`) that satisfies its own constraints.
-fn fill(schema: &Schema, path: &mut Vec<String>, hints: &Hints) -> Value {
+fn fill(
+    schema: &Schema,
+    path: &mut Vec<String>,
+    hints: &Hints,
+    optional: &mut Option<usize>,
+) -> Value {
     if let Some(default) = &schema.default {
         return default.clone();
     }
@@ -276,12 +344,12 @@ fn fill(schema: &Schema, path: &mut Vec<String>, hints: &Hints) -> Value {
             .clone();
     }
     match schema.type_.as_deref() {
-        Some("object") => fill_object(schema, path, hints),
+        Some("object") => fill_object(schema, path, hints, optional),
         Some("array") => {
             let n = schema.min_items.unwrap_or(1).max(1);
             path.push("*".into());
             let item = match schema.items_schema() {
-                Some(s) => fill(s, path, hints),
+                Some(s) => fill(s, path, hints, optional),
                 None => json!(plain_string(path)),
             };
             path.pop();

@@ -10,6 +10,7 @@
 //! - [`pattern`]: example strings for `pattern` constraints;
 //! - [`structpb`]: `google.protobuf.Struct` to JSON and back, what functions send and answer.
 
+pub mod function_steps;
 pub mod mock;
 pub mod patch;
 pub mod pattern;
@@ -17,7 +18,7 @@ pub mod paved;
 pub mod structpb;
 pub mod transform;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde_json::{Map, Value};
 
@@ -67,6 +68,71 @@ pub struct RenderedResource<'a> {
     /// The base's `metadata` fields the runtime does not keep, with the values the base
     /// gave them.
     pub ignored: Vec<Ignored>,
+    /// The function step that composed it (or changed what a template rendered), when a
+    /// function ran: then `at` is the step (`spec.pipeline[1]`) and `patches` is empty.
+    pub made_by: Option<MadeBy>,
+}
+
+impl RenderedResource<'_> {
+    /// Where the object's fields are told in findings: the template's base
+    /// (`spec.pipeline[0].input.resources[0].base`), or the resource a function answered
+    /// (`spec.pipeline[1].resources[vpc]`).
+    pub fn root(&self) -> Path {
+        match (&self.made_by, &self.name) {
+            (Some(_), Some(name)) => self.at.child("resources").key(name),
+            _ if self.at.as_str().is_empty() => Path::default(),
+            _ => self.at.child("base"),
+        }
+    }
+}
+
+/// The function step that composed a resource.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MadeBy {
+    /// The step's name.
+    pub step: String,
+    /// The function (`functionRef.name`).
+    pub function: String,
+    /// It asked for required resources or schemas this tool could not give: what it
+    /// composed may depend on them.
+    pub depends: bool,
+}
+
+/// A function step that was run (or tried).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FunctionRun {
+    /// `spec.pipeline[i]`.
+    pub at: Path,
+    /// The step name.
+    pub step: String,
+    /// The function's name.
+    pub function: String,
+    /// Where it was called.
+    pub address: String,
+    /// What happened.
+    pub outcome: function_steps::StepOutcome,
+    /// The answer, with [`Calls::keep_answers`] (`render --steps`).
+    pub answer: Option<function_steps::StepAnswer>,
+}
+
+/// What a render needs to run the steps of functions other than patch-and-transform.
+#[derive(Clone, Copy)]
+pub struct Calls<'a> {
+    /// Calls the functions.
+    pub runner: &'a dyn function_steps::StepRunner,
+    /// Answers their requirements.
+    pub required: &'a dyn function_steps::Required,
+    /// The composite resource the functions observe, when not the one rendered from (a
+    /// mock with its optional fields filled: [`mock::composite_full`]).
+    pub observed: Option<&'a Value>,
+    /// Keep each step's answer in its [`FunctionRun`], to print it.
+    pub keep_answers: bool,
+}
+
+impl std::fmt::Debug for Calls<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Calls").finish_non_exhaustive()
+    }
 }
 
 /// A field of a base's `metadata` that the runtime does not keep.
@@ -254,6 +320,8 @@ pub struct Rendered<'a> {
     /// Environment patches this tool could not run (`spec.environment.patches[0]`, why):
     /// what they write is unknown.
     pub environment_not_rendered: Vec<(String, String)>,
+    /// The function steps run (or tried), in order.
+    pub function_runs: Vec<FunctionRun>,
 }
 
 impl Rendered<'_> {
@@ -340,7 +408,20 @@ pub fn render<'a>(
     functions: Option<&FunctionSet>,
     runtime: Runtime,
 ) -> Rendered<'a> {
-    render_from(c, steps, None, xr, functions, runtime)
+    render_from(c, steps, None, xr, functions, runtime, None)
+}
+
+/// [`render`], running the steps of other functions through `calls`: each function that
+/// can be reached composes for real, what it answers replacing what the steps before left.
+pub fn render_calling<'a>(
+    c: &'a Composition,
+    steps: &'a [PatchAndTransformStep],
+    xr: &Value,
+    functions: Option<&FunctionSet>,
+    runtime: Runtime,
+    calls: Option<Calls<'_>>,
+) -> Rendered<'a> {
+    render_from(c, steps, None, xr, functions, runtime, calls)
 }
 
 /// The bases of a Composition's templates and of its patch-and-transform steps' templates,
@@ -384,8 +465,9 @@ pub fn render_taking<'a>(
     xr: &Value,
     functions: Option<&FunctionSet>,
     runtime: Runtime,
+    calls: Option<Calls<'_>>,
 ) -> Rendered<'a> {
-    render_from(c, steps, Some(bases), xr, functions, runtime)
+    render_from(c, steps, Some(bases), xr, functions, runtime, calls)
 }
 
 fn render_from<'a>(
@@ -395,6 +477,7 @@ fn render_from<'a>(
     xr: &Value,
     functions: Option<&FunctionSet>,
     runtime: Runtime,
+    calls: Option<Calls<'_>>,
 ) -> Rendered<'a> {
     let runtime = Runtime::of(c, xr, runtime);
     let templates =
@@ -404,7 +487,9 @@ fn render_from<'a>(
         resources: Vec::with_capacity(templates),
         opaque_steps: Vec::new(),
         environment_not_rendered: Vec::new(),
+        function_runs: Vec::new(),
     };
+    let mut thread = function_steps::Thread::new();
     if c.spec.pipeline.is_empty() {
         let set = Templates {
             resources: &c.spec.resources,
@@ -436,6 +521,13 @@ fn render_from<'a>(
             }
             None => {
                 let recognised = Recognition::of(&step.function_ref.name, functions);
+                if let Some(calls) = calls {
+                    match run_function(calls, i, step, runtime, &mut thread, &mut out) {
+                        Ran::Composed => continue,
+                        Ran::Fatal => break,
+                        Ran::NotRun => {}
+                    }
+                }
                 out.opaque_steps.push(OpaqueStep {
                     at,
                     step: step.step.clone(),
@@ -520,6 +612,7 @@ fn render_set<'a>(
             patches: Vec::with_capacity(template.patches.len()),
             not_sent: None,
             ignored: Vec::new(),
+            made_by: None,
         };
         if let Some(mut object) = start {
             // Crossplane v1's Resources mode reads a new resource's name and namespace from
@@ -607,6 +700,160 @@ fn render_set<'a>(
             Some(e) => out.resources[e] = rendered,
             None => out.resources.push(rendered),
         }
+    }
+}
+
+/// What running a function step did to the render.
+enum Ran {
+    /// It answered: its desired resources replaced the running ones.
+    Composed,
+    /// It answered Fatal: the pipeline stops there.
+    Fatal,
+    /// It was not run (no address, or it failed): the step is opaque.
+    NotRun,
+}
+
+/// Runs the function of `spec.pipeline[i]` on the render so far, when `calls` can reach it:
+/// the desired resources it answers replace those of the steps before (one it passes on
+/// unchanged keeps its template's record), and its context and desired composite resource
+/// go on to the next step.
+fn run_function(
+    calls: Calls<'_>,
+    i: usize,
+    step: &model::PipelineStep,
+    runtime: Runtime,
+    thread: &mut function_steps::Thread,
+    out: &mut Rendered<'_>,
+) -> Ran {
+    use function_steps::{FailureKind, ResultSeverity, StepFailure, StepOutcome};
+    let at = Path::new("spec").child("pipeline").index(i);
+    let function = &step.function_ref.name;
+    let run = |address: String, outcome| FunctionRun {
+        at: at.clone(),
+        step: step.step.clone(),
+        function: function.clone(),
+        address,
+        outcome,
+        answer: None,
+    };
+    let address = match calls.runner.address(function) {
+        Ok(address) => address,
+        Err(None) => return Ran::NotRun,
+        Err(Some(why)) => {
+            let failure = StepFailure {
+                kind: FailureKind::Unreachable,
+                message: why,
+            };
+            out.function_runs
+                .push(run(String::new(), StepOutcome::Failed(failure)));
+            return Ran::NotRun;
+        }
+    };
+    let Some(observed) = calls.observed.unwrap_or(&out.composite).as_object() else {
+        return Ran::NotRun;
+    };
+    // The desired composed resources so far, as the function gets them.
+    let mut desired = BTreeMap::new();
+    for r in &out.resources {
+        if let (Some(name), Some(Value::Object(object))) = (&r.name, &r.object) {
+            if crate::budget::reserve_copy(r.object.as_ref().unwrap_or(&Value::Null)).is_err() {
+                return Ran::NotRun;
+            }
+            desired.insert(name.clone(), object.clone());
+        }
+    }
+    if crate::budget::check().is_err() {
+        return Ran::NotRun;
+    }
+    let (answer, outcome) = function_steps::run_step(
+        calls.runner,
+        calls.required,
+        function,
+        &step.step,
+        step.input.as_ref(),
+        observed,
+        &desired,
+        thread,
+        crate::budget::deadline(),
+    );
+    let fatal = matches!(&outcome, StepOutcome::Answered { results, .. }
+        if results.iter().any(|r| r.severity == ResultSeverity::Fatal));
+    let depends = matches!(&outcome, StepOutcome::Answered { unanswered, .. }
+        if !unanswered.is_empty());
+    let mut record = run(address, outcome);
+    if calls.keep_answers {
+        record.answer = answer.clone();
+    }
+    out.function_runs.push(record);
+    let Some(answer) = answer else {
+        return Ran::NotRun;
+    };
+    if fatal {
+        return Ran::Fatal;
+    }
+    thread.context = answer.context;
+    thread.composite = answer.desired_composite;
+    let stamp = Stamp::of(&out.composite);
+    let made_by = MadeBy {
+        step: step.step.clone(),
+        function: function.clone(),
+        depends,
+    };
+    let mut answered = answer.desired_resources;
+    let mut resources = Vec::with_capacity(answered.len());
+    for r in std::mem::take(&mut out.resources) {
+        let Some(name) = r.name.clone() else {
+            resources.push(r);
+            continue;
+        };
+        // Left out of the answer: Crossplane does not compose it.
+        let Some(object) = answered.remove(&name) else {
+            continue;
+        };
+        if desired.get(&name) == Some(&object) {
+            resources.push(r);
+        } else {
+            resources.push(composed_by(&at, &made_by, name, object, &stamp, runtime));
+        }
+    }
+    for (name, object) in answered {
+        resources.push(composed_by(&at, &made_by, name, object, &stamp, runtime));
+    }
+    out.resources = resources;
+    Ran::Composed
+}
+
+/// A resource a function answered, with the metadata Crossplane sets after the pipeline.
+fn composed_by<'a>(
+    at: &Path,
+    made_by: &MadeBy,
+    name: String,
+    object: Map<String, Value>,
+    stamp: &Stamp,
+    runtime: Runtime,
+) -> RenderedResource<'a> {
+    let mut object = Value::Object(object);
+    let mut ignored = Vec::new();
+    if let Some(xr_ns) = &stamp.namespace
+        && let Some(ns) = field(&object, "metadata")
+            .and_then(|m| field(m, "namespace"))
+            .filter(|ns| ns.as_str().is_some_and(|s| !s.is_empty()) && *ns != xr_ns)
+    {
+        ignored.push(Ignored {
+            key: "namespace",
+            value: ns.clone(),
+            by: IgnoredBy::XrNamespace(xr_ns.clone()),
+        });
+    }
+    metadata(&mut object, stamp, Some(&name), runtime);
+    RenderedResource {
+        at: at.clone(),
+        name: Some(name),
+        object: Some(object),
+        patches: Vec::new(),
+        not_sent: None,
+        ignored,
+        made_by: Some(made_by.clone()),
     }
 }
 

@@ -24,6 +24,7 @@
 //! reads them from Crossplane.
 
 pub mod breaker;
+pub mod steps;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

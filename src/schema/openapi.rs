@@ -37,6 +37,41 @@ const QUANTITY_MARK: &str = "x-composition-webhook-quantity";
 /// `#/components/schemas/`.
 const REF_PREFIX: &str = "#/components/schemas/";
 
+/// Whether `default` is a value of the inlined schema `m`. kube-openapi writes a Go struct's
+/// zero value, `{}`, as the default of every struct-typed field, `IntOrString` and
+/// `Quantity` too (a Service port's `targetPort`): applied, it is an object where the API
+/// server, which never applies these defaults to built-in kinds (its Go defaulting sets
+/// `targetPort` from `port`), has nothing, and validation would refuse it.
+fn default_fits(m: &Map<String, Value>, default: &Value) -> bool {
+    if is_go_zero(default) {
+        return false;
+    }
+    match m.get("type").and_then(Value::as_str) {
+        Some("object") => default.is_object(),
+        Some("array") => default.is_array(),
+        Some("string") => default.is_string(),
+        Some("integer" | "number") => default.is_number(),
+        Some("boolean") => default.is_boolean(),
+        _ if m.contains_key("x-kubernetes-int-or-string") => {
+            default.is_string() || default.is_i64() || default.is_u64()
+        }
+        _ if m.contains_key(QUANTITY_MARK) => default.is_string() || default.is_number(),
+        _ => false,
+    }
+}
+
+/// `""`, `0` or `false`: the default kube-openapi writes for every field of a Go struct
+/// without one of its own. The API server does not apply OpenAPI defaults to built-in
+/// kinds; applied, these would fill required fields its Go validation refuses empty.
+fn is_go_zero(v: &Value) -> bool {
+    match v {
+        Value::String(s) => s.is_empty(),
+        Value::Bool(b) => !b,
+        Value::Number(n) => n.as_f64() == Some(0.0),
+        _ => false,
+    }
+}
+
 /// A kind a document defines.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Gvk {
@@ -212,7 +247,9 @@ impl Document {
         if let Some(r) = referenced {
             let name = r.strip_prefix(REF_PREFIX).unwrap_or(r);
             let mut inlined = self.inline_component(name, walk, depth);
-            if let (Some(default), Some(m)) = (obj.get("default"), inlined.as_object_mut()) {
+            if let (Some(default), Some(m)) = (obj.get("default"), inlined.as_object_mut())
+                && default_fits(m, default)
+            {
                 m.insert("default".into(), default.clone());
             }
             return inlined;
@@ -227,6 +264,9 @@ impl Document {
         let mut out = Map::new();
         for (key, value) in obj {
             match key.as_str() {
+                // A Go zero value hides a required field (a container's `name: ""`), which
+                // the API server's Go validation still requires.
+                "default" if is_go_zero(value) => {}
                 "type"
                 | "format"
                 | "enum"
@@ -416,6 +456,33 @@ mod tests {
             version: "v1".into(),
             kind: kind.into(),
         }
+    }
+
+    #[test]
+    fn a_struct_zero_default_is_dropped_where_it_is_no_value_of_the_type() {
+        // kube-apiserver v1.28.4's ServicePort.targetPort: `default: {}` on an IntOrString.
+        let d = Document::from_value(json!({
+            "components": {"schemas": {
+                "Port": {"type": "object",
+                    "x-kubernetes-group-version-kind": [{"group": "", "version": "v1", "kind": "Port"}],
+                    "properties": {
+                        "targetPort": {"default": {}, "allOf": [{"$ref": "#/components/schemas/IntOrString"}]},
+                        "name": {"type": "string", "default": ""},
+                        "spec": {"default": {}, "allOf": [{"$ref": "#/components/schemas/Spec"}]}}},
+                "Spec": {"type": "object", "properties": {"a": {"type": "string"}}},
+                "IntOrString": {"format": "int-or-string", "oneOf": [{"type": "integer"}, {"type": "string"}]}
+            }}
+        }))
+        .expect("document");
+        let gvk = Gvk {
+            group: String::new(),
+            version: "v1".into(),
+            kind: "Port".into(),
+        };
+        let s = d.schema(&gvk).expect("schema").expect("defined");
+        assert_eq!(s.property("targetPort").expect("targetPort").default, None);
+        assert_eq!(s.property("name").expect("name").default, None);
+        assert_eq!(s.property("spec").expect("spec").default, Some(json!({})));
     }
 
     #[test]

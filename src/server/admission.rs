@@ -65,12 +65,13 @@ pub fn decide(
         default_mode,
         rendered,
         time,
+        None,
         started,
         None::<fn() -> Option<Map<String, Value>>>,
     )
 }
 
-/// [`decide`], given a way to read the request's object again (the webhook decodes its body
+/// [`decide`], running function steps through `calls` when given, and given a way to read the request's object again (the webhook decodes its body
 /// again): then the Composition is used up, read into its model by value and its bases
 /// rendered into the resources ([`Validator::validate_owned_rereading`]), and the object is
 /// read again only for what needs it as it was (a model error, a finding rendered again from
@@ -81,6 +82,7 @@ pub fn decide_rereading(
     default_mode: Mode,
     rendered: bool,
     time: Duration,
+    calls: Option<crate::render::Calls<'_>>,
     started: impl FnOnce(Mode, &str) -> Option<Answer>,
     reread: Option<impl FnOnce() -> Option<Map<String, Value>>>,
 ) -> Decision {
@@ -133,6 +135,10 @@ pub fn decide_rereading(
         };
     }
     let validator = Validator::new(schemas, Options::admitted(default_mode, rendered));
+    let validator = match calls {
+        Some(calls) => validator.with_calls(calls),
+        None => validator,
+    };
     let report = match reread {
         Some(reread) => validator
             .validate_owned_rereading(Value::Object(object), || reread().map(Value::Object)),
@@ -187,6 +193,7 @@ pub fn over_budget(mode: Mode, name: &str, values: usize, limits: Limits) -> Dec
         verdict: mode::verdict(&findings),
         findings,
         stopped: Some(exceeded),
+        function_calls: 0,
     };
     let answer = answer::for_report(&report, name);
     let outcome = if answer.allowed {

@@ -206,6 +206,7 @@ mod tests {
             verdict: mode::verdict(&findings),
             findings,
             stopped: None,
+            function_calls: 0,
         }
     }
 

@@ -583,6 +583,7 @@ mod tests {
             },
             findings,
             stopped: None,
+            function_calls: 0,
         }
     }
 

@@ -59,6 +59,8 @@ pub struct ReviewState {
     pub audit: Option<Arc<super::audit::Audit>>,
     /// Places for reviews in flight, in all and per client.
     pub in_flight: Arc<InFlightLimit>,
+    /// Pipeline steps of other functions than patch-and-transform run for real, if on.
+    pub function_calls: Option<Arc<crate::runner::steps::FunctionCalls>>,
 }
 
 /// Decrements the in-flight gauge when a review ends, however it ends.
@@ -369,6 +371,7 @@ async fn handle(
                 state.default_mode,
                 state.rendered,
                 budget,
+                state.function_calls.as_ref().map(|f| f.calls()),
                 |mode, name| {
                     let _ = known.set((mode, name.to_string()));
                     // Past the deadline (a zero budget, or a long wait for a worker) the

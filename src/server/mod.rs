@@ -141,6 +141,8 @@ pub struct ServeConfig {
     pub change_impact: Option<impact::ChangeImpact>,
     /// The background audit (`--audit`), started; stopped with the server.
     pub audit: Option<Arc<audit::Audit>>,
+    /// Pipeline steps of other functions than patch-and-transform run for real, if on.
+    pub function_calls: Option<Arc<crate::runner::steps::FunctionCalls>>,
 }
 
 /// Publishes the self-signed CA where the API server reads it.
@@ -273,6 +275,7 @@ pub async fn run(
         metrics: metrics.clone(),
         change_impact: config.change_impact.clone(),
         audit: config.audit.clone(),
+        function_calls: config.function_calls.clone(),
         in_flight: in_flight::InFlightLimit::new(
             config.max_reviews_in_flight,
             config.max_reviews_in_flight_per_client,

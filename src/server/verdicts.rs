@@ -488,7 +488,9 @@ fn cacheable(
         return None;
     }
     let report = decision.report.as_ref()?;
-    if report.stopped.as_ref().is_some_and(|e| !e.is_input()) {
+    // Stopped early, or answered by functions (which may answer otherwise at another
+    // address, another revision, or once reachable): not for later.
+    if report.stopped.as_ref().is_some_and(|e| !e.is_input()) || report.function_calls > 0 {
         return None;
     }
     let seen = watched.seen.lock().unwrap_or_else(PoisonError::into_inner);
@@ -510,6 +512,7 @@ fn cacheable(
             findings: counted(&report.findings),
             verdict: report.verdict,
             stopped: report.stopped.clone(),
+            function_calls: 0,
         },
     })
 }
