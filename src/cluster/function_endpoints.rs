@@ -856,6 +856,7 @@ struct State {
 
 impl State {
     fn new(namespace: &str) -> State {
+        // `published` is computed from the rest at once; this first value is never read.
         let mut state = State {
             namespace: namespace.to_string(),
             revisions_status: ListStatus::default(),
@@ -1013,7 +1014,7 @@ pub(crate) async fn run_revisions(
 pub(crate) async fn run_secret(endpoints: FunctionEndpoints, client: kube::Client) {
     let api = kube::Api::<SecretObject>::namespaced(client, endpoints.namespace());
     let fields = format!("metadata.name={CLIENT_SECRET}");
-    // One object: no pages.
+    // One object at most: any page size holds it.
     let mut stream = super::watch::watch_selected(api, 50, Some(&fields));
     let mut listing: Option<ClientSecret> = None;
     let is_ours = |s: &SecretObject| s.metadata.name.as_deref() == Some(CLIENT_SECRET);

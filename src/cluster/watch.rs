@@ -49,7 +49,8 @@ impl Summarize for XrdSummary {
 
 /// The watcher's settings for the first list: `resourceVersion=0` from the API server's watch
 /// cache. No page size: kube's client drops `resourceVersion=0` from a list with a `limit`
-/// (the API server would ignore the limit), which would make it a quorum read again.
+/// (the API server would ignore the limit), which would make it a quorum read again. Only the
+/// objects the field selector `fields` picks, if there is one.
 fn from_cache(fields: Option<&str>) -> watcher::Config {
     watcher::Config {
         page_size: None,
@@ -58,7 +59,8 @@ fn from_cache(fields: Option<&str>) -> watcher::Config {
     }
 }
 
-/// The watcher's settings for a relist: a quorum read in pages of `page_size`.
+/// The watcher's settings for a relist: a quorum read in pages of `page_size`, with the same
+/// field selector.
 fn quorum(page_size: u32, fields: Option<&str>) -> watcher::Config {
     watcher::Config {
         field_selector: fields.map(str::to_string),
