@@ -1,7 +1,7 @@
 //! The fake kube-apiserver of `tests/kubeapi`, driven by the real kube client and
 //! kube-runtime's watcher: paginated lists, gets, watches (changes, bookmarks, compaction and
 //! relist), injected Status errors, the server going down and coming back, the kubeconfig it
-//! writes, HTTP/2, and `/openapi/v3` as kube-openapi's handler serves it.
+//! writes, HTTP/2, namespaced Secrets, and `/openapi/v3` as kube-openapi's handler serves it.
 
 mod common;
 mod kubeapi;
@@ -802,4 +802,127 @@ async fn serves_openapi_v3_as_kube_openapi_does() {
     assert_eq!(server.count_openapi("/openapi/v3/apis/apps/v1"), 2);
     let statuses: Vec<u16> = server.openapi_requests().iter().map(|(_, s)| *s).collect();
     assert_eq!(statuses, [200, 200, 301, 404, 403]);
+}
+
+/// Secrets are namespaced: listed in a namespace or across all, got by namespace and name,
+/// selected by `metadata.name` and `metadata.namespace`, watched in one namespace; lists
+/// carry bare items (a built-in type), and a refusal names the namespace.
+#[tokio::test]
+async fn serves_secrets_in_namespaces() {
+    use k8s_openapi::api::core::v1::Secret;
+    init();
+    let server = FakeApiServer::start().await;
+    let secret = |namespace: &str, name: &str| {
+        json!({"apiVersion": "v1", "kind": "Secret",
+               "metadata": {"name": name, "namespace": namespace},
+               "data": {"tls.crt": "Y2VydA=="}})
+    };
+    server.apply(
+        Resource::Secrets,
+        secret("crossplane-system", "crossplane-tls-client"),
+    );
+    server.apply(
+        Resource::Secrets,
+        secret("crossplane-system", "crossplane-root-ca"),
+    );
+    server.apply(
+        Resource::Secrets,
+        secret("default", "crossplane-tls-client"),
+    );
+    let client = server.client().await;
+    let ns: Api<Secret> = Api::namespaced(client.clone(), "crossplane-system");
+    let names = |list: kube::core::ObjectList<Secret>| -> Vec<String> {
+        list.items
+            .iter()
+            .map(|s| format!("{}/{}", s.namespace().unwrap_or_default(), s.name_any()))
+            .collect()
+    };
+    assert_eq!(
+        names(ns.list(&ListParams::default()).await.expect("a list")),
+        [
+            "crossplane-system/crossplane-root-ca",
+            "crossplane-system/crossplane-tls-client"
+        ]
+    );
+    let by_name = ListParams::default().fields("metadata.name=crossplane-tls-client");
+    assert_eq!(
+        names(ns.list(&by_name).await.expect("a list")),
+        ["crossplane-system/crossplane-tls-client"]
+    );
+    let all: Api<Secret> = Api::all(client.clone());
+    assert_eq!(
+        names(all.list(&by_name).await.expect("a list")),
+        [
+            "crossplane-system/crossplane-tls-client",
+            "default/crossplane-tls-client"
+        ]
+    );
+    let in_default = ListParams::default().fields("metadata.namespace=default");
+    assert_eq!(
+        names(all.list(&in_default).await.expect("a list")),
+        ["default/crossplane-tls-client"]
+    );
+    let got = ns.get("crossplane-tls-client").await.expect("a get");
+    assert_eq!(
+        got.data
+            .and_then(|d| d.get("tls.crt").cloned())
+            .map(|b| b.0),
+        Some(b"cert".to_vec())
+    );
+    let missing = api_status(ns.get("nothing").await.expect_err("not found"));
+    assert_eq!(
+        (missing.code, missing.message.as_str()),
+        (404, "secrets \"nothing\" not found")
+    );
+    let (status, _, body) = raw_get(&client, "/api/v1/namespaces/default/secrets").await;
+    assert_eq!(status, 200);
+    let list: Value = serde_json::from_slice(&body).expect("JSON");
+    assert_eq!(
+        (list["kind"].as_str(), list["apiVersion"].as_str()),
+        (Some("SecretList"), Some("v1"))
+    );
+    assert!(list["items"][0].get("kind").is_none());
+
+    // A watch in one namespace by name sees that Secret's changes only.
+    let mut events = ns
+        .watch(
+            &WatchParams::default().fields("metadata.name=crossplane-tls-client"),
+            "0",
+        )
+        .await
+        .expect("a watch")
+        .boxed();
+    let seen = |e: WatchEvent<Secret>| match e {
+        WatchEvent::Added(s) => format!("ADDED {}", s.name_any()),
+        WatchEvent::Modified(s) => format!("MODIFIED {}", s.name_any()),
+        WatchEvent::Deleted(s) => format!("DELETED {}", s.name_any()),
+        other => format!("{other:?}"),
+    };
+    let mut next = async || {
+        let e = tokio::time::timeout(WAIT, events.next())
+            .await
+            .expect("an event in time");
+        seen(e.expect("an event").expect("a good event"))
+    };
+    assert_eq!(next().await, "ADDED crossplane-tls-client");
+    server.apply(
+        Resource::Secrets,
+        secret("default", "crossplane-tls-client"),
+    );
+    server.apply(
+        Resource::Secrets,
+        secret("crossplane-system", "crossplane-root-ca"),
+    );
+    assert!(server.delete(Resource::Secrets, "crossplane-system/crossplane-tls-client"));
+    assert_eq!(next().await, "DELETED crossplane-tls-client");
+
+    server.fail(Resource::Secrets, Verb::List, Some(403));
+    let refused = api_status(ns.list(&by_name).await.expect_err("refused"));
+    assert_eq!(
+        refused.message,
+        format!(
+            "secrets is forbidden: User \"{}\" cannot list resource \"secrets\" in API group \"\" in the namespace \"crossplane-system\"",
+            kubeapi::FORBIDDEN_USER
+        )
+    );
 }

@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use composition_webhook::cluster::function_endpoints;
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Container, Namespace, Service, ServiceAccount};
@@ -765,7 +766,7 @@ impl<'a> Install<'a> {
             );
         }
 
-        // RBAC: read CRDs, MRDs, MRAPs, XRDs and Functions; self-signed, get and patch this
+        // RBAC: read CRDs, MRDs, MRAPs, XRDs, Functions and FunctionRevisions; self-signed, get and patch this
         // configuration only.
         let roles: Vec<ClusterRole> = self.all("ClusterRole");
         let bindings: Vec<ClusterRoleBinding> = self.all("ClusterRoleBinding");
@@ -825,6 +826,13 @@ impl<'a> Install<'a> {
             rule(
                 "pkg.crossplane.io",
                 "functions",
+                None,
+                &["get", "list", "watch"],
+            ),
+            // Calls to the cluster's functions: where each answers.
+            rule(
+                "pkg.crossplane.io",
+                function_endpoints::REVISIONS_PLURAL,
                 None,
                 &["get", "list", "watch"],
             ),
@@ -933,8 +941,27 @@ impl<'a> Install<'a> {
         let lease = serve.value("audit_lease");
         assert_eq!(lease, "composition-webhook-audit", "{dir}");
         assert_eq!(serve.value("audit_lease_namespace"), ns, "{dir}");
-        let role: Role = self.one("Role");
-        let binding: RoleBinding = self.one("RoleBinding");
+        let roles: Vec<Role> = self.all("Role");
+        let bindings: Vec<RoleBinding> = self.all("RoleBinding");
+        assert_eq!(
+            (roles.len(), bindings.len()),
+            (2, 2),
+            "{dir}: the Lease's and the client certificate's Roles and RoleBindings"
+        );
+        let named = |name: &str| {
+            let role = roles
+                .iter()
+                .find(|r| r.metadata.name.as_deref() == Some(name))
+                .unwrap_or_else(|| panic!("{dir}: Role {name}"))
+                .clone();
+            let binding = bindings
+                .iter()
+                .find(|b| b.metadata.name.as_deref() == Some(name))
+                .unwrap_or_else(|| panic!("{dir}: RoleBinding {name}"))
+                .clone();
+            (role, binding)
+        };
+        let (role, binding) = named("composition-webhook-audit-lease");
         for meta in [&role.metadata, &binding.metadata] {
             assert_eq!(meta.namespace.as_deref(), Some(ns.as_str()), "{dir}");
         }
@@ -959,6 +986,37 @@ impl<'a> Install<'a> {
                 ),
             ],
             "{dir}: the Lease's RBAC"
+        );
+
+        // Calls to the cluster's functions: get, list and watch of the client certificate
+        // Secret alone, in Crossplane's namespace (the binary's default), bound to the
+        // webhook's service account.
+        let (role, binding) = named("composition-webhook-function-calls");
+        for meta in [&role.metadata, &binding.metadata] {
+            assert_eq!(
+                meta.namespace.as_deref(),
+                Some(function_endpoints::DEFAULT_NAMESPACE),
+                "{dir}"
+            );
+        }
+        assert_eq!(
+            (binding.role_ref.kind.as_str(), Some(&binding.role_ref.name)),
+            ("Role", role.metadata.name.as_ref()),
+            "{dir}"
+        );
+        assert!(
+            binds_the_account(&binding.subjects),
+            "{dir}: the client certificate's RoleBinding binds the webhook's service account"
+        );
+        assert_eq!(
+            role.rules.unwrap_or_default(),
+            [rule(
+                "",
+                function_endpoints::SECRETS_PLURAL,
+                Some(function_endpoints::CLIENT_SECRET),
+                &["get", "list", "watch"]
+            )],
+            "{dir}: the client certificate's RBAC"
         );
     }
 }

@@ -20,7 +20,8 @@ pub struct ApiCall {
     /// `compositeresourcedefinitions`, `managedresourceactivationpolicies`, `functions`,
     /// `openapi` (the OpenAPI v3 index and
     /// documents), `validatingwebhookconfigurations`; for the audit `compositions`, `events`
-    /// and `clusterpolicyreports`; or `other`.
+    /// and `clusterpolicyreports`; for calls to functions `functionrevisions` and `secrets`;
+    /// or `other`.
     pub resource: &'static str,
     /// Time to the response's headers.
     pub duration: Duration,
@@ -34,7 +35,7 @@ pub type CallObserver = Arc<dyn Fn(ApiCall) + Send + Sync>;
 
 /// The resources the server calls, the `resource` labels of its metrics; any other path is
 /// `other`.
-const RESOURCES: [&str; 9] = [
+const RESOURCES: [&str; 11] = [
     super::definitions::Source::Crd.plural(),
     super::definitions::Source::Mrd.plural(),
     super::definitions::Source::Xrd.plural(),
@@ -44,6 +45,8 @@ const RESOURCES: [&str; 9] = [
     super::compositions::PLURAL,
     "events",
     "clusterpolicyreports",
+    super::function_endpoints::REVISIONS_PLURAL,
+    super::function_endpoints::SECRETS_PLURAL,
 ];
 
 /// The verb and resource of a request.
@@ -58,12 +61,14 @@ pub fn classify<B>(request: &Request<B>) -> (&'static str, &'static str) {
         };
         return (verb, "openapi");
     }
-    // `/apis/{group}/{version}[/namespaces/{namespace}]/{plural}`, then `/{name}` for one
-    // object.
+    // `/apis/{group}/{version}[/namespaces/{namespace}]/{plural}` (the core group's
+    // `/api/{version}/...`), then `/{name}` for one object.
     let (resource, collection) = path
         .strip_prefix("/apis/")
-        .and_then(|rest| {
-            let mut segments = rest.trim_end_matches('/').split('/').skip(2).peekable();
+        .map(|rest| (rest, 2))
+        .or_else(|| path.strip_prefix("/api/").map(|rest| (rest, 1)))
+        .and_then(|(rest, skip)| {
+            let mut segments = rest.trim_end_matches('/').split('/').skip(skip).peekable();
             if segments.peek() == Some(&"namespaces") {
                 segments.nth(1)?;
             }
@@ -236,5 +241,24 @@ mod tests {
         .expect("request");
         assert_eq!(classify(&report), ("patch", "clusterpolicyreports"));
         assert_eq!(verb("/apis/example.org/v1/namespaces"), ("get", "other"));
+        assert_eq!(
+            verb("/apis/pkg.crossplane.io/v1/functionrevisions?watch=true"),
+            ("watch", "functionrevisions")
+        );
+        let secrets = "/api/v1/namespaces/crossplane-system/secrets";
+        assert_eq!(
+            verb(&format!(
+                "{secrets}?fieldSelector=metadata.name%3Dcrossplane-tls-client"
+            )),
+            ("list", "secrets")
+        );
+        assert_eq!(
+            verb(&format!("{secrets}/crossplane-tls-client")),
+            ("get", "secrets")
+        );
+        assert_eq!(
+            verb("/api/v1/namespaces/default/configmaps"),
+            ("get", "other")
+        );
     }
 }

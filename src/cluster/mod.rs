@@ -11,6 +11,9 @@
 //! - [`openapi`]: built-in kinds' schemas (no definition defines them) from the API server's
 //!   own OpenAPI v3 documents, fetched on first need and cached by their hash.
 //! - [`functions`]: a watch on Functions, to recognise pipeline steps by their packages.
+//! - [`function_endpoints`]: when calls to the cluster's functions are on, watches on
+//!   FunctionRevisions (each Function's active endpoint) and Crossplane's client certificate
+//!   Secret, to call functions as Crossplane does;
 //! - [`policies`]: a watch on ManagedResourceActivationPolicies, which activate MRDs;
 //! - [`compositions`]: a watch on Compositions, for the background audit of `serve --audit`;
 //! - [`lease`]: leader election on a Lease, so one replica audits at a time.
@@ -31,6 +34,7 @@ pub mod connect;
 pub mod definitions;
 pub mod entries;
 pub mod fetch;
+pub mod function_endpoints;
 pub mod functions;
 pub mod generations;
 pub mod index;
@@ -69,6 +73,9 @@ pub struct ClusterOptions {
     pub max_entries: usize,
     /// How often the OpenAPI v3 index is read again while a document is cached.
     pub openapi_refresh: Duration,
+    /// Calls to the cluster's functions: `Some` watches FunctionRevisions and the client
+    /// certificate Secret ([`function_endpoints`]); `None` (the default) reads neither.
+    pub function_calls: Option<function_endpoints::FunctionCallOptions>,
 }
 
 impl Default for ClusterOptions {
@@ -79,6 +86,7 @@ impl Default for ClusterOptions {
             request_timeout: Duration::from_secs(10),
             max_entries: 10_000,
             openapi_refresh: Duration::from_secs(60),
+            function_calls: None,
         }
     }
 }
@@ -253,6 +261,8 @@ pub(crate) struct Shared {
     fetches: mpsc::UnboundedSender<(Key, Summary)>,
     functions: functions::Functions,
     policies: policies::Policies,
+    /// When calls to the cluster's functions are on.
+    function_endpoints: Option<function_endpoints::FunctionEndpoints>,
     changes: broadcast::Sender<SchemaChange>,
     generations: generations::Generations,
 }
@@ -261,6 +271,10 @@ impl Shared {
     /// Empty, and the receiving end of its fetch requests.
     fn new(options: ClusterOptions) -> (Arc<Self>, mpsc::UnboundedReceiver<(Key, Summary)>) {
         let (fetches, rx) = mpsc::unbounded_channel();
+        let function_endpoints = options
+            .function_calls
+            .as_ref()
+            .map(function_endpoints::FunctionEndpoints::new);
         let shared = Arc::new(Shared {
             inner: Mutex::new(Inner::default()),
             changed: Condvar::new(),
@@ -268,6 +282,7 @@ impl Shared {
             fetches,
             functions: functions::Functions::default(),
             policies: policies::Policies::default(),
+            function_endpoints,
             changes: broadcast::channel(CHANGES_CAPACITY).0,
             generations: generations::Generations::default(),
         });
@@ -287,6 +302,15 @@ impl Shared {
         }
         if resource == policies::PLURAL {
             return self.policies.contact_restored();
+        }
+        if matches!(
+            resource,
+            function_endpoints::REVISIONS_PLURAL | function_endpoints::SECRETS_PLURAL
+        ) {
+            if let Some(endpoints) = &self.function_endpoints {
+                endpoints.contact_restored(resource);
+            }
+            return;
         }
         let mut inner = self.lock();
         let Some((_, status)) = inner
@@ -412,13 +436,26 @@ impl ClusterSchemas {
         Ok((schemas, client))
     }
 
-    /// Starts watching CRDs, XRDs and Functions through `client` (on the current tokio runtime);
-    /// `server` is the API server's URL, for messages.
+    /// Starts watching CRDs, XRDs and Functions through `client` (on the current tokio runtime),
+    /// and FunctionRevisions and the client certificate Secret when
+    /// [`ClusterOptions::function_calls`] asks; `server` is the API server's URL, for messages.
     pub fn start(client: kube::Client, server: String, options: ClusterOptions) -> Self {
         let (shared, rx) = Shared::new(options);
         let (openapi_jobs, openapi_rx) = mpsc::unbounded_channel();
         shared.lock().openapi.jobs = Some(openapi_jobs);
-        let tasks = vec![
+        let mut tasks = Vec::new();
+        if let Some(endpoints) = &shared.function_endpoints {
+            tasks.push(tokio::spawn(function_endpoints::run_revisions(
+                endpoints.clone(),
+                client.clone(),
+                shared.options.page_size,
+            )));
+            tasks.push(tokio::spawn(function_endpoints::run_secret(
+                endpoints.clone(),
+                client.clone(),
+            )));
+        }
+        tasks.extend([
             tokio::spawn(openapi::run(shared.clone(), client.clone(), openapi_rx)),
             tokio::spawn(watch::run::<definitions::CrdSummary>(
                 shared.clone(),
@@ -438,7 +475,7 @@ impl ClusterSchemas {
             tokio::spawn(functions::run(shared.clone(), client.clone())),
             tokio::spawn(policies::run(shared.clone(), client.clone())),
             tokio::spawn(fetch::run(shared.clone(), client, rx)),
-        ];
+        ]);
         ClusterSchemas {
             shared,
             server,
@@ -460,6 +497,12 @@ impl ClusterSchemas {
     /// The generation counters of the schemas, bumped with every [`SchemaChange`].
     pub fn generations(&self) -> &generations::Generations {
         &self.shared.generations
+    }
+
+    /// Where the cluster's functions answer and the client certificate to call them with,
+    /// when [`ClusterOptions::function_calls`] turned calls on.
+    pub fn function_endpoints(&self) -> Option<&function_endpoints::FunctionEndpoints> {
+        self.shared.function_endpoints.as_ref()
     }
 
     /// Whether a lookup of a built-in kind of `group`, `version` may answer from a failure to
@@ -586,6 +629,11 @@ impl ClusterSchemas {
         let (ready, detail) = self.readiness();
         let functions = self.shared.functions.view();
         let activation_policies = self.shared.policies.view();
+        let function_endpoints = self
+            .shared
+            .function_endpoints
+            .as_ref()
+            .map(function_endpoints::FunctionEndpoints::view);
         let published = self.shared.policies.current();
         let inner = self.shared.lock();
         let lists = Source::ALL
@@ -648,6 +696,7 @@ impl ClusterSchemas {
             openapi: inner.openapi.view(),
             functions,
             activation_policies,
+            function_endpoints,
         }
     }
 
@@ -806,6 +855,10 @@ pub struct Snapshot {
     pub functions: functions::FunctionsView,
     /// The ManagedResourceActivationPolicies' watch and each policy listed.
     pub activation_policies: policies::PoliciesView,
+    /// With calls to the cluster's functions on: the FunctionRevisions' and the client
+    /// certificate Secret's watches, and each Function's endpoint.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub function_endpoints: Option<function_endpoints::FunctionEndpointsView>,
 }
 
 /// One watched collection.

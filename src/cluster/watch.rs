@@ -49,19 +49,25 @@ impl Summarize for XrdSummary {
 
 /// The watcher's settings for the first list: `resourceVersion=0` from the API server's watch
 /// cache. No page size: kube's client drops `resourceVersion=0` from a list with a `limit`
-/// (the API server would ignore the limit), which would make it a quorum read again.
-fn from_cache() -> watcher::Config {
+/// (the API server would ignore the limit), which would make it a quorum read again. Only the
+/// objects the field selector `fields` picks, if there is one.
+fn from_cache(fields: Option<&str>) -> watcher::Config {
     watcher::Config {
         page_size: None,
+        field_selector: fields.map(str::to_string),
         ..watcher::Config::default().any_semantic()
     }
 }
 
-/// The watcher's settings for a relist: a quorum read in pages of `page_size`.
-fn quorum(page_size: u32) -> watcher::Config {
-    watcher::Config::default()
-        .list_semantic(ListSemantic::MostRecent)
-        .page_size(page_size)
+/// The watcher's settings for a relist: a quorum read in pages of `page_size`, with the same
+/// field selector.
+fn quorum(page_size: u32, fields: Option<&str>) -> watcher::Config {
+    watcher::Config {
+        field_selector: fields.map(str::to_string),
+        ..watcher::Config::default()
+            .list_semantic(ListSemantic::MostRecent)
+            .page_size(page_size)
+    }
 }
 
 /// Whether kube-runtime's watcher lists again after `error` (the watch expired, or an object
@@ -80,26 +86,39 @@ pub(crate) fn watch<K>(
 where
     K: kube::Resource + Clone + DeserializeOwned + Debug + Send + 'static,
 {
-    let first = watcher::watcher(api.clone(), from_cache())
+    watch_selected(api, page_size, None)
+}
+
+/// [`watch`] of the objects a field selector (`metadata.name=NAME`) picks.
+pub(crate) fn watch_selected<K>(
+    api: kube::Api<K>,
+    page_size: u32,
+    fields: Option<&str>,
+) -> BoxStream<'static, Result<Event<K>, watcher::Error>>
+where
+    K: kube::Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+{
+    let first = watcher::watcher(api.clone(), from_cache(fields))
         .default_backoff()
         .boxed();
-    // (the stream, whether a list came in, the API to watch again once it did)
+    // (the stream, whether a list came in, the API and selector to watch again once it did)
+    let again = Some((api, fields.map(str::to_string)));
     futures::stream::unfold(
-        (first, false, Some(api)),
-        move |(mut stream, mut listed, mut api)| async move {
+        (first, false, again),
+        move |(mut stream, mut listed, mut again)| async move {
             let event = stream.next().await?;
             match &event {
                 Ok(Event::InitDone) => listed = true,
                 Err(e) if listed && relists(e) => {
-                    if let Some(api) = api.take() {
-                        stream = watcher::watcher(api, quorum(page_size))
+                    if let Some((api, fields)) = again.take() {
+                        stream = watcher::watcher(api, quorum(page_size, fields.as_deref()))
                             .default_backoff()
                             .boxed();
                     }
                 }
                 _ => {}
             }
-            Some((event, (stream, listed, api)))
+            Some((event, (stream, listed, again)))
         },
     )
     .boxed()

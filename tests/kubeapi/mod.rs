@@ -1,7 +1,8 @@
 //! An in-process fake Kubernetes API server for tests and benches: HTTPS (HTTP/1.1 and
 //! HTTP/2) on a loopback port, serving `customresourcedefinitions` (apiextensions.k8s.io/v1),
-//! Crossplane's MRDs, ManagedResourceActivationPolicies, Functions and Compositions,
-//! and `compositeresourcedefinitions` (apiextensions.crossplane.io/v1) with list (pagination,
+//! Crossplane's MRDs, ManagedResourceActivationPolicies, Functions, FunctionRevisions and
+//! Compositions, `compositeresourcedefinitions` (apiextensions.crossplane.io/v1) and, in
+//! namespaces, core `secrets` (named `namespace/name` in this API) with list (pagination,
 //! selectors), get and watch (history replay, bookmarks, timeouts, 410 Expired) close enough
 //! to kube-apiserver that kube's client and kube-runtime's watcher cannot tell the difference.
 //! Tests change objects with [`FakeApiServer::apply`] / [`FakeApiServer::delete`] and inject
@@ -74,28 +75,40 @@ pub enum Resource {
     Mraps,
     /// `compositions.apiextensions.crossplane.io`, what the audit reads.
     Compositions,
+    /// `functionrevisions.pkg.crossplane.io`, where each Function's endpoint is.
+    FunctionRevisions,
+    /// Core `secrets`, namespaced: objects are named `namespace/name` here.
+    Secrets,
 }
 
 impl Resource {
     /// Every resource served.
-    pub const ALL: [Resource; 6] = [
+    pub const ALL: [Resource; 8] = [
         Resource::Crds,
         Resource::Xrds,
         Resource::Mrds,
         Resource::Functions,
         Resource::Compositions,
         Resource::Mraps,
+        Resource::FunctionRevisions,
+        Resource::Secrets,
     ];
 
-    /// The API group.
+    /// The API group (`""`, the core group, for Secrets).
     pub fn group(self) -> &'static str {
         match self {
             Resource::Crds => "apiextensions.k8s.io",
             Resource::Xrds | Resource::Mrds | Resource::Mraps | Resource::Compositions => {
                 "apiextensions.crossplane.io"
             }
-            Resource::Functions => "pkg.crossplane.io",
+            Resource::Functions | Resource::FunctionRevisions => "pkg.crossplane.io",
+            Resource::Secrets => "",
         }
+    }
+
+    /// Whether objects live in namespaces.
+    pub fn namespaced(self) -> bool {
+        matches!(self, Resource::Secrets)
     }
 
     /// The version served.
@@ -112,8 +125,9 @@ impl Resource {
             Resource::Crds => "apiextensions.k8s.io/v1",
             Resource::Xrds => "apiextensions.crossplane.io/v1",
             Resource::Mrds | Resource::Mraps => "apiextensions.crossplane.io/v1alpha1",
-            Resource::Functions => "pkg.crossplane.io/v1",
+            Resource::Functions | Resource::FunctionRevisions => "pkg.crossplane.io/v1",
             Resource::Compositions => "apiextensions.crossplane.io/v1",
+            Resource::Secrets => "v1",
         }
     }
 
@@ -126,6 +140,8 @@ impl Resource {
             Resource::Mraps => "managedresourceactivationpolicies",
             Resource::Functions => "functions",
             Resource::Compositions => "compositions",
+            Resource::FunctionRevisions => "functionrevisions",
+            Resource::Secrets => "secrets",
         }
     }
 
@@ -138,6 +154,8 @@ impl Resource {
             Resource::Mraps => "ManagedResourceActivationPolicy",
             Resource::Functions => "Function",
             Resource::Compositions => "Composition",
+            Resource::FunctionRevisions => "FunctionRevision",
+            Resource::Secrets => "Secret",
         }
     }
 
@@ -150,12 +168,19 @@ impl Resource {
             Resource::Mraps => "ManagedResourceActivationPolicyList",
             Resource::Functions => "FunctionList",
             Resource::Compositions => "CompositionList",
+            Resource::FunctionRevisions => "FunctionRevisionList",
+            Resource::Secrets => "SecretList",
         }
     }
 
-    /// The collection's path, `/apis/{group}/{version}/{plural}`.
+    /// The collection's path, `/apis/{group}/{version}/{plural}` (`/api/v1/{plural}` for the
+    /// core group: across namespaces).
     pub fn path(self) -> String {
-        format!("/apis/{}/{}", self.api_version(), self.plural())
+        if self.group().is_empty() {
+            format!("/api/{}/{}", self.api_version(), self.plural())
+        } else {
+            format!("/apis/{}/{}", self.api_version(), self.plural())
+        }
     }
 
     fn index(self) -> usize {
@@ -166,14 +191,16 @@ impl Resource {
             Resource::Functions => 3,
             Resource::Compositions => 4,
             Resource::Mraps => 5,
+            Resource::FunctionRevisions => 6,
+            Resource::Secrets => 7,
         }
     }
 
     /// Whether list items carry `apiVersion` and `kind`. kube-apiserver encodes lists of
-    /// built-in types (CRDs) with bare items, and lists of custom resources (XRDs, served as
-    /// unstructured objects) with both fields on every item.
+    /// built-in types (CRDs, Secrets) with bare items, and lists of custom resources (XRDs,
+    /// served as unstructured objects) with both fields on every item.
     fn typed_list_items(self) -> bool {
-        !matches!(self, Resource::Crds)
+        !matches!(self, Resource::Crds | Resource::Secrets)
     }
 
     /// `{"apiVersion":"…","kind":"…",` — put in front of a stored object (without its `{`).
@@ -195,12 +222,20 @@ impl Resource {
             Resource::Compositions => {
                 br#"{"apiVersion":"apiextensions.crossplane.io/v1","kind":"Composition","#
             }
+            Resource::FunctionRevisions => {
+                br#"{"apiVersion":"pkg.crossplane.io/v1","kind":"FunctionRevision","#
+            }
+            Resource::Secrets => br#"{"kind":"Secret","apiVersion":"v1","#,
         }
     }
 
-    /// `plural.group`, as Status messages name the resource.
+    /// `plural.group` (`plural` in the core group), as Status messages name the resource.
     fn qualified(self) -> String {
-        format!("{}.{}", self.plural(), self.group())
+        if self.group().is_empty() {
+            self.plural().to_string()
+        } else {
+            format!("{}.{}", self.plural(), self.group())
+        }
     }
 
     fn from_path(group: &str, version: &str, plural: &str) -> Option<Resource> {
@@ -241,6 +276,8 @@ pub struct Recorded {
     pub resource: Resource,
     /// The object's name, for a get (or a watch of one object by path).
     pub name: Option<String>,
+    /// The namespace in the path, for a namespaced resource.
+    pub namespace: Option<String>,
     /// The raw query string, as sent (still percent-encoded).
     pub query: String,
     /// The `Authorization` header, if any.
@@ -441,7 +478,8 @@ impl FakeApiServer {
         lock(&self.shared.state).webhook_configuration_calls.clone()
     }
 
-    /// Creates or replaces the object named by `metadata.name`: a new resourceVersion; on
+    /// Creates or replaces the object named by `metadata.name` (and `metadata.namespace`, which
+    /// a namespaced resource's objects need): a new resourceVersion; on
     /// create a uid, creationTimestamp and generation 1; on replace the uid and
     /// creationTimestamp stay and the generation goes up when `spec` changed. Open watches
     /// get ADDED or MODIFIED. Returns the new resourceVersion.
@@ -458,13 +496,14 @@ impl FakeApiServer {
         }
     }
 
-    /// Deletes `name`; open watches get DELETED with its last state at a new
-    /// resourceVersion. Returns whether it existed.
+    /// Deletes `name` (`namespace/name` for a namespaced resource); open watches get DELETED
+    /// with its last state at a new resourceVersion. Returns whether it existed.
     pub fn delete(&self, resource: Resource, name: &str) -> bool {
         lock(&self.shared.state).delete(resource, name)
     }
 
-    /// The stored object, as a get would answer it.
+    /// The stored object `name` (`namespace/name` for a namespaced resource), as a get would
+    /// answer it.
     pub fn object(&self, resource: Resource, name: &str) -> Option<Value> {
         let state = lock(&self.shared.state);
         let stored = state.stores[resource.index()].objects.get(name)?;
@@ -797,7 +836,7 @@ struct State {
     rv: u64,
     /// Events at or before this resourceVersion are gone.
     compacted: u64,
-    stores: [Store; 6],
+    stores: [Store; 8],
     watchers: Vec<Watcher>,
     faults: HashMap<(Resource, Verb), u16>,
     delays: HashMap<Verb, Duration>,
@@ -842,6 +881,10 @@ struct Store {
 
 /// An object as stored: serialized once, without `apiVersion` and `kind` (added when served).
 struct Stored {
+    /// `metadata.name` and `metadata.namespace` (`""` cluster scoped): the store's key is
+    /// `namespace/name` for a namespaced resource.
+    name: String,
+    namespace: String,
     bare: Bytes,
     uid: String,
     created: String,
@@ -870,6 +913,7 @@ struct Event {
     rv: u64,
     kind: EventKind,
     name: String,
+    namespace: String,
     labels: BTreeMap<String, String>,
     /// The labels before a modification, to tell a selector's watch that the object entered
     /// or left it (as ADDED or DELETED), as kube-apiserver's watch cache does.
@@ -955,13 +999,21 @@ impl State {
         else {
             panic!("apply: the object needs metadata.name");
         };
+        let namespace = match metadata.get("namespace").and_then(Value::as_str) {
+            Some(ns) if resource.namespaced() && !ns.is_empty() => ns.to_owned(),
+            _ if resource.namespaced() => {
+                panic!("apply: a namespaced object needs metadata.namespace")
+            }
+            _ => String::new(),
+        };
+        let key = store_key(resource, &namespace, &name);
         object.remove("apiVersion");
         object.remove("kind");
         self.rv += 1;
         let rv = self.rv;
         let labels = labels_of(&metadata);
         let store = &mut self.stores[resource.index()];
-        let (uid, created, generation, kind, labels_before) = match store.objects.get(&name) {
+        let (uid, created, generation, kind, labels_before) = match store.objects.get(&key) {
             Some(old) => (
                 old.uid.clone(),
                 old.created.clone(),
@@ -980,18 +1032,22 @@ impl State {
         // kube-apiserver's order: the server-set fields after the name, then the rest.
         let mut meta = Map::new();
         meta.insert("name".into(), Value::String(name.clone()));
+        if resource.namespaced() {
+            meta.insert("namespace".into(), Value::String(namespace.clone()));
+        }
         meta.insert("uid".into(), Value::String(uid.clone()));
         meta.insert("resourceVersion".into(), Value::String(rv.to_string()));
         meta.insert("generation".into(), Value::from(generation));
         meta.insert("creationTimestamp".into(), Value::String(created.clone()));
-        for key in [
+        for field in [
             "name",
+            "namespace",
             "uid",
             "resourceVersion",
             "generation",
             "creationTimestamp",
         ] {
-            metadata.remove(key);
+            metadata.remove(field);
         }
         meta.extend(metadata);
         let mut bare = Map::new();
@@ -1004,13 +1060,16 @@ impl State {
             rv,
             kind,
             name: name.clone(),
+            namespace: namespace.clone(),
             labels: labels.clone(),
             labels_before,
             object: full_object(resource, &bare),
         };
         store.objects.insert(
-            name,
+            key,
             Stored {
+                name,
+                namespace,
                 bare,
                 uid,
                 created,
@@ -1038,7 +1097,8 @@ impl State {
         let event = Event {
             rv,
             kind: EventKind::Deleted,
-            name: name.to_owned(),
+            name: old.name,
+            namespace: old.namespace,
             labels: old.labels,
             labels_before: None,
             object: full_object(resource, &bare),
@@ -1106,6 +1166,16 @@ fn too_old(rv: u64, compacted: u64) -> Bytes {
     Bytes::from(status.to_string())
 }
 
+/// Where an object is stored: by name, or `namespace/name` in a namespaced resource (the order
+/// of etcd's keys, which lists follow).
+fn store_key(resource: Resource, namespace: &str, name: &str) -> String {
+    if resource.namespaced() {
+        format!("{namespace}/{name}")
+    } else {
+        name.to_owned()
+    }
+}
+
 fn labels_of(metadata: &Map<String, Value>) -> BTreeMap<String, String> {
     metadata
         .get("labels")
@@ -1160,12 +1230,17 @@ fn rfc3339(t: SystemTime) -> String {
 // ---------------------------------------------------------------------------------------
 // Selectors
 
-/// A field and label selector.
+/// A field and label selector, and the namespace of the path.
 #[derive(Debug, Default, Clone)]
 struct Filter {
     /// The name a watch by path (`…/plural/NAME?watch=true`) is limited to.
     name: Option<String>,
+    /// The namespace of the path (`…/namespaces/NS/plural`).
+    namespace: Option<String>,
+    /// `metadata.name` terms: equal or not, the value.
     fields: Vec<(bool, String)>,
+    /// `metadata.namespace` terms (every cluster-scoped object's namespace is "").
+    namespaces: Vec<(bool, String)>,
     labels: Vec<LabelRequirement>,
 }
 
@@ -1180,9 +1255,14 @@ enum LabelRequirement {
 }
 
 impl Filter {
-    fn parse(params: &Params, name: Option<&str>) -> Result<Filter, ApiError> {
+    fn parse(
+        params: &Params,
+        name: Option<&str>,
+        namespace: Option<&str>,
+    ) -> Result<Filter, ApiError> {
         let mut filter = Filter {
             name: name.map(str::to_owned),
+            namespace: namespace.map(str::to_owned),
             ..Filter::default()
         };
         if let Some(fields) = params.get("fieldSelector") {
@@ -1200,12 +1280,8 @@ impl Filter {
                 };
                 match field.trim() {
                     "metadata.name" => filter.fields.push((equal, value.trim().to_owned())),
-                    // Cluster-scoped: every object's namespace is "", so the term either
-                    // keeps every object or none (a name no object has).
                     "metadata.namespace" => {
-                        if value.trim().is_empty() != equal {
-                            filter.fields.push((true, "\0none".into()));
-                        }
+                        filter.namespaces.push((equal, value.trim().to_owned()));
                     }
                     other => {
                         return Err(ApiError::bad_request(format!(
@@ -1222,12 +1298,20 @@ impl Filter {
     }
 
     fn is_empty(&self) -> bool {
-        self.name.is_none() && self.fields.is_empty() && self.labels.is_empty()
+        self.name.is_none()
+            && self.fields.is_empty()
+            && self.namespaces.is_empty()
+            && self.labels.is_empty()
     }
 
-    fn matches(&self, name: &str, labels: &BTreeMap<String, String>) -> bool {
+    fn matches(&self, namespace: &str, name: &str, labels: &BTreeMap<String, String>) -> bool {
         self.name.as_deref().is_none_or(|n| n == name)
+            && self.namespace.as_deref().is_none_or(|n| n == namespace)
             && self.fields.iter().all(|(eq, v)| (v == name) == *eq)
+            && self
+                .namespaces
+                .iter()
+                .all(|(eq, v)| (v == namespace) == *eq)
             && self.labels.iter().all(|r| r.matches(labels))
     }
 
@@ -1235,7 +1319,7 @@ impl Filter {
     /// decides: a modification that moves the object into the selection is ADDED, out of it
     /// DELETED.
     fn event_type(&self, event: &Event) -> Option<&'static str> {
-        let now = self.matches(&event.name, &event.labels);
+        let now = self.matches(&event.namespace, &event.name, &event.labels);
         match event.kind {
             EventKind::Added => now.then_some("ADDED"),
             EventKind::Deleted => now.then_some("DELETED"),
@@ -1243,7 +1327,7 @@ impl Filter {
                 let before = event
                     .labels_before
                     .as_ref()
-                    .is_none_or(|l| self.matches(&event.name, l));
+                    .is_none_or(|l| self.matches(&event.namespace, &event.name, l));
                 match (before, now) {
                     (true, true) => Some("MODIFIED"),
                     (false, true) => Some("ADDED"),
@@ -1368,7 +1452,13 @@ impl ApiError {
     }
 
     /// An injected fault of HTTP `code`, worded as kube-apiserver words it.
-    fn injected(resource: Resource, verb: Verb, name: Option<&str>, code: u16) -> ApiError {
+    fn injected(
+        resource: Resource,
+        verb: Verb,
+        namespace: Option<&str>,
+        name: Option<&str>,
+        code: u16,
+    ) -> ApiError {
         let what = match name {
             Some(name) => format!("{} \"{name}\"", resource.qualified()),
             None => resource.qualified(),
@@ -1385,10 +1475,13 @@ impl ApiError {
                 403,
                 "Forbidden",
                 &format!(
-                    "{what} is forbidden: User \"{FORBIDDEN_USER}\" cannot {} resource \"{}\" in API group \"{}\" at the cluster scope",
+                    "{what} is forbidden: User \"{FORBIDDEN_USER}\" cannot {} resource \"{}\" in API group \"{}\" {}",
                     verb.as_str(),
                     resource.plural(),
-                    resource.group()
+                    resource.group(),
+                    namespace.map_or("at the cluster scope".to_string(), |ns| format!(
+                        "in the namespace \"{ns}\""
+                    ))
                 ),
                 Some(details(resource, name)),
             ),
@@ -1720,26 +1813,55 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// What a path names: a resource's collection, or one object.
+/// What a path names: a resource's collection (in a namespace, or all), or one object.
 struct Target {
     resource: Resource,
+    namespace: Option<String>,
     name: Option<String>,
 }
 
-fn route(path: &str) -> Option<Target> {
-    let rest = path.strip_prefix("/apis/")?;
-    let parts: Vec<&str> = rest.trim_end_matches('/').split('/').collect();
-    match parts.as_slice() {
-        [group, version, plural] => Some(Target {
-            resource: Resource::from_path(group, version, plural)?,
-            name: None,
-        }),
-        [group, version, plural, name] if !name.is_empty() => Some(Target {
-            resource: Resource::from_path(group, version, plural)?,
-            name: Some(percent_decode(name)),
-        }),
-        _ => None,
+impl Target {
+    /// The store's key of the object named.
+    fn key(&self) -> Option<String> {
+        let name = self.name.as_deref()?;
+        Some(store_key(
+            self.resource,
+            self.namespace.as_deref().unwrap_or(""),
+            name,
+        ))
     }
+}
+
+/// `/apis/{group}/{version}` or the core group's `/api/{version}`, then
+/// `[namespaces/{namespace}/]{plural}[/{name}]`: a namespace only for a namespaced resource,
+/// and one object of it only in a namespace.
+fn route(path: &str) -> Option<Target> {
+    let (group, rest) = match path.strip_prefix("/apis/") {
+        Some(rest) => rest.split_once('/')?,
+        None => ("", path.strip_prefix("/api/")?),
+    };
+    let parts: Vec<&str> = rest.trim_end_matches('/').split('/').collect();
+    let (version, namespace, tail) = match parts.as_slice() {
+        [version, "namespaces", namespace, tail @ ..] if !tail.is_empty() => {
+            (*version, Some(percent_decode(namespace)), tail)
+        }
+        [version, tail @ ..] => (*version, None, tail),
+        [] => return None,
+    };
+    let (plural, name) = match tail {
+        [plural] => (*plural, None),
+        [plural, name] if !name.is_empty() => (*plural, Some(percent_decode(name))),
+        _ => return None,
+    };
+    let resource = Resource::from_path(group, version, plural)?;
+    if namespace.is_some() != resource.namespaced() && (namespace.is_some() || name.is_some()) {
+        return None;
+    }
+    Some(Target {
+        resource,
+        namespace,
+        name,
+    })
 }
 
 async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
@@ -1794,6 +1916,7 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<
         verb,
         resource: target.resource,
         name: target.name.clone(),
+        namespace: target.namespace.clone(),
         query,
         authorization,
         status: 0,
@@ -1819,22 +1942,19 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<
             Some(code) => Err(ApiError::injected(
                 target.resource,
                 verb,
+                target.namespace.as_deref(),
                 target.name.as_deref(),
                 code,
             )),
             None => match verb {
-                Verb::List => list(&state, target.resource, &params).map(|(response, listed)| {
+                Verb::List => list(&state, &target, &params).map(|(response, listed)| {
                     record.list_source = Some(listed.source);
                     if listed.source == ListSource::Etcd {
                         cost = state.page_cost.of(listed.objects);
                     }
                     response
                 }),
-                Verb::Get => get(
-                    &state,
-                    target.resource,
-                    target.name.as_deref().unwrap_or(""),
-                ),
+                Verb::Get => get(&state, &target),
                 Verb::Watch => watch(&mut state, &target, &params),
             },
         };
@@ -1864,10 +1984,12 @@ fn answer(
     response
 }
 
-fn get(state: &State, resource: Resource, name: &str) -> Result<Response<Body>, ApiError> {
-    let stored = state.stores[resource.index()]
-        .objects
-        .get(name)
+fn get(state: &State, target: &Target) -> Result<Response<Body>, ApiError> {
+    let resource = target.resource;
+    let name = target.name.as_deref().unwrap_or("");
+    let stored = target
+        .key()
+        .and_then(|key| state.stores[resource.index()].objects.get(&key))
         .ok_or_else(|| ApiError::not_found(resource, name))?;
     Ok(chunks_response(
         200,
@@ -1924,10 +2046,11 @@ fn list_source(params: &Params, limit: Option<usize>, watch_cache: bool) -> List
 
 fn list(
     state: &State,
-    resource: Resource,
+    target: &Target,
     params: &Params,
 ) -> Result<(Response<Body>, Listed), ApiError> {
-    let filter = Filter::parse(params, None)?;
+    let resource = target.resource;
+    let filter = Filter::parse(params, None, target.namespace.as_deref())?;
     let limit = match params.get("limit") {
         None | Some("") => None,
         Some(l) => l
@@ -1957,7 +2080,7 @@ fn list(
     let mut matching = store
         .objects
         .range::<String, _>((start, Bound::Unbounded))
-        .filter(|(name, s)| filter.matches(name, &s.labels));
+        .filter(|(_, s)| filter.matches(&s.namespace, &s.name, &s.labels));
     let mut items = Vec::new();
     let mut last = None;
     for (name, stored) in matching.by_ref() {
@@ -2010,7 +2133,7 @@ fn list(
 
 fn watch(state: &mut State, target: &Target, params: &Params) -> Result<Response<Body>, ApiError> {
     let resource = target.resource;
-    let filter = Filter::parse(params, target.name.as_deref())?;
+    let filter = Filter::parse(params, target.name.as_deref(), target.namespace.as_deref())?;
     let from = match params.get("resourceVersion") {
         None | Some("" | "0") => None,
         Some(rv) => Some(rv.parse::<u64>().map_err(|_| {
@@ -2050,8 +2173,8 @@ fn watch(state: &mut State, target: &Target, params: &Params) -> Result<Response
         // No resourceVersion (or "0"), or a streaming list: the current state as ADDED
         // events (a streaming list's end marked by a bookmark), then changes.
         None => {
-            for (name, stored) in &state.stores[resource.index()].objects {
-                if filter.matches(name, &stored.labels) {
+            for stored in state.stores[resource.index()].objects.values() {
+                if filter.matches(&stored.namespace, &stored.name, &stored.labels) {
                     send_event(&tx, "ADDED", &full_object(resource, &stored.bare));
                 }
             }
