@@ -7,9 +7,20 @@ set -euo pipefail
 dir="$1"
 version=0.6.3
 bin="$dir/bin/function-pythonic"
-if [ -x "$bin" ] && [ "$(cat "$dir/.installed" 2>/dev/null)" = "$version" ]; then
+installed() { [ -x "$bin" ] && [ "$(cat "$dir/.installed" 2>/dev/null)" = "$version" ]; }
+if installed; then
   echo "$bin"
   exit 0
+fi
+# A lock beside DIR: concurrent runs (two cargo test) do not install over each other.
+mkdir -p "$(dirname "$dir")"
+if command -v flock >/dev/null 2>&1; then
+  exec 9>"$dir.lock"
+  flock 9
+  if installed; then
+    echo "$bin"
+    exit 0
+  fi
 fi
 python=""
 for candidate in "$(pyenv root 2>/dev/null)"/versions/3.1[2-9]*/bin/python3 python3.12 python3.13; do

@@ -7,12 +7,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use composition_webhook::budget::{self, CountingAllocator};
 use composition_webhook::render::structpb;
 use composition_webhook::runner::breaker::BreakerConfig;
 use composition_webhook::runner::proto::{self as client_proto, RequestMeta};
+use composition_webhook::runner::wire::{self, WireError};
 use composition_webhook::runner::{
     self, AnswerLimits, ClientTls, Config, Direction, FunctionClient, RunError,
 };
+use prost::Message;
 use serde_json::{Value, json};
 use tonic::transport::Server;
 use tonic::transport::server::{Router, TcpIncoming};
@@ -33,6 +36,10 @@ mod v1beta1 {
         "/test_server/apiextensions.r#fn.proto.v1beta1.rs"
     ));
 }
+
+// Per thread, so the decoding measured below is the test thread's alone.
+#[global_allocator]
+static GLOBAL: CountingAllocator<std::alloc::System> = CountingAllocator(std::alloc::System);
 
 /// A loaded 2-core machine: timing assertions allow this much past a deadline.
 const MARGIN: Duration = Duration::from_secs(3);
@@ -60,6 +67,8 @@ enum Behaviour {
     Slow,
     /// Answers an object nested 40 levels deep: past prost's recursion limit.
     Deep,
+    /// Answers a list of 300,000 nulls: 600 KB on the wire, past the values allowed.
+    Many,
 }
 
 #[derive(Clone)]
@@ -143,6 +152,19 @@ impl Function {
                 Ok((huge, tag.to_string()))
             }
             Behaviour::Unimplemented => Err(Status::unimplemented("Method not found!")),
+            Behaviour::Many => {
+                let nulls = prost_types::Value {
+                    kind: Some(prost_types::value::Kind::ListValue(
+                        prost_types::ListValue {
+                            values: vec![prost_types::Value::default(); 300_000],
+                        },
+                    )),
+                };
+                let many = prost_types::Struct {
+                    fields: [("items".to_string(), nulls)].into(),
+                };
+                Ok((many, tag.to_string()))
+            }
         }
     }
 }
@@ -403,20 +425,20 @@ async fn a_request_over_the_limit_is_not_sent() {
     let mut config = Config::insecure(format!("http://{address}"));
     config.max_request_bytes = 64;
     let client = FunctionClient::new("function-test", config).expect("a client");
+    let size = request(1, "t").encoded_len();
+    assert!(size > 64, "{size}");
     let error = client
         .run(request(1, "t"), DEADLINE)
         .await
         .expect_err("too large");
-    assert!(
-        matches!(
-            &error,
-            RunError::TooLarge {
-                direction: Direction::Request,
-                ..
-            }
-        ),
-        "{error:?}"
-    );
+    match &error {
+        RunError::TooLarge {
+            direction: Direction::Request,
+            message,
+            ..
+        } => assert_eq!(message, &format!("{size} bytes, the limit is 64 bytes")),
+        other => panic!("{other:?}"),
+    }
     assert_eq!(function.calls.load(Ordering::SeqCst), 0);
 }
 
@@ -678,12 +700,177 @@ async fn an_answer_too_deep_to_decode_is_a_bad_answer() {
         .run(request(1, "t"), DEADLINE)
         .await
         .expect_err("too deep");
+    // Refused on the wire, before prost reached its own limit.
     match &error {
-        RunError::BadAnswer { message, .. } => {
-            assert!(message.contains("recursion limit"), "{message}")
+        RunError::BadAnswer { message, .. } => assert_eq!(
+            message,
+            "the answer nests messages deeper than 100 levels, prost's recursion limit"
+        ),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn an_answer_of_too_many_values_is_refused_before_it_is_decoded() {
+    let function = Function::new(Behaviour::Many);
+    let address = serve(Server::builder().add_service(v1_service(&function))).await;
+    let client = client(address);
+    let error = client
+        .run(request(1, "t"), DEADLINE)
+        .await
+        .expect_err("too many values");
+    match &error {
+        RunError::BadAnswer { function, message } => {
+            assert_eq!(function, "function-test");
+            assert_eq!(message, "the answer holds more than 262144 values");
         }
         other => panic!("{other:?}"),
     }
+    // Within a client's own limits it is an answer: the resources entry, the object, the
+    // list and its items.
+    let mut config = Config::insecure(format!("http://{address}"));
+    config.answer.values.max_values = 300_003;
+    let response = FunctionClient::new("function-test", config)
+        .expect("a client")
+        .run(request(1, "t"), DEADLINE)
+        .await
+        .expect("an answer");
+    let bucket = &response.desired.expect("desired").resources["bucket"];
+    let items = &bucket.resource.as_ref().expect("an object").fields["items"];
+    assert!(matches!(
+        &items.kind,
+        Some(prost_types::value::Kind::ListValue(list)) if list.values.len() == 300_000
+    ));
+}
+
+/// An answer of elements as small as the wire allows (`what`: nulls in a list, or empty
+/// conditions), under 4 MiB, and how many it holds.
+fn tiny_elements(what: &str) -> (Vec<u8>, usize) {
+    const FOUR_MIB: usize = 4 * 1024 * 1024;
+    let answer = match what {
+        // Empty `Value`s (null) in a list in the output: 2 bytes each.
+        "values" => client_proto::RunFunctionResponse {
+            output: Some(prost_types::Struct {
+                fields: [(
+                    "items".to_string(),
+                    prost_types::Value {
+                        kind: Some(prost_types::value::Kind::ListValue(
+                            prost_types::ListValue {
+                                values: vec![prost_types::Value::default(); FOUR_MIB / 2 - 16],
+                            },
+                        )),
+                    },
+                )]
+                .into(),
+            }),
+            ..client_proto::RunFunctionResponse::default()
+        },
+        // Empty conditions: 2 bytes each, 88 in memory.
+        "conditions" => client_proto::RunFunctionResponse {
+            conditions: vec![client_proto::Condition::default(); FOUR_MIB / 2],
+            ..client_proto::RunFunctionResponse::default()
+        },
+        other => panic!("{other}"),
+    };
+    let count = answer.conditions.len()
+        + answer
+            .output
+            .as_ref()
+            .map_or(0, |o| match &o.fields["items"].kind {
+                Some(prost_types::value::Kind::ListValue(list)) => list.values.len(),
+                _ => 0,
+            });
+    let bytes = answer.encode_to_vec();
+    assert!(bytes.len() <= FOUR_MIB, "{}", bytes.len());
+    (bytes, count)
+}
+
+#[test]
+fn decoding_an_answer_of_tiny_values_is_bounded_before_prost_allocates() {
+    let limits = structpb::Limits::DEFAULT;
+    for what in ["values", "conditions"] {
+        let (bytes, count) = tiny_elements(what);
+        // What prost alone takes for it: tens of MiB from 4 MiB.
+        let (decoded, unbounded) =
+            budget::peak_during(|| client_proto::RunFunctionResponse::decode(&bytes[..]));
+        assert!(decoded.is_ok());
+        drop(decoded);
+        let (refused, bounded) = budget::peak_during(|| wire::decode_answer(&bytes, limits));
+        assert_eq!(
+            refused,
+            Err(WireError::TooManyValues { max: 262_144 }),
+            "{what}"
+        );
+        eprintln!(
+            "{what}: {count} elements in {} bytes: prost's decoding peaks at {} bytes, \
+             refused on the wire at {} bytes",
+            bytes.len(),
+            unbounded,
+            bounded
+        );
+        assert!(unbounded > 60 << 20, "{what}: {unbounded}");
+        // The walk's stack of a few frames, nothing per element.
+        assert!(bounded < 4096, "{what}: {bounded}");
+    }
+    // The most an answer within the limits decodes into: as many of the largest element.
+    let most = client_proto::RunFunctionResponse {
+        conditions: vec![client_proto::Condition::default(); limits.max_values],
+        ..client_proto::RunFunctionResponse::default()
+    }
+    .encode_to_vec();
+    let (decoded, peak) = budget::peak_during(|| wire::decode_answer(&most, limits));
+    assert_eq!(
+        decoded.expect("within the limits").conditions.len(),
+        262_144
+    );
+    eprintln!(
+        "{} empty conditions in {} bytes, within the limits: decoding peaks at {peak} bytes",
+        limits.max_values,
+        most.len()
+    );
+    assert!(peak < 32 << 20, "{peak}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_that_never_got_a_place_is_no_failure_of_the_function() {
+    let function = Function::new(Behaviour::Slow);
+    let address = serve(Server::builder().add_service(v1_service(&function))).await;
+    let mut config = Config::insecure(format!("http://{address}"));
+    config.max_concurrent_calls = 1;
+    // One failure would open it.
+    config.breaker = BreakerConfig {
+        failures: 1,
+        cool_down: Duration::from_secs(60),
+    };
+    let client = Arc::new(FunctionClient::new("function-test", config).expect("a client"));
+    let busy = {
+        let client = Arc::clone(&client);
+        tokio::spawn(async move { client.run(request(1, "busy"), DEADLINE).await })
+    };
+    let started = Instant::now();
+    while function.in_flight.load(Ordering::SeqCst) < 1 {
+        assert!(started.elapsed() < DEADLINE, "the busy call did not start");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    for _ in 0..3 {
+        let error = client
+            .run(request(2, "waiting"), Duration::from_millis(50))
+            .await
+            .expect_err("no place in time");
+        assert!(
+            matches!(error, RunError::Deadline { deadline, .. }
+                if deadline == Duration::from_millis(50)),
+            "{error:?}"
+        );
+    }
+    // Three deadlines, none the function's: the breaker is still closed.
+    assert!(!client.is_skipped());
+    busy.await.expect("joined").expect("the busy call answered");
+    client
+        .run(request(3, "after"), DEADLINE)
+        .await
+        .expect("an answer after the waits");
+    assert_eq!(function.calls.load(Ordering::SeqCst), 2);
 }
 
 #[tokio::test]

@@ -5,53 +5,45 @@
 //! example of function-pythonic's README (an MR `vpc` from the XR's `spec.region` and
 //! `spec.cidr`).
 
-use std::net::TcpListener;
+#[path = "functions/launch.rs"]
+mod launch;
+
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use composition_webhook::render::structpb;
 use composition_webhook::runner::proto::{self, RequestMeta};
 use composition_webhook::runner::{self, AnswerLimits, Config, FunctionClient};
 use serde_json::{Value, json};
 
-/// The function, killed when the test ends.
-struct Pythonic(Child);
-
-impl Drop for Pythonic {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Installs (once) and starts function-pythonic on a free loopback port.
-fn start() -> (Pythonic, String) {
-    let venv = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("function-pythonic");
+/// Installs (once) and starts function-pythonic on a free loopback port, trying another
+/// should the port be taken before the function binds it (`tests/functions/launch.rs`).
+fn start() -> launch::Function {
+    let tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
     let out = Command::new(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/scripts/function-pythonic.sh"
     ))
-    .arg(&venv)
+    .arg(tmp.join("function-pythonic"))
     .stderr(Stdio::inherit())
     .output()
     .expect("run scripts/function-pythonic.sh");
     assert!(out.status.success(), "installing function-pythonic failed");
-    let bin = String::from_utf8(out.stdout).expect("UTF-8");
-    // A port the system picked, freed for the function to take.
-    let port = TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
-    let address = format!("127.0.0.1:{port}");
-    let child = Command::new(bin.trim())
-        .args(["grpc", "--insecure", "--address", &address])
-        .stdout(Stdio::null())
-        // Shown with the test's output when it fails: why the function did not come up.
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start function-pythonic");
-    (Pythonic(child), format!("http://{address}"))
+    let bin = String::from_utf8(out.stdout)
+        .expect("UTF-8")
+        .trim()
+        .to_string();
+    let function = launch::start("function-pythonic", &tmp.join("function-logs"), |address| {
+        let mut command = Command::new(&bin);
+        command.args(["grpc", "--insecure", "--address", address]);
+        command
+    });
+    eprintln!(
+        "function-pythonic listening after {:?}",
+        function.started_in
+    );
+    function
 }
 
 fn object(value: Value) -> prost_types::Struct {
@@ -92,27 +84,21 @@ fn request() -> proto::RunFunctionRequest {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn function_pythonic_composes_what_its_script_says() {
-    let (mut function, address) = start();
-    let client = FunctionClient::new("function-pythonic", Config::insecure(address.as_str()))
-        .expect("a client");
-    // Python takes seconds to start (6 to 10 s measured here): wait until it listens (a
-    // loaded machine gets a minute), then call it once.
-    let listening = address.trim_start_matches("http://").to_string();
-    let started = Instant::now();
-    while std::net::TcpStream::connect(&listening).is_err() {
-        if let Ok(Some(status)) = function.0.try_wait() {
-            panic!("function-pythonic exited before it listened: {status}");
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "function-pythonic did not listen on {listening} within 60 s"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let function = start();
+    let client = FunctionClient::new(
+        "function-pythonic",
+        Config::insecure(format!("http://{}", function.address)),
+    )
+    .expect("a client");
     let response = client
         .run(request(), Duration::from_secs(20))
         .await
-        .unwrap_or_else(|e| panic!("function-pythonic did not answer: {e}"));
+        .unwrap_or_else(|e| {
+            panic!(
+                "function-pythonic did not answer: {e}\n{}",
+                function.output()
+            )
+        });
     assert_eq!(
         response.meta.as_ref().map(|m| m.tag.as_str()),
         Some("runner-pythonic")

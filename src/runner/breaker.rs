@@ -15,7 +15,9 @@ use std::time::{Duration, Instant};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BreakerConfig {
     /// Failures in a row (unreachable, deadline, an error status, a bad or oversized
-    /// answer) that open the breaker; 0 never opens it.
+    /// answer) that open the breaker; 0 never opens it. A call whose deadline passed while
+    /// it waited for a place among the calls in flight never reached the function, and is
+    /// none.
     pub failures: u32,
     /// How long an open breaker refuses calls before it lets one trial through.
     pub cool_down: Duration,
@@ -107,9 +109,18 @@ impl Breaker {
 
     /// Whether calls are refused now (open, or half-open with its trial under way).
     pub fn is_open(&self, now: Instant) -> bool {
+        self.retry_in(now).is_some()
+    }
+
+    /// How long until a call is let through, if calls are refused now; unlike
+    /// [`Breaker::admit`] it changes nothing, so a call may ask before it waits for a place
+    /// and be admitted once it has one.
+    pub fn retry_in(&self, now: Instant) -> Option<Duration> {
         match *self.state() {
-            State::Closed { .. } => false,
-            State::Open { until } | State::HalfOpen { since: until } => now < until,
+            State::Closed { .. } => None,
+            State::Open { until } | State::HalfOpen { since: until } => {
+                (now < until).then(|| until - now)
+            }
         }
     }
 }
@@ -141,11 +152,16 @@ mod tests {
         assert!(breaker.is_open(t0));
         assert_eq!(breaker.admit(t0), Err(Duration::from_secs(10)));
         let t1 = t0 + Duration::from_secs(4);
+        assert_eq!(breaker.retry_in(t1), Some(Duration::from_secs(6)));
         assert_eq!(breaker.admit(t1), Err(Duration::from_secs(6)));
 
         // After the cool-down one trial goes; others are refused while it runs.
         let t2 = t0 + Duration::from_secs(10);
+        // Asking changes nothing: the trial is still to come.
+        assert_eq!(breaker.retry_in(t2), None);
+        assert_eq!(breaker.retry_in(t2), None);
         assert_eq!(breaker.admit(t2), Ok(()));
+        assert_eq!(breaker.retry_in(t2), Some(Duration::from_secs(10)));
         assert!(breaker.admit(t2).is_err());
         breaker.record(true, t2);
         assert!(!breaker.is_open(t2));

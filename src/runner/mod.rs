@@ -6,18 +6,20 @@
 //! - a deadline the caller passes, sent to the function as `grpc-timeout` and enforced here
 //!   too, so a function that never answers is cut at the deadline ([`RunError::Deadline`]);
 //! - message size limits, Crossplane's 4 MiB gRPC defaults in both directions
-//!   ([`RunError::TooLarge`]);
+//!   ([`RunError::TooLarge`]), and what an answer decodes into bounded before it is decoded
+//!   ([`wire`]: its values and nesting, [`Config::answer`]; [`RunError::BadAnswer`]);
 //! - a limit on calls in flight to the function (a semaphore; a call waits for a place
 //!   within its deadline);
 //! - a circuit breaker ([`breaker`]): after 5 failures in a row the function is skipped
-//!   for 30 s ([`RunError::CircuitOpen`]), both configurable.
+//!   for 30 s ([`RunError::CircuitOpen`]), both configurable. A call that never got a place
+//!   never reached the function, so its deadline is no failure of the function's.
 //!
 //! The protocol is `apiextensions.fn.proto.v1.FunctionRunnerService/RunFunction`
 //! (`proto/fn/v1/run_function.proto`, compiled by `build.rs`). As Crossplane's client does
 //! (`internal/xfn/function_runner.go`, `BetaFallBackFunctionRunnerServiceClient`), a
 //! function that answers v1 with `Unimplemented` is asked again on the v1beta1 service: its
-//! messages are v1's field for field, so the same message goes on v1beta1's path, and the
-//! client remembers that this function speaks v1beta1.
+//! messages are v1's field for field, so the same bytes (the request is encoded once) go on
+//! v1beta1's path, and the client remembers that this function speaks v1beta1.
 //!
 //! An answer is hostile input: [`desired`] converts its desired state within bounds
 //! ([`crate::render::structpb`]), its integral numbers integers again, as the API server
@@ -25,12 +27,14 @@
 
 pub mod breaker;
 pub mod steps;
+pub mod wire;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use prost::Message;
 use serde_json::{Map, Value};
 use tokio::sync::Semaphore;
@@ -109,11 +113,15 @@ pub struct Config {
     pub breaker: BreakerConfig,
     /// Longest wait for a TCP (and TLS) connection, within each call's deadline.
     pub connect_timeout: Duration,
+    /// What an answer may decode into: its values and nesting are counted on the wire
+    /// against [`AnswerLimits::values`] before it is decoded ([`wire::check_answer`]).
+    /// [`desired`] takes its limits apart; the same ones suit both.
+    pub answer: AnswerLimits,
 }
 
 impl Config {
     /// An insecure function at `address` with the default limits: 4 MiB each way, 8 calls
-    /// in flight, the default breaker, 5 s to connect.
+    /// in flight, the default breaker, 5 s to connect, [`AnswerLimits::DEFAULT`].
     pub fn insecure(address: impl Into<String>) -> Self {
         Config {
             address: address.into(),
@@ -123,6 +131,7 @@ impl Config {
             max_concurrent_calls: 8,
             breaker: BreakerConfig::DEFAULT,
             connect_timeout: Duration::from_secs(5),
+            answer: AnswerLimits::DEFAULT,
         }
     }
 }
@@ -191,7 +200,8 @@ pub enum RunError {
         /// The v1beta1 call's status message.
         message: String,
     },
-    /// An answer that cannot be read (bad protobuf, a value out of bounds, NaN).
+    /// An answer that cannot be read (bad protobuf, more values or deeper nesting than
+    /// [`Config::answer`] allows, found before decoding: [`wire::WireError`]).
     #[error("function {function} answered what cannot be read: {message}")]
     BadAnswer {
         /// The function.
@@ -305,7 +315,9 @@ impl FunctionClient {
         request: RunFunctionRequest,
         deadline: Duration,
     ) -> Result<RunFunctionResponse, RunError> {
-        // Ours to fix, not the function's failure: measured before the breaker counts it.
+        let started = Instant::now();
+        // Ours to fix, not the function's failure: measured before the breaker counts it,
+        // and before a buffer of that size is taken.
         let size = request.encoded_len();
         if size > self.config.max_request_bytes {
             return Err(RunError::TooLarge {
@@ -317,49 +329,55 @@ impl FunctionClient {
                 ),
             });
         }
+        // Encoded once: the same bytes go on v1 and, should it be needed, on v1beta1.
+        let body = Bytes::from(request.encode_to_vec());
+        drop(request);
+        // An open breaker refuses at once, without waiting for a place.
+        if let Some(retry_in) = self.breaker.retry_in(Instant::now()) {
+            return Err(self.circuit_open(retry_in));
+        }
+        let waiting = deadline.saturating_sub(started.elapsed());
+        let _permit = match tokio::time::timeout(waiting, self.permits.acquire()).await {
+            Ok(Ok(permit)) => permit,
+            // Never closed, so acquiring fails only if it were: then the client is gone.
+            Ok(Err(closed)) => return Err(self.unreachable(closed.to_string())),
+            // The call never reached the function: no failure of its own, so the breaker
+            // does not count it.
+            Err(_) => return Err(self.deadline(deadline)),
+        };
+        // Admitted once it has a place, so a trial after the cool-down is a call that goes.
         self.breaker
             .admit(Instant::now())
-            .map_err(|retry_in| RunError::CircuitOpen {
-                function: self.name.clone(),
-                failures: self.config.breaker.failures,
-                retry_in,
-            })?;
-        let started = Instant::now();
-        let result =
-            match tokio::time::timeout(deadline, self.call(request, deadline, started)).await {
-                Ok(result) => result,
-                // The backstop: whatever the function, the transport or a full semaphore do,
-                // the call ends here, dropping its stream.
-                Err(_) => Err(self.deadline(deadline)),
-            };
+            .map_err(|retry_in| self.circuit_open(retry_in))?;
+        let remaining = deadline.saturating_sub(started.elapsed());
+        let result = match tokio::time::timeout(remaining, self.call(body, deadline, started)).await
+        {
+            Ok(result) => result,
+            // The backstop: whatever the function or the transport do, the call ends
+            // here, dropping its stream.
+            Err(_) => Err(self.deadline(deadline)),
+        };
         self.breaker.record(result.is_ok(), Instant::now());
         result
     }
 
     async fn call(
         &self,
-        request: RunFunctionRequest,
+        body: Bytes,
         deadline: Duration,
         started: Instant,
     ) -> Result<RunFunctionResponse, RunError> {
-        // Never closed, so acquiring fails only if it were: then the client is gone.
-        let _permit = self
-            .permits
-            .acquire()
-            .await
-            .map_err(|e| self.unreachable(e.to_string()))?;
         let remaining = || deadline.saturating_sub(started.elapsed());
         if self.beta.load(Ordering::Relaxed) {
             return self
-                .unary(V1BETA1_PATH, request, remaining())
+                .unary(V1BETA1_PATH, body, remaining())
                 .await
                 .map_err(|s| self.classify(s, deadline));
         }
-        // Kept for the fallback; a function that speaks v1 costs one copy of the request.
-        let retry = request.clone();
-        match self.unary(V1_PATH, request, remaining()).await {
+        // `Bytes` clones share the buffer: the retry costs no copy of the request.
+        match self.unary(V1_PATH, body.clone(), remaining()).await {
             Err(status) if status.code() == Code::Unimplemented => {
-                match self.unary(V1BETA1_PATH, retry, remaining()).await {
+                match self.unary(V1BETA1_PATH, body, remaining()).await {
                     Ok(response) => {
                         self.beta.store(true, Ordering::Relaxed);
                         Ok(response)
@@ -381,7 +399,7 @@ impl FunctionClient {
     async fn unary(
         &self,
         path: &'static str,
-        request: RunFunctionRequest,
+        body: Bytes,
         timeout: Duration,
     ) -> Result<RunFunctionResponse, tonic::Status> {
         let mut grpc = tonic::client::Grpc::new(self.channel.clone())
@@ -390,12 +408,22 @@ impl FunctionClient {
         grpc.ready()
             .await
             .map_err(|e| tonic::Status::unavailable(e.to_string()))?;
-        let mut request = tonic::Request::new(request);
+        let mut request = tonic::Request::new(body);
         request.set_timeout(timeout);
-        let codec = tonic_prost::ProstCodec::<RunFunctionRequest, RunFunctionResponse>::default();
+        let codec = wire::RunCodec {
+            limits: self.config.answer.values,
+        };
         grpc.unary(request, http::uri::PathAndQuery::from_static(path), codec)
             .await
             .map(tonic::Response::into_inner)
+    }
+
+    fn circuit_open(&self, retry_in: Duration) -> RunError {
+        RunError::CircuitOpen {
+            function: self.name.clone(),
+            failures: self.config.breaker.failures,
+            retry_in,
+        }
     }
 
     fn deadline(&self, deadline: Duration) -> RunError {
@@ -415,15 +443,24 @@ impl FunctionClient {
     /// A status as the error it means: tonic's own (transport, timeout, size, decoding)
     /// told from the function's by their codes and tonic's messages.
     fn classify(&self, status: tonic::Status, deadline: Duration) -> RunError {
-        let message = said(&status);
         let function = self.name.clone();
+        // Our decoder's own refusal, carried as the status's source.
+        if let Some(error) = std::error::Error::source(&status)
+            .and_then(|source| source.downcast_ref::<wire::WireError>())
+        {
+            return RunError::BadAnswer {
+                function,
+                message: error.to_string(),
+            };
+        }
+        let message = said(&status);
         match status.code() {
             Code::DeadlineExceeded => self.deadline(deadline),
             // tonic's client-side `grpc-timeout` answers "Timeout expired".
             Code::Cancelled if message.contains("Timeout expired") => self.deadline(deadline),
             // hyper's "operation was canceled" (the connection closed before the answer)
             // and h2's CANCEL (the server reset the stream, as a crashing handler does).
-            Code::Unavailable | Code::Cancelled => self.unreachable(message),
+            Code::Unavailable | Code::Cancelled => self.unreachable(with_causes(message, &status)),
             // tonic's decoder ("decoded message length too large") and grpc servers
             // refusing ours ("received message larger than max").
             Code::OutOfRange | Code::ResourceExhausted
@@ -435,11 +472,13 @@ impl FunctionClient {
                     message,
                 }
             }
-            // tonic-prost's decoder.
+            // prost's decoding errors, should one come without its source.
             Code::Internal if message.starts_with("failed to decode") => {
                 RunError::BadAnswer { function, message }
             }
-            Code::Unknown if message.contains("transport error") => self.unreachable(message),
+            Code::Unknown if message.contains("transport error") => {
+                self.unreachable(with_causes(message, &status))
+            }
             code => RunError::Failed {
                 function,
                 code,
@@ -554,6 +593,24 @@ pub fn desired(
 /// the 16 KiB of headers hyper takes).
 fn said(status: &tonic::Status) -> String {
     crate::server::warnings::truncate(status.message(), MAX_STATUS_MESSAGE)
+}
+
+/// `message` followed by the status's chain of causes: tonic's transport errors say only
+/// "transport error", their sources what happened (a reset, a closed connection).
+fn with_causes(mut message: String, status: &tonic::Status) -> String {
+    let mut cause = std::error::Error::source(status);
+    // A chain is a few errors long; bounded all the same.
+    for _ in 0..8 {
+        let Some(error) = cause else { break };
+        let text = error.to_string();
+        // tonic's messages often repeat their source's.
+        if !message.contains(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+        cause = error.source();
+    }
+    crate::server::warnings::truncate(&message, MAX_STATUS_MESSAGE)
 }
 
 /// The characters of a function's status message kept in an error.
