@@ -860,7 +860,7 @@ impl Ctx<'_> {
         let observed = self.observed.unwrap_or(self.xr);
         match mock_leaf(observed, &error.bad_value) {
             Some(at) => Verdict::Warning(format!(
-                "the value is the mock composite resource's {at}, which a real one may hold another of"
+                "the value is the mock composite resource's {at}: a real one may hold another"
             )),
             None => Verdict::Error(None),
         }

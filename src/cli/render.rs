@@ -25,6 +25,7 @@ use crate::document::DocumentError;
 use crate::findings::Severity;
 use crate::model::Composition;
 use crate::render::Rendered;
+use crate::render::function_steps::StepOutcome;
 use crate::schema::split_api_version;
 
 /// Arguments of `render`.
@@ -56,7 +57,7 @@ pub struct RenderArgs {
 pub enum RenderOutput {
     /// YAML documents, findings on standard error.
     Yaml,
-    /// One JSON object: `{"composite","resources":[{"template","name","sent","notSent","object"}],"findings"}`.
+    /// One JSON object: `{"composite","resources":[{"template","name","sent","notSent","composedBy","object"}],"functions":[{"at","step","function","address","outcome","answer"}],"findings"}`.
     Json,
 }
 
@@ -166,6 +167,25 @@ pub fn run(args: &RenderArgs) -> u8 {
         RenderOutput::Json => String::new(),
     };
     let json_resources = (args.output == RenderOutput::Json).then(|| json_resources(&output));
+    let json_functions: Vec<Value> = output
+        .function_runs
+        .iter()
+        .map(|run| {
+            let outcome = match &run.outcome {
+                StepOutcome::Answered { calls, .. } => json!({"answered": {"calls": calls}}),
+                StepOutcome::Failed(f) => json!({"failed": f.message}),
+                StepOutcome::Unsettled => json!("unsettled"),
+            };
+            json!({
+                "at": run.at.as_str(),
+                "step": run.step,
+                "function": run.function,
+                "address": run.address,
+                "outcome": outcome,
+                "answer": run.answer.as_ref().map(|a| answer_json(run, a)),
+            })
+        })
+        .collect();
     let composite_xr = output.composite.clone();
     let source = WithFunctions {
         schemas: &catalog,
@@ -189,7 +209,7 @@ pub fn run(args: &RenderArgs) -> u8 {
                 let _ = writeln!(stderr, "{}: {}", f.severity.name(), f.message());
             }
         }
-        Some(resources) => printed = json(composite_xr, resources, &findings),
+        Some(resources) => printed = json(composite_xr, resources, json_functions, &findings),
     }
     let text = printed;
     let mut stdout = io::stdout().lock();
@@ -310,11 +330,17 @@ fn json_resources(output: &Rendered) -> Vec<Value> {
 }
 
 /// Everything as one JSON object.
-fn json(composite: Value, resources: Vec<Value>, findings: &[crate::findings::Finding]) -> String {
+fn json(
+    composite: Value,
+    resources: Vec<Value>,
+    functions: Vec<Value>,
+    findings: &[crate::findings::Finding],
+) -> String {
     let findings: Vec<Value> = findings.iter().map(super::output::finding_json).collect();
     let mut text = serde_json::to_string_pretty(&json!({
         "composite": composite,
         "resources": resources,
+        "functions": functions,
         "findings": findings,
     }))
     .unwrap_or_default();
