@@ -589,6 +589,7 @@ fn review_in_process(catalog: &Catalog, body: &[u8]) -> (bool, usize) {
         Mode::Loose,
         true,
         Duration::from_secs(9),
+        None,
         |_, _| None,
         Some(reread),
     );

@@ -282,7 +282,15 @@ fn bench_rendered(c: &mut Criterion, id: &str, case: &CorpusCase) {
         .and_then(|i| i.schema);
     let composite = rendered::Composite::Mock(xr_schema.as_deref());
     let runtime = composition_webhook::render::Runtime::V2;
-    let findings = rendered::check(&composition, &steps, composite, &case.catalog, &[], runtime);
+    let findings = rendered::check(
+        &composition,
+        &steps,
+        composite,
+        &case.catalog,
+        &[],
+        runtime,
+        None,
+    );
     eprintln!(
         "note: {}: {} rendered resources, {} rendered findings",
         case.file,
@@ -299,6 +307,7 @@ fn bench_rendered(c: &mut Criterion, id: &str, case: &CorpusCase) {
                 &case.catalog,
                 &[],
                 runtime,
+                None,
             )
         })
     });

@@ -726,7 +726,7 @@ async fn the_resolved_endpoint_calls_the_function_over_mtls() {
     match &error {
         RunError::Unreachable { message, .. } => assert_eq!(
             message,
-            "invalid peer certificate: certificate not valid for name \"function-x.crossplane-system\"; certificate is only valid for DnsName(\"function-y\"), DnsName(\"function-y.crossplane-system\") or DnsName(\"function-y.crossplane-system.svc\")"
+            "invalid peer certificate: certificate not valid for name \"function-x.crossplane-system\"; certificate is only valid for DnsName(\"function-y\"), DnsName(\"function-y.crossplane-system\") or DnsName(\"function-y.crossplane-system.svc\"): transport error"
         ),
         other => panic!("not unreachable: {other:?}"),
     }

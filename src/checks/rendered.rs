@@ -523,6 +523,23 @@ impl Ctx<'_> {
             .map(|i| ignored(&resource.root(), i))
             .collect();
         let object = resource.object.take();
+        // What a function composed had no base whose kind the schema stage looked up.
+        if resource.made_by.is_some()
+            && let Some(o) = &object
+            && let (Some(api_version), Some(kind)) = (
+                crate::json::field(o, "apiVersion").and_then(Value::as_str),
+                crate::json::field(o, "kind").and_then(Value::as_str),
+            )
+        {
+            crate::checks::schema_aware::lookup::lookup(
+                self.source,
+                api_version,
+                kind,
+                &resource.root(),
+                "this resource",
+                &mut findings,
+            );
+        }
         let validation = object.as_ref().and_then(|o| self.validation(o, &resource));
         for record in &resource.patches {
             if let Outcome::NotRendered(message) = &record.outcome {

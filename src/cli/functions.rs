@@ -50,7 +50,12 @@ pub(super) struct FunctionFiles {
     pub(super) addresses: Vec<(String, String)>,
 
     /// A file or directory (recursive) of the objects functions may require (EnvironmentConfigs, ...): a step's requirements are answered from them, as `crossplane render --required-resources` does. Repeat the flag for more.
-    #[arg(long = "required-resources", value_name = "PATH")]
+    #[arg(
+        long = "required-resources",
+        value_name = "PATH",
+        env = "COMPOSITION_WEBHOOK_REQUIRED_RESOURCES",
+        value_delimiter = ','
+    )]
     pub(super) required: Vec<PathBuf>,
 }
 
@@ -75,18 +80,9 @@ impl FunctionFiles {
         if addresses.is_empty() {
             return None;
         }
-        let required = load_all(&self.required, errors)
-            .into_iter()
-            .flat_map(|d| match d.value.get("items").and_then(Value::as_array) {
-                Some(items) if is_list(&d.value) => items.clone(),
-                _ => vec![d.value],
-            })
-            .collect();
+        let required = self.required_objects(errors);
         match FunctionCaller::with_own_runtime(Arc::new(addresses)) {
-            Ok(caller) => Some(FunctionCalls::new(
-                caller,
-                Box::new(RequiredObjects::new(required)),
-            )),
+            Ok(caller) => Some(FunctionCalls::new(caller, Box::new(required))),
             Err(e) => {
                 errors.push(DocumentError::Invalid {
                     file: "--function-address".to_string(),
@@ -95,6 +91,19 @@ impl FunctionFiles {
                 None
             }
         }
+    }
+
+    /// The objects of `--required-resources`.
+    pub(super) fn required_objects(&self, errors: &mut Vec<DocumentError>) -> RequiredObjects {
+        RequiredObjects::new(
+            load_all(&self.required, errors)
+                .into_iter()
+                .flat_map(|d| match d.value.get("items").and_then(Value::as_array) {
+                    Some(items) if is_list(&d.value) => items.clone(),
+                    _ => vec![d.value],
+                })
+                .collect(),
+        )
     }
 
     /// The addresses of `--function-address` alone.

@@ -317,14 +317,22 @@ fn json_resources(output: &Rendered) -> Vec<Value> {
         .resources
         .iter()
         .map(|r| {
-            json!({
+            let mut entry = json!({
                 "template": r.at.as_str(),
                 "name": r.name,
                 "sent": r.not_sent.as_ref().is_none_or(|n| n.earlier_kept),
                 "notSent": r.not_sent.as_ref().map(|n| n.describe()),
-                "composedBy": r.made_by.as_ref().map(|b| json!({"step": b.step, "function": b.function})),
                 "object": r.object,
-            })
+            });
+            // Only for what a function composed.
+            if let (Some(by), Some(o)) = (&r.made_by, entry.as_object_mut()) {
+                o.shift_insert(
+                    4,
+                    "composedBy".into(),
+                    json!({"step": by.step, "function": by.function}),
+                );
+            }
+            entry
         })
         .collect()
 }

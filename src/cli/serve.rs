@@ -14,10 +14,10 @@ use super::{
 };
 use crate::budget::Limits;
 use crate::cluster::calls::CallObserver;
+use crate::cluster::function_endpoints::{DEFAULT_NAMESPACE, FunctionCallOptions};
 use crate::cluster::lease::{self, Leadership, LeaseOptions};
 use crate::cluster::{ClusterOptions, ClusterSchemas, ca_bundle, connect};
-use crate::render::function_steps::NothingRequired;
-use crate::runner::steps::{Addresses, FunctionCaller, FunctionCalls};
+use crate::runner::steps::{Addresses, FirstOf, FunctionCaller, FunctionCalls, Resolve};
 use crate::server::audit::{Audit, AuditOptions, DEFAULT_DEADLINE};
 use crate::server::impact::ChangeImpact;
 use crate::server::logging::{self, LogFormat};
@@ -190,6 +190,10 @@ pub(super) struct ServeArgs {
     /// Run the pipeline steps of other functions than patch-and-transform by calling their functions (with `--function-address`, Functions annotated render.crossplane.io/runtime: Development, or in the cluster their FunctionRevisions' endpoints), and validate what they compose; `off` leaves those steps unrendered.
     #[arg(long, value_enum, default_value_t = Switch::On, env = "COMPOSITION_WEBHOOK_FUNCTION_CALLS")]
     function_calls: Switch,
+
+    /// Crossplane's namespace (without --crds): where the client certificate its functions accept is read from, Secret crossplane-tls-client.
+    #[arg(long, value_name = "NAMESPACE", default_value = DEFAULT_NAMESPACE, env = "COMPOSITION_WEBHOOK_CROSSPLANE_NAMESPACE")]
+    crossplane_namespace: String,
 
     /// Address of the admission port (HTTPS; POST /validate).
     #[arg(
@@ -397,6 +401,12 @@ pub(super) fn run(args: &ServeArgs) -> u8 {
         eprintln!("error: {e}");
         return EXIT_INPUT_ERROR;
     }
+    let mut errors = Vec::new();
+    let required = args.functions.required_objects(&mut errors);
+    if let Some(e) = errors.first() {
+        tracing::error!(error = %e, "cannot load --required-resources");
+        return EXIT_INPUT_ERROR;
+    }
     let (files, addresses) = if args.schemas.crds.is_empty() {
         (None, args.functions.flag_addresses())
     } else {
@@ -487,15 +497,12 @@ pub(super) fn run(args: &ServeArgs) -> u8 {
         }
     };
     let mut config = config;
-    if args.function_calls == Switch::On && !addresses.is_empty() {
-        let caller = FunctionCaller::new(Arc::new(addresses), runtime.handle().clone());
-        config.function_calls = Some(Arc::new(FunctionCalls::new(
-            caller,
-            Box::new(NothingRequired),
-        )));
-    }
     let code = runtime.block_on(async {
         let metrics = Arc::new(Metrics::new());
+        let mut resolvers: Vec<Arc<dyn Resolve>> = Vec::new();
+        if !addresses.is_empty() {
+            resolvers.push(Arc::new(addresses));
+        }
         let schemas: Arc<dyn ServedSchemas> = match files {
             Some(files) => Arc::new(files),
             None => {
@@ -509,6 +516,9 @@ pub(super) fn run(args: &ServeArgs) -> u8 {
                             }));
                         }
                         let cluster = Arc::new(cluster);
+                        if let Some(endpoints) = cluster.function_endpoints() {
+                            resolvers.push(Arc::new(endpoints.clone()));
+                        }
                         purge_until_listed(cluster.clone());
                         if args.audit {
                             let options = AuditOptions {
@@ -556,6 +566,13 @@ pub(super) fn run(args: &ServeArgs) -> u8 {
                 }
             }
         };
+        if args.function_calls == Switch::On && !resolvers.is_empty() {
+            let caller = FunctionCaller::new(
+                Arc::new(FirstOf(resolvers)),
+                tokio::runtime::Handle::current(),
+            );
+            config.function_calls = Some(Arc::new(FunctionCalls::new(caller, Box::new(required))));
+        }
         match server::run(config, schemas, metrics, server::shutdown_signal()).await {
             Ok(()) => EXIT_ALLOWED,
             Err(e) => {
@@ -672,6 +689,9 @@ async fn cluster_schemas(
         page_size: args.list_page_size,
         request_timeout: args.api_timeout,
         openapi_refresh: args.openapi_refresh,
+        function_calls: (args.function_calls == Switch::On).then(|| FunctionCallOptions {
+            namespace: args.crossplane_namespace.clone(),
+        }),
         ..ClusterOptions::default()
     };
     let (schemas, client) =

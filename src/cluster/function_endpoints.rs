@@ -1061,6 +1061,30 @@ pub(crate) async fn run_secret(endpoints: FunctionEndpoints, client: kube::Clien
     }
 }
 
+impl crate::runner::steps::Resolve for FunctionEndpoints {
+    /// The active revision's endpoint, with mTLS; a revision is the key, so a new one gets
+    /// a new client.
+    fn resolve(&self, function: &str) -> Result<crate::runner::steps::Resolved, Option<String>> {
+        FunctionEndpoints::resolve(self, function)
+            .map(|e| crate::runner::steps::Resolved {
+                key: e.revision,
+                config: e.config,
+            })
+            .map_err(|why| match why {
+                // Where the webhook cannot know (no Crossplane, no RBAC, not listed yet, a
+                // Function not installed, which the Functions check reports): the step
+                // stays unrendered, as without function calls.
+                Unavailable::RevisionsNotListed { .. }
+                | Unavailable::RevisionsNotReadable { .. }
+                | Unavailable::RevisionsNotServed
+                | Unavailable::NoActiveRevision { .. }
+                | Unavailable::SecretNotListed { .. }
+                | Unavailable::SecretNotReadable { .. } => None,
+                other => Some(other.to_string()),
+            })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

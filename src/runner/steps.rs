@@ -112,6 +112,24 @@ impl FunctionCalls {
     }
 }
 
+/// The first of several sources that knows where a function runs (`--function-address`
+/// before the cluster's FunctionRevisions).
+pub struct FirstOf(pub Vec<Arc<dyn Resolve>>);
+
+impl Resolve for FirstOf {
+    fn resolve(&self, function: &str) -> Result<Resolved, Option<String>> {
+        let mut why = None;
+        for r in &self.0 {
+            match r.resolve(function) {
+                Ok(resolved) => return Ok(resolved),
+                Err(Some(w)) => why = why.or(Some(w)),
+                Err(None) => {}
+            }
+        }
+        Err(why)
+    }
+}
+
 /// Every capability Crossplane v2.3.4 announces (`SupportedCapabilities`).
 const CAPABILITIES: [proto::Capability; 5] = [
     proto::Capability::Capabilities,
@@ -226,8 +244,10 @@ impl StepRunner for FunctionCaller {
             kind: FailureKind::TooLarge,
             message: format!("function {function}: the request cannot be built: {e}"),
         })?;
+        // Three quarters of the time left: a function that never answers leaves the rest
+        // of the review the time to finish, its step told unrendered.
         let timeout = deadline
-            .map(|d| d.saturating_duration_since(Instant::now()))
+            .map(|d| d.saturating_duration_since(Instant::now()).mul_f32(0.75))
             .unwrap_or(self.max_call)
             .min(self.max_call);
         if timeout.is_zero() {

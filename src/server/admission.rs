@@ -76,6 +76,7 @@ pub fn decide(
 /// rendered into the resources ([`Validator::validate_owned_rereading`]), and the object is
 /// read again only for what needs it as it was (a model error, a finding rendered again from
 /// its bases).
+#[allow(clippy::too_many_arguments)]
 pub fn decide_rereading(
     request: Request,
     schemas: &dyn SchemaSource,

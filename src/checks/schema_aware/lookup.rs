@@ -241,7 +241,10 @@ pub fn resolve_bases(
         .collect()
 }
 
-fn lookup(
+/// The schema of `kind` at `api_version` for the resource at `at` (`what` names it in the
+/// findings), its lookup's findings (missing, unusable, deprecated, inactive) added to
+/// `findings`.
+pub fn lookup(
     source: &dyn SchemaSource,
     api_version: &str,
     kind: &str,
