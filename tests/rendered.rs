@@ -979,3 +979,226 @@ fn unknown_fields_and_the_errors_of_the_object_without_them() {
         ]
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// Function steps run for real (`render::render_calling`), through a runner whose answers
+// the test writes: how an answer replaces the desired resources, as Crossplane's
+// `FunctionComposer` does.
+
+use std::collections::BTreeMap;
+
+use composition_webhook::checks::patch_and_transform::read_steps;
+use composition_webhook::model::{Composition, PatchAndTransformStep};
+use composition_webhook::render::{self, function_steps as fs};
+use serde_json::Map;
+
+fn model(v: Value) -> Composition {
+    let api = composition_webhook::schema::CompositionApi::default();
+    Composition::from_defaulted_value(&composition_webhook::model::with_api_defaults(&v, &api))
+        .expect("model")
+}
+
+/// A function answering what `answer` makes of the desired resources it is sent.
+struct Answering<F>(F);
+
+impl<F> fs::StepRunner for Answering<F>
+where
+    F: Fn(&BTreeMap<String, Map<String, Value>>) -> fs::StepAnswer,
+{
+    fn address(&self, function: &str) -> Result<String, Option<String>> {
+        if function == "fn" {
+            Ok("test".into())
+        } else {
+            Err(None)
+        }
+    }
+
+    fn run(
+        &self,
+        _: &str,
+        request: &fs::StepRequest<'_>,
+        _: Option<std::time::Instant>,
+    ) -> Result<fs::StepAnswer, fs::StepFailure> {
+        Ok((self.0)(request.desired_resources))
+    }
+}
+
+/// A pipeline: a patch-and-transform step composing `bucket` (its region from the XR),
+/// a step of `fn`, then a patch-and-transform step composing `after`.
+fn function_pipeline() -> (Composition, Vec<PatchAndTransformStep>) {
+    let pt = |name: &str| {
+        json!({"apiVersion": "pt.fn.crossplane.io/v1beta1", "kind": "Resources",
+        "resources": [{"name": name, "base": {"apiVersion": "s3.aws/v1", "kind": "Bucket",
+            "spec": {"forProvider": {}}},
+            "patches": [{"fromFieldPath": "spec.region", "toFieldPath": "spec.forProvider.region"}]}]})
+    };
+    let mut c = model(json!({
+        "apiVersion": "apiextensions.crossplane.io/v1", "kind": "Composition",
+        "metadata": {"name": "c"},
+        "spec": {"compositeTypeRef": {"apiVersion": "example.org/v1", "kind": "XDb"},
+            "mode": "Pipeline",
+            "pipeline": [
+                {"step": "first", "functionRef": {"name": "function-patch-and-transform"}, "input": pt("bucket")},
+                {"step": "mine", "functionRef": {"name": "fn"}},
+                {"step": "last", "functionRef": {"name": "function-patch-and-transform"}, "input": pt("after")}]}
+    }));
+    let (steps, errors) = read_steps(&mut c);
+    assert!(errors.is_empty(), "{errors:?}");
+    (c, steps)
+}
+
+fn function_xr() -> Value {
+    json!({"apiVersion": "example.org/v1", "kind": "XDb",
+        "metadata": {"name": "x", "namespace": "team", "uid": "u"},
+        "spec": {"region": "eu"}})
+}
+
+fn composed(r: &render::Rendered) -> Vec<(String, bool)> {
+    r.resources
+        .iter()
+        .map(|r| (r.name.clone().unwrap_or_default(), r.made_by.is_some()))
+        .collect()
+}
+
+#[test]
+fn a_functions_answer_replaces_what_the_steps_before_it_left() {
+    let (c, steps) = function_pipeline();
+    fn calls(runner: &dyn fs::StepRunner) -> render::Calls<'_> {
+        render::Calls {
+            runner,
+            required: &fs::NothingRequired,
+            observed: None,
+            keep_answers: false,
+        }
+    }
+    // Passed on unchanged, `bucket` keeps its template's record; what is new is the
+    // function's, with Crossplane's metadata and the XR's namespace.
+    let adds = Answering(|desired: &BTreeMap<String, Map<String, Value>>| {
+        let mut resources = desired.clone();
+        let extra = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"namespace": "elsewhere"}});
+        resources.insert(
+            "extra".into(),
+            extra.as_object().cloned().unwrap_or_default(),
+        );
+        fs::StepAnswer {
+            desired_resources: resources,
+            ..Default::default()
+        }
+    });
+    let r = render::render_calling(
+        &c,
+        &steps,
+        &function_xr(),
+        None,
+        render::Runtime::V2,
+        Some(calls(&adds)),
+    );
+    assert_eq!(
+        composed(&r),
+        [
+            ("bucket".into(), false),
+            ("extra".into(), true),
+            ("after".into(), false)
+        ]
+    );
+    assert_eq!(r.resources[0].patches.len(), 1);
+    let extra = &r.resources[1];
+    assert_eq!(extra.at.as_str(), "spec.pipeline[1]");
+    assert_eq!(extra.root().as_str(), "spec.pipeline[1].resources[extra]");
+    let meta = &extra.object.as_ref().expect("an object")["metadata"];
+    assert_eq!(meta["namespace"], "team");
+    assert_eq!(
+        meta["annotations"][render::ANNOTATION_RESOURCE_NAME],
+        "extra"
+    );
+    assert_eq!(meta["ownerReferences"][0]["uid"], "u");
+    assert_eq!(
+        extra.ignored,
+        [render::Ignored {
+            key: "namespace",
+            value: json!("elsewhere"),
+            by: render::IgnoredBy::XrNamespace(json!("team")),
+        }]
+    );
+    assert!(r.opaque_steps.is_empty());
+
+    // Changed, `bucket` is the function's; left out, it is not composed.
+    let changes = Answering(|desired: &BTreeMap<String, Map<String, Value>>| {
+        let mut bucket = desired.get("bucket").cloned().unwrap_or_default();
+        bucket.insert("spec".into(), json!({"forProvider": {"region": "us"}}));
+        fs::StepAnswer {
+            desired_resources: BTreeMap::from([("bucket".to_string(), bucket)]),
+            ..Default::default()
+        }
+    });
+    let r = render::render_calling(
+        &c,
+        &steps,
+        &function_xr(),
+        None,
+        render::Runtime::V2,
+        Some(calls(&changes)),
+    );
+    assert_eq!(
+        composed(&r),
+        [("bucket".into(), true), ("after".into(), false)]
+    );
+    assert!(r.resources[0].patches.is_empty());
+    let drops = Answering(|_: &BTreeMap<String, Map<String, Value>>| fs::StepAnswer::default());
+    let r = render::render_calling(
+        &c,
+        &steps,
+        &function_xr(),
+        None,
+        render::Runtime::V2,
+        Some(calls(&drops)),
+    );
+    assert_eq!(composed(&r), [("after".into(), false)]);
+}
+
+#[test]
+fn a_fatal_result_stops_the_pipeline_and_an_unknown_function_stays_opaque() {
+    let (mut c, steps) = function_pipeline();
+    let fatal = Answering(|_: &BTreeMap<String, Map<String, Value>>| fs::StepAnswer {
+        results: vec![fs::StepResult {
+            severity: fs::ResultSeverity::Fatal,
+            message: "no".into(),
+            reason: None,
+        }],
+        ..Default::default()
+    });
+    let calls = render::Calls {
+        runner: &fatal,
+        required: &fs::NothingRequired,
+        observed: None,
+        keep_answers: false,
+    };
+    let r = render::render_calling(
+        &c,
+        &steps,
+        &function_xr(),
+        None,
+        render::Runtime::V2,
+        Some(calls),
+    );
+    // Crossplane composes nothing after the fatal step.
+    assert_eq!(composed(&r), [("bucket".into(), false)]);
+    assert_eq!(r.function_runs.len(), 1);
+    // A function the runner does not know is not run.
+    c.spec.pipeline[1].function_ref.name = "other".into();
+    let r = render::render_calling(
+        &c,
+        &steps,
+        &function_xr(),
+        None,
+        render::Runtime::V2,
+        Some(calls),
+    );
+    assert!(r.function_runs.is_empty());
+    assert_eq!(r.opaque_steps.len(), 1);
+    assert_eq!(
+        composed(&r),
+        [("bucket".into(), false), ("after".into(), false)]
+    );
+}

@@ -350,3 +350,206 @@ pub fn run_step(
     }
     (None, StepOutcome::Unsettled)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+
+    use serde_json::json;
+
+    use super::*;
+
+    /// A runner answering from a script of answers, recording each request's required
+    /// resources and context.
+    struct Scripted {
+        answers: RefCell<Vec<Result<StepAnswer, StepFailure>>>,
+        seen: RefCell<
+            Vec<(
+                BTreeMap<String, Option<Vec<Value>>>,
+                Option<Map<String, Value>>,
+            )>,
+        >,
+    }
+
+    impl Scripted {
+        fn new(answers: Vec<Result<StepAnswer, StepFailure>>) -> Self {
+            Scripted {
+                answers: RefCell::new(answers.into_iter().rev().collect()),
+                seen: RefCell::default(),
+            }
+        }
+    }
+
+    impl StepRunner for Scripted {
+        fn address(&self, _: &str) -> Result<String, Option<String>> {
+            Ok("test".into())
+        }
+
+        fn run(
+            &self,
+            _: &str,
+            request: &StepRequest<'_>,
+            _: Option<Instant>,
+        ) -> Result<StepAnswer, StepFailure> {
+            self.seen
+                .borrow_mut()
+                .push((request.required_resources.clone(), request.context.cloned()));
+            self.answers
+                .borrow_mut()
+                .pop()
+                .unwrap_or_else(|| Ok(StepAnswer::default()))
+        }
+    }
+
+    fn asking(name: &str, context: i64) -> StepAnswer {
+        let selector = ResourceSelector {
+            api_version: "apiextensions.crossplane.io/v1beta1".into(),
+            kind: "EnvironmentConfig".into(),
+            matching: Matching::Name(name.into()),
+            namespace: None,
+        };
+        StepAnswer {
+            requirements: Some(Requirements {
+                resources: BTreeMap::from([("env".to_string(), selector)]),
+                ..Requirements::default()
+            }),
+            context: json!({"n": context}).as_object().cloned(),
+            ..StepAnswer::default()
+        }
+    }
+
+    fn run(runner: &Scripted, required: &dyn Required) -> (Option<StepAnswer>, StepOutcome) {
+        let observed = Map::new();
+        run_step(
+            runner,
+            required,
+            "f",
+            "s",
+            None,
+            &observed,
+            &BTreeMap::new(),
+            &Thread::new(),
+            None,
+        )
+    }
+
+    fn config(name: &str) -> Value {
+        json!({"apiVersion": "apiextensions.crossplane.io/v1beta1", "kind": "EnvironmentConfig",
+               "metadata": {"name": name}, "data": {"region": "eu"}})
+    }
+
+    #[test]
+    fn a_step_is_called_again_until_it_asks_for_what_it_asked_before() {
+        // Crossplane's loop: ask, get, ask the same: done after the second call, with the
+        // context the first call returned sent to the second.
+        let runner = Scripted::new(vec![Ok(asking("a", 1)), Ok(asking("a", 2))]);
+        let required = RequiredObjects::new(vec![config("a"), config("b")]);
+        let (answer, outcome) = run(&runner, &required);
+        assert_eq!(
+            outcome,
+            StepOutcome::Answered {
+                results: Vec::new(),
+                calls: 2,
+                unanswered: Vec::new()
+            }
+        );
+        assert_eq!(
+            answer.and_then(|a| a.context),
+            json!({"n": 2}).as_object().cloned()
+        );
+        let seen = runner.seen.borrow();
+        assert_eq!(seen[0].0, BTreeMap::new());
+        assert_eq!(seen[0].1, Some(Map::new()));
+        assert_eq!(
+            seen[1].0,
+            BTreeMap::from([("env".to_string(), Some(vec![config("a")]))])
+        );
+        assert_eq!(seen[1].1, json!({"n": 1}).as_object().cloned());
+    }
+
+    #[test]
+    fn requirements_that_never_settle_stop_after_six_calls() {
+        let runner = Scripted::new((0..10).map(|i| Ok(asking(&format!("c{i}"), i))).collect());
+        let (answer, outcome) = run(&runner, &RequiredObjects::default());
+        assert_eq!((answer, outcome), (None, StepOutcome::Unsettled));
+        assert_eq!(runner.seen.borrow().len(), MAX_CALLS_PER_STEP);
+    }
+
+    #[test]
+    fn a_name_that_matches_nothing_is_none_and_a_source_that_cannot_know_is_unanswered() {
+        let runner = Scripted::new(vec![Ok(asking("missing", 1)), Ok(asking("missing", 1))]);
+        let (_, outcome) = run(&runner, &RequiredObjects::new(vec![config("a")]));
+        assert!(
+            matches!(outcome, StepOutcome::Answered { unanswered, .. } if unanswered.is_empty())
+        );
+        assert_eq!(
+            runner.seen.borrow()[1].0,
+            BTreeMap::from([("env".to_string(), None)])
+        );
+        let runner = Scripted::new(vec![Ok(asking("a", 1)), Ok(asking("a", 1))]);
+        let (_, outcome) = run(&runner, &NothingRequired);
+        assert_eq!(
+            outcome,
+            StepOutcome::Answered {
+                results: Vec::new(),
+                calls: 2,
+                unanswered: vec![
+                    "env (apiextensions.crossplane.io/v1beta1 EnvironmentConfig): no required resources were given"
+                        .to_string()
+                ],
+            }
+        );
+    }
+
+    #[test]
+    fn a_fatal_result_ends_the_loop_and_a_failure_is_told() {
+        let mut fatal = asking("a", 1);
+        fatal.results.push(StepResult {
+            severity: ResultSeverity::Fatal,
+            message: "no".into(),
+            reason: None,
+        });
+        let runner = Scripted::new(vec![Ok(fatal)]);
+        let (_, outcome) = run(&runner, &RequiredObjects::default());
+        assert!(matches!(outcome, StepOutcome::Answered { calls: 1, .. }));
+        let failure = StepFailure {
+            kind: FailureKind::Deadline,
+            message: "late".into(),
+        };
+        let runner = Scripted::new(vec![Err(failure.clone())]);
+        assert_eq!(
+            run(&runner, &RequiredObjects::default()),
+            (None, StepOutcome::Failed(failure))
+        );
+    }
+
+    #[test]
+    fn labels_select_every_match_sorted_by_namespace_and_name() {
+        let labelled = |ns: &str, name: &str, env: &str| {
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"namespace": ns, "name": name, "labels": {"env": env}}})
+        };
+        let objects = RequiredObjects::new(vec![
+            labelled("b", "x", "prod"),
+            labelled("a", "y", "prod"),
+            labelled("a", "z", "dev"),
+        ]);
+        let select = |namespace: Option<&str>| ResourceSelector {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            matching: Matching::Labels(BTreeMap::from([("env".into(), "prod".into())])),
+            namespace: namespace.map(str::to_string),
+        };
+        assert_eq!(
+            objects.resources(&select(None)),
+            Ok(Some(vec![
+                labelled("a", "y", "prod"),
+                labelled("b", "x", "prod")
+            ]))
+        );
+        assert_eq!(
+            objects.resources(&select(Some("b"))),
+            Ok(Some(vec![labelled("b", "x", "prod")]))
+        );
+    }
+}
