@@ -359,16 +359,17 @@ mod tests {
 
     use super::*;
 
+    /// What one request held: its required resources and its context.
+    type Seen = (
+        BTreeMap<String, Option<Vec<Value>>>,
+        Option<Map<String, Value>>,
+    );
+
     /// A runner answering from a script of answers, recording each request's required
     /// resources and context.
     struct Scripted {
         answers: RefCell<Vec<Result<StepAnswer, StepFailure>>>,
-        seen: RefCell<
-            Vec<(
-                BTreeMap<String, Option<Vec<Value>>>,
-                Option<Map<String, Value>>,
-            )>,
-        >,
+        seen: RefCell<Vec<Seen>>,
     }
 
     impl Scripted {
