@@ -27,7 +27,9 @@ use super::{
     CheckArgs, EXIT_INPUT_ERROR, FilesRun, Origin, OutputFormat, Validated, exit_status,
     no_composition_found, print, sarif, validate_files,
 };
+use crate::cluster::function_endpoints::{DEFAULT_NAMESPACE, FunctionCallOptions};
 use crate::cluster::{ClusterOptions, ClusterSchemas, UntilDeadline, describe_api_error};
+use crate::runner::steps::{FirstOf, FunctionCaller, FunctionCalls, Resolve};
 use crate::validate::{Options, Validator};
 
 /// Arguments of `audit`.
@@ -47,6 +49,10 @@ pub(super) struct AuditArgs {
     /// Time one Composition of the cluster may take, fetching its schemas included; past it the Composition gets a finding (an error in strict mode, a warning in loose and warn).
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = duration, env = "COMPOSITION_WEBHOOK_AUDIT_COMPOSITION_TIMEOUT")]
     composition_timeout: Duration,
+
+    /// Crossplane's namespace (without FILE_OR_DIR): where the client certificate its functions accept is read from, Secret crossplane-tls-client, to run pipeline steps through the cluster's functions.
+    #[arg(long, value_name = "NAMESPACE", default_value = DEFAULT_NAMESPACE, env = "COMPOSITION_WEBHOOK_CROSSPLANE_NAMESPACE")]
+    crossplane_namespace: String,
 
     /// Files or directories holding Compositions (CRDs, MRDs and XRDs among them are used as schemas); `-` reads standard input. Without them, every Composition of the cluster is audited.
     #[arg(value_name = "FILE_OR_DIR")]
@@ -149,7 +155,12 @@ fn audit_cluster(args: &AuditArgs, stderr: &mut impl Write) -> u8 {
     let _ = crate::server::tls::provider();
     let connected = runtime.block_on(ClusterSchemas::connect(
         args.kubeconfig.as_deref(),
-        ClusterOptions::default(),
+        ClusterOptions {
+            function_calls: Some(FunctionCallOptions {
+                namespace: args.crossplane_namespace.clone(),
+            }),
+            ..ClusterOptions::default()
+        },
         Arc::new(|_| {}),
     ));
     let (schemas, client) = match connected {
@@ -198,13 +209,21 @@ fn audit_listed(
     // The API server has accepted every one of them.
     let options = Options::admitted(args.check.mode.into(), !args.check.no_render);
     let mut errors = Vec::new();
-    let calls = args
-        .check
-        .functions
-        .calls(args.check.functions.flag_addresses(), &mut errors);
+    let required = args.check.functions.required_objects(&mut errors);
     if let Some(e) = errors.first() {
         return Err(e.to_string());
     }
+    // `--function-address` first, then the cluster's FunctionRevisions.
+    let mut resolvers: Vec<Arc<dyn Resolve>> =
+        vec![Arc::new(args.check.functions.flag_addresses())];
+    if let Some(endpoints) = schemas.function_endpoints() {
+        resolvers.push(Arc::new(endpoints.clone()));
+    }
+    let calls = FunctionCalls::new(
+        FunctionCaller::new(Arc::new(FirstOf(resolvers)), runtime.clone()),
+        Box::new(required),
+    );
+    let calls = Some(calls);
     let mut results = Vec::new();
     loop {
         for item in page.items.drain(..) {
