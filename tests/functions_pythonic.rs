@@ -343,3 +343,35 @@ async fn serve_validates_what_the_function_composes_and_can_be_told_not_to_call_
         "{warnings}"
     );
 }
+
+#[test]
+fn a_step_requiring_an_environment_config_gets_it_from_the_files_given() {
+    let file = format!("{DIR}/settings-environment.yaml");
+    let env = format!("{DIR}/environment.yaml");
+    let given = validate_at(
+        &pythonic(),
+        &["settings-environment.yaml"],
+        &["--required-resources", &env],
+    );
+    assert_eq!(
+        stdout(&given).lines().next(),
+        Some(format!(
+            "{file}:14: error: spec.pipeline[0].resources[config].data.replicas: Invalid value: \"integer\": data.replicas in body must be of type string: \"integer\" (composed by function \"function-pythonic\" in step \"environment\")"
+        ).as_str()),
+        "{}",
+        stdout(&given)
+    );
+    // Without it the step composes nothing it can be judged by, and says what it lacked.
+    let missing = validate(&["settings-environment.yaml"]);
+    assert_eq!(
+        stdout(&missing).lines().take(2).collect::<Vec<_>>(),
+        [
+            format!(
+                "{file}:14: warning: spec.pipeline[0]: Not rendered: function \"function-pythonic\" (step \"environment\") asked for what this tool could not answer (env (apiextensions.crossplane.io/v1beta1 EnvironmentConfig): no apiextensions.crossplane.io/v1beta1 EnvironmentConfig was given with --required-resources): what it composed may depend on it, so its findings are warnings"
+            ),
+            format!(
+                "{file}: Composition \"settings-environment\" (mode loose): allowed: 0 errors, 1 warning"
+            ),
+        ]
+    );
+}

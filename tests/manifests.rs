@@ -836,6 +836,13 @@ impl<'a> Install<'a> {
                 None,
                 &["get", "list", "watch"],
             ),
+            // What their steps most often require, read to answer them.
+            rule(
+                "apiextensions.crossplane.io",
+                "environmentconfigs",
+                None,
+                &["get", "list"],
+            ),
         ];
 
         // The audit: read Compositions, record Events, keep the ClusterPolicyReport.

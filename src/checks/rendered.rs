@@ -948,15 +948,14 @@ impl Ctx<'_> {
                             run.step, r.message
                         ),
                     };
-                    let held = r.severity == ResultSeverity::Fatal
-                        && self.mock.is_none()
-                        && unanswered.is_empty();
+                    let held =
+                        r.severity == ResultSeverity::Fatal && self.mock.is_none() && !run.depends;
                     let detail = match (r.severity, held) {
                         (ResultSeverity::Fatal, true) => {
                             format!("{words} (Crossplane stops the pipeline there)")
                         }
-                        (ResultSeverity::Fatal, false) if !unanswered.is_empty() => format!(
-                            "{words} (Crossplane stops the pipeline there; the function lacked what it asked for, so this is a warning)"
+                        (ResultSeverity::Fatal, false) if run.depends => format!(
+                            "{words} (Crossplane stops the pipeline there; the function, or one before it, lacked what it asked for, so this is a warning)"
                         ),
                         (ResultSeverity::Fatal, false) => format!(
                             "{words} (Crossplane stops the pipeline there; the function ran on the mock composite resource, which a real one differs from, so this is a warning)"

@@ -28,7 +28,9 @@ use super::{
     no_composition_found, print, sarif, validate_files,
 };
 use crate::cluster::function_endpoints::{DEFAULT_NAMESPACE, FunctionCallOptions};
+use crate::cluster::required::ClusterRequired;
 use crate::cluster::{ClusterOptions, ClusterSchemas, UntilDeadline, describe_api_error};
+use crate::render::function_steps::Required;
 use crate::runner::steps::{FirstOf, FunctionCaller, FunctionCalls, Resolve};
 use crate::validate::{Options, Validator};
 
@@ -219,9 +221,15 @@ fn audit_listed(
     if let Some(endpoints) = schemas.function_endpoints() {
         resolvers.push(Arc::new(endpoints.clone()));
     }
+    // Without files of them, what functions require is read from the cluster.
+    let required: Box<dyn Required + Send + Sync> = if args.check.functions.required.is_empty() {
+        Box::new(ClusterRequired::new(client.clone(), runtime.clone()))
+    } else {
+        Box::new(required)
+    };
     let calls = FunctionCalls::new(
         FunctionCaller::new(Arc::new(FirstOf(resolvers)), runtime.clone()),
-        Box::new(required),
+        required,
     );
     let calls = Some(calls);
     let mut results = Vec::new();

@@ -16,7 +16,9 @@ use crate::budget::Limits;
 use crate::cluster::calls::CallObserver;
 use crate::cluster::function_endpoints::{DEFAULT_NAMESPACE, FunctionCallOptions};
 use crate::cluster::lease::{self, Leadership, LeaseOptions};
+use crate::cluster::required::ClusterRequired;
 use crate::cluster::{ClusterOptions, ClusterSchemas, ca_bundle, connect};
+use crate::render::function_steps::Required;
 use crate::runner::steps::{Addresses, FirstOf, FunctionCaller, FunctionCalls, Resolve};
 use crate::server::audit::{Audit, AuditOptions, DEFAULT_DEADLINE};
 use crate::server::impact::ChangeImpact;
@@ -500,6 +502,7 @@ pub(super) fn run(args: &ServeArgs) -> u8 {
     let code = runtime.block_on(async {
         let metrics = Arc::new(Metrics::new());
         let mut resolvers: Vec<Arc<dyn Resolve>> = Vec::new();
+        let mut required: Box<dyn Required + Send + Sync> = Box::new(required);
         if !addresses.is_empty() {
             resolvers.push(Arc::new(addresses));
         }
@@ -518,6 +521,14 @@ pub(super) fn run(args: &ServeArgs) -> u8 {
                         let cluster = Arc::new(cluster);
                         if let Some(endpoints) = cluster.function_endpoints() {
                             resolvers.push(Arc::new(endpoints.clone()));
+                        }
+                        // Without files of them, what functions require is read from the
+                        // cluster.
+                        if args.functions.required.is_empty() {
+                            required = Box::new(ClusterRequired::new(
+                                client.clone(),
+                                tokio::runtime::Handle::current(),
+                            ));
                         }
                         purge_until_listed(cluster.clone());
                         if args.audit {
@@ -571,7 +582,7 @@ pub(super) fn run(args: &ServeArgs) -> u8 {
                 Arc::new(FirstOf(resolvers)),
                 tokio::runtime::Handle::current(),
             );
-            config.function_calls = Some(Arc::new(FunctionCalls::new(caller, Box::new(required))));
+            config.function_calls = Some(Arc::new(FunctionCalls::new(caller, required)));
         }
         match server::run(config, schemas, metrics, server::shutdown_signal()).await {
             Ok(()) => EXIT_ALLOWED,

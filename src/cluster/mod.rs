@@ -17,6 +17,7 @@
 //! - [`policies`]: a watch on ManagedResourceActivationPolicies, which activate MRDs;
 //! - [`compositions`]: a watch on Compositions, for the background audit of `serve --audit`;
 //! - [`lease`]: leader election on a Lease, so one replica audits at a time.
+//! - [`required`]: what functions' steps require, read from the cluster.
 //!
 //! [`ClusterSchemas::changes`] tells the audit which kinds' schemas changed (and when the
 //! Functions did), so that it validates again only the Compositions that use them; the same
@@ -41,6 +42,7 @@ pub mod index;
 pub mod lease;
 pub mod openapi;
 pub mod policies;
+pub mod required;
 pub mod watch;
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -182,7 +182,8 @@ impl Required for NothingRequired {
 }
 
 /// Required resources from files: objects matched by `apiVersion`, kind, namespace, name
-/// and labels as Crossplane's `ExistingRequiredResourcesFetcher` matches them.
+/// and labels as Crossplane's `ExistingRequiredResourcesFetcher` matches them. A kind of
+/// which no object was given is not known (rather than known to have none).
 #[derive(Debug, Clone, Default)]
 pub struct RequiredObjects {
     objects: Vec<Value>,
@@ -204,10 +205,18 @@ impl Required for RequiredObjects {
                 .to_string()
         };
         let namespace = s.namespace.as_deref().unwrap_or_default();
+        let of_kind =
+            |o: &&Value| text(o, "/apiVersion") == s.api_version && text(o, "/kind") == s.kind;
+        if !self.objects.iter().any(|o| of_kind(&o)) {
+            return Err(format!(
+                "no {} {} was given with --required-resources",
+                s.api_version, s.kind
+            ));
+        }
         let mut found: Vec<&Value> = self
             .objects
             .iter()
-            .filter(|o| text(o, "/apiVersion") == s.api_version && text(o, "/kind") == s.kind)
+            .filter(of_kind)
             .filter(|o| namespace.is_empty() || text(o, "/metadata/namespace") == namespace)
             .filter(|o| match &s.matching {
                 Matching::Name(name) => text(o, "/metadata/name") == *name,
@@ -257,6 +266,9 @@ pub struct Thread {
     pub composite: Option<Map<String, Value>>,
     /// The context (Crossplane starts with an empty Struct).
     pub context: Option<Map<String, Value>>,
+    /// A step before asked for what this tool could not answer: what it left (its context,
+    /// its resources) and so what every later step makes of it may differ in a cluster.
+    pub uncertain: bool,
 }
 
 impl Thread {
@@ -265,6 +277,7 @@ impl Thread {
         Thread {
             composite: None,
             context: Some(Map::new()),
+            uncertain: false,
         }
     }
 }

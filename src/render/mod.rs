@@ -113,6 +113,9 @@ pub struct FunctionRun {
     pub outcome: function_steps::StepOutcome,
     /// The answer, with [`Calls::keep_answers`] (`render --steps`).
     pub answer: Option<function_steps::StepAnswer>,
+    /// What it answered may depend on what this tool could not give it or a step before
+    /// it: required resources or schemas.
+    pub depends: bool,
 }
 
 /// What a render needs to run the steps of functions other than patch-and-transform.
@@ -735,6 +738,7 @@ fn run_function(
         address,
         outcome,
         answer: None,
+        depends: false,
     };
     let address = match calls.runner.address(function) {
         Ok(address) => address,
@@ -778,9 +782,12 @@ fn run_function(
     );
     let fatal = matches!(&outcome, StepOutcome::Answered { results, .. }
         if results.iter().any(|r| r.severity == ResultSeverity::Fatal));
-    let depends = matches!(&outcome, StepOutcome::Answered { unanswered, .. }
+    let depends = thread.uncertain
+        || matches!(&outcome, StepOutcome::Answered { unanswered, .. }
         if !unanswered.is_empty());
+    thread.uncertain = depends;
     let mut record = run(address, outcome);
+    record.depends = depends;
     if calls.keep_answers {
         record.answer = answer.clone();
     }
