@@ -7,6 +7,8 @@
 //! function over mTLS with certificates shaped as Crossplane's, refusing a server whose
 //! certificate names another Service.
 
+#[path = "functions/certs.rs"]
+mod certs;
 mod kubeapi;
 
 use std::net::SocketAddr;
@@ -120,64 +122,6 @@ fn revision(name: &str, function: &str, state: &str, endpoint: Option<&str>) -> 
     r
 }
 
-/// A CA, a server certificate for `server_names` and a client certificate, as Crossplane
-/// makes them (functions.md §2.2), though with ECDSA P-256 keys (ring makes no RSA keys).
-struct Certificates {
-    ca: String,
-    issuer: rcgen::Issuer<'static, rcgen::KeyPair>,
-    server: (String, String),
-    client: (String, String),
-}
-
-fn certificates(server_names: &[String]) -> Certificates {
-    use rcgen::{
-        BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer,
-        KeyPair, KeyUsagePurpose,
-    };
-    let mut ca = CertificateParams::new(vec!["crossplane-root-ca".to_string()]).expect("CA");
-    ca.distinguished_name.push(DnType::CommonName, "Crossplane");
-    ca.distinguished_name
-        .push(DnType::OrganizationName, "Crossplane");
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca.key_usages = vec![
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::DigitalSignature,
-    ];
-    let ca_key = KeyPair::generate().expect("a key");
-    let ca_cert = ca.self_signed(&ca_key).expect("self-signed");
-    let issuer = Issuer::new(ca, ca_key);
-    let server = leaf(&issuer, server_names, ExtendedKeyUsagePurpose::ServerAuth);
-    let client = leaf(
-        &issuer,
-        &["crossplane.crossplane-system".to_string()],
-        ExtendedKeyUsagePurpose::ClientAuth,
-    );
-    Certificates {
-        ca: ca_cert.pem(),
-        issuer,
-        server,
-        client,
-    }
-}
-
-/// A certificate for `names` with `usage`, and its key, both PEM.
-fn leaf(
-    issuer: &rcgen::Issuer<'static, rcgen::KeyPair>,
-    names: &[String],
-    usage: rcgen::ExtendedKeyUsagePurpose,
-) -> (String, String) {
-    use rcgen::{CertificateParams, KeyPair, KeyUsagePurpose};
-    let mut params = CertificateParams::new(names.to_vec()).expect("params");
-    params.key_usages = vec![
-        KeyUsagePurpose::DigitalSignature,
-        KeyUsagePurpose::KeyEncipherment,
-    ];
-    params.extended_key_usages = vec![usage];
-    let key = KeyPair::generate().expect("a key");
-    let cert = params.signed_by(&key, issuer).expect("signed");
-    (cert.pem(), key.serialize_pem())
-}
-
 /// The three names Crossplane gives a function's server certificate.
 fn service_names(service: &str) -> Vec<String> {
     vec![
@@ -188,7 +132,7 @@ fn service_names(service: &str) -> Vec<String> {
 }
 
 /// Secret `name` in `namespace` holding `certs`' client certificate, key and CA.
-fn secret(namespace: &str, name: &str, certs: &Certificates) -> Value {
+fn secret(namespace: &str, name: &str, certs: &certs::Certificates) -> Value {
     let b64 = |s: &str| STANDARD.encode(s.as_bytes());
     json!({
         "apiVersion": "v1", "kind": "Secret",
@@ -200,7 +144,7 @@ fn secret(namespace: &str, name: &str, certs: &Certificates) -> Value {
 }
 
 /// What the resolved configuration must be for `certs`.
-fn assert_tls(endpoint: &Endpoint, certs: &Certificates, address: &str, server_name: &str) {
+fn assert_tls(endpoint: &Endpoint, certs: &certs::Certificates, address: &str, server_name: &str) {
     let defaults = Config::insecure("");
     let config = &endpoint.config;
     assert_eq!(config.address, address);
@@ -231,8 +175,8 @@ fn assert_tls(endpoint: &Endpoint, certs: &Certificates, address: &str, server_n
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_active_revision_and_the_client_secret_give_the_endpoint_and_its_mtls() {
-    let certs = certificates(&[]);
-    let decoy = certificates(&[]);
+    let certs = certs::crossplane(&[]);
+    let decoy = certs::crossplane(&[]);
     let cluster = Cluster::start(|api| {
         api.apply(
             Resource::FunctionRevisions,
@@ -336,7 +280,7 @@ async fn an_active_revision_and_the_client_secret_give_the_endpoint_and_its_mtls
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn inactive_revisions_and_revisions_without_an_endpoint_are_not_called() {
-    let certs = certificates(&[]);
+    let certs = certs::crossplane(&[]);
     let cluster = Cluster::start(|api| {
         api.apply(
             Resource::FunctionRevisions,
@@ -404,7 +348,7 @@ async fn inactive_revisions_and_revisions_without_an_endpoint_are_not_called() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_active_revision_moves_the_address_and_bumps_the_generation() {
-    let certs = certificates(&[]);
+    let certs = certs::crossplane(&[]);
     let cluster = Cluster::start(|api| {
         api.apply(
             Resource::FunctionRevisions,
@@ -464,7 +408,7 @@ async fn a_new_active_revision_moves_the_address_and_bumps_the_generation() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rotated_secret_gives_new_pems_and_bumps_the_generation() {
-    let first = certificates(&[]);
+    let first = certs::crossplane(&[]);
     let cluster = Cluster::start(|api| {
         api.apply(
             Resource::FunctionRevisions,
@@ -477,7 +421,7 @@ async fn a_rotated_secret_gives_new_pems_and_bumps_the_generation() {
     cluster.until_resolved("function-x", &revision_called).await;
     let before = cluster.endpoints.generation();
 
-    let second = certificates(&[]);
+    let second = certs::crossplane(&[]);
     cluster
         .api
         .apply(Resource::Secrets, secret(NS, SECRET, &second));
@@ -550,7 +494,7 @@ async fn without_the_secret_functions_are_unavailable_until_it_is_created() {
         }
     );
     let before = cluster.endpoints.generation();
-    let certs = certificates(&[]);
+    let certs = certs::crossplane(&[]);
     cluster
         .api
         .apply(Resource::Secrets, secret(NS, SECRET, &certs));
@@ -674,7 +618,7 @@ fn request(tag: &str) -> RunFunctionRequest {
 async fn the_resolved_endpoint_calls_the_function_over_mtls() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let names = service_names("function-x");
-    let certs = certificates(&names);
+    let certs = certs::crossplane(&names);
     let cluster = Cluster::start(|api| {
         api.apply(
             Resource::FunctionRevisions,
@@ -712,7 +656,7 @@ async fn the_resolved_endpoint_calls_the_function_over_mtls() {
     );
 
     // A server whose certificate names another Service (same CA): refused before any call.
-    let other = leaf(
+    let other = certs::leaf(
         &certs.issuer,
         &service_names("function-y"),
         rcgen::ExtendedKeyUsagePurpose::ServerAuth,

@@ -6,14 +6,14 @@
 //! The webhook validates what the function composes; a new active revision is called at its
 //! new address; a function down leaves the step unrendered (a warning in loose mode).
 
+#[path = "functions/certs.rs"]
+mod certs;
 mod kubeapi;
 #[path = "functions/launch.rs"]
 mod launch;
 mod webhook;
 
-use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::Path;
 use std::time::Duration;
 
 use base64::Engine;
@@ -32,97 +32,25 @@ fn one(path: &str) -> Value {
         .unwrap_or_else(|| panic!("a document in {path}"))
 }
 
-/// Crossplane's CA, a server certificate for the function (its Service names, and
-/// `localhost`, where the test's endpoint points) and the client certificate, all PEM.
-struct Certificates {
-    ca: String,
-    server: (String, String),
-    client: (String, String),
-}
-
-fn certificates() -> Certificates {
-    use rcgen::{
-        BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer,
-        KeyPair, KeyUsagePurpose,
-    };
-    let mut ca = CertificateParams::new(vec!["crossplane-root-ca".to_string()]).expect("CA");
-    ca.distinguished_name.push(DnType::CommonName, "Crossplane");
-    ca.distinguished_name
-        .push(DnType::OrganizationName, "Crossplane");
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca.key_usages = vec![
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::DigitalSignature,
-    ];
-    let ca_key = KeyPair::generate().expect("a key");
-    let ca_cert = ca.self_signed(&ca_key).expect("self-signed");
-    let issuer = Issuer::new(ca, ca_key);
-    let leaf = |names: Vec<String>, usage| {
-        let mut params = CertificateParams::new(names).expect("params");
-        params.key_usages = vec![
-            KeyUsagePurpose::DigitalSignature,
-            KeyUsagePurpose::KeyEncipherment,
-        ];
-        params.extended_key_usages = vec![usage];
-        let key = KeyPair::generate().expect("a key");
-        let cert = params.signed_by(&key, &issuer).expect("signed");
-        (cert.pem(), key.serialize_pem())
-    };
-    Certificates {
-        ca: ca_cert.pem(),
-        server: leaf(
-            vec![
-                FUNCTION.to_string(),
-                format!("{FUNCTION}.{NS}"),
-                format!("{FUNCTION}.{NS}.svc"),
-                "localhost".to_string(),
-            ],
-            ExtendedKeyUsagePurpose::ServerAuth,
-        ),
-        client: leaf(
-            vec![format!("crossplane.{NS}")],
-            ExtendedKeyUsagePurpose::ClientAuth,
-        ),
-    }
+/// Crossplane's certificates, the function's server certificate holding its Service names
+/// and `localhost`, where the test's endpoint points.
+fn certificates() -> certs::Certificates {
+    certs::crossplane(&[
+        FUNCTION.to_string(),
+        format!("{FUNCTION}.{NS}"),
+        format!("{FUNCTION}.{NS}.svc"),
+        "localhost".to_string(),
+    ])
 }
 
 /// function-pythonic serving mTLS from `certs` (the layout of `TLS_SERVER_CERTS_DIR`).
-fn pythonic(certs: &Certificates, dir: &Path) -> launch::Function {
+fn pythonic(certs: &certs::Certificates, dir: &Path) -> launch::Function {
     std::fs::create_dir_all(dir).expect("the certificates' directory");
     std::fs::write(dir.join("tls.crt"), &certs.server.0).expect("tls.crt");
     std::fs::write(dir.join("tls.key"), &certs.server.1).expect("tls.key");
     std::fs::write(dir.join("ca.crt"), &certs.ca).expect("ca.crt");
-    let tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-    let out = Command::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/scripts/function-pythonic.sh"
-    ))
-    .arg(tmp.join("function-pythonic"))
-    .stderr(Stdio::inherit())
-    .output()
-    .expect("run scripts/function-pythonic.sh");
-    assert!(out.status.success(), "installing function-pythonic failed");
-    let bin = String::from_utf8(out.stdout)
-        .expect("UTF-8")
-        .trim()
-        .to_string();
     let certs_dir = dir.display().to_string();
-    launch::start(
-        "function-pythonic-mtls",
-        &tmp.join("function-logs"),
-        |address| {
-            let mut command = Command::new(&bin);
-            command.args(["grpc", "--tls-certs-dir", &certs_dir, "--address", address]);
-            // SAFETY: prctl in the child before exec; nothing allocated or locked.
-            unsafe {
-                command.pre_exec(|| {
-                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                    Ok(())
-                });
-            }
-            command
-        },
-    )
+    launch::start_pythonic("function-pythonic-mtls", &["--tls-certs-dir", &certs_dir])
 }
 
 fn revision(name: &str, state: &str, port: u16) -> Value {

@@ -12,9 +12,8 @@
 mod launch;
 mod webhook;
 
-use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::path::Path;
+use std::process::{Command, Output};
 use std::sync::OnceLock;
 
 use serde_json::Value;
@@ -30,7 +29,7 @@ fn pythonic() -> String {
         .get_or_init(|| {
             let (tx, rx) = std::sync::mpsc::channel();
             std::thread::spawn(move || {
-                let function = start();
+                let function = launch::start_pythonic("function-pythonic", &["--insecure"]);
                 let _ = tx.send(function.address.to_string());
                 loop {
                     std::thread::park();
@@ -39,35 +38,6 @@ fn pythonic() -> String {
             rx.recv().expect("function-pythonic started")
         })
         .clone()
-}
-
-fn start() -> launch::Function {
-    let tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-    let out = Command::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/scripts/function-pythonic.sh"
-    ))
-    .arg(tmp.join("function-pythonic"))
-    .stderr(Stdio::inherit())
-    .output()
-    .expect("run scripts/function-pythonic.sh");
-    assert!(out.status.success(), "installing function-pythonic failed");
-    let bin = String::from_utf8(out.stdout)
-        .expect("UTF-8")
-        .trim()
-        .to_string();
-    launch::start("function-pythonic", &tmp.join("function-logs"), |address| {
-        let mut command = Command::new(&bin);
-        command.args(["grpc", "--insecure", "--address", address]);
-        // SAFETY: prctl in the child before exec; nothing allocated or locked.
-        unsafe {
-            command.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
-        }
-        command
-    })
 }
 
 fn run(args: &[&str]) -> Output {

@@ -8,8 +8,6 @@
 #[path = "functions/launch.rs"]
 mod launch;
 
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use composition_webhook::render::structpb;
@@ -20,25 +18,7 @@ use serde_json::{Value, json};
 /// Installs (once) and starts function-pythonic on a free loopback port, trying another
 /// should the port be taken before the function binds it (`tests/functions/launch.rs`).
 fn start() -> launch::Function {
-    let tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-    let out = Command::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/scripts/function-pythonic.sh"
-    ))
-    .arg(tmp.join("function-pythonic"))
-    .stderr(Stdio::inherit())
-    .output()
-    .expect("run scripts/function-pythonic.sh");
-    assert!(out.status.success(), "installing function-pythonic failed");
-    let bin = String::from_utf8(out.stdout)
-        .expect("UTF-8")
-        .trim()
-        .to_string();
-    let function = launch::start("function-pythonic", &tmp.join("function-logs"), |address| {
-        let mut command = Command::new(&bin);
-        command.args(["grpc", "--insecure", "--address", address]);
-        command
-    });
+    let function = launch::start_pythonic("function-pythonic", &["--insecure"]);
     eprintln!(
         "function-pythonic listening after {:?}",
         function.started_in

@@ -9,8 +9,7 @@
 mod launch;
 mod webhook;
 
-use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -19,31 +18,11 @@ use serde_json::{Value, json};
 /// A loaded 2-core machine: timing assertions allow this much past a deadline.
 const MARGIN: Duration = Duration::from_secs(3);
 
-fn tmp() -> PathBuf {
-    PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-}
-
-fn python() -> String {
-    let out = Command::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/scripts/function-sdk.sh"
-    ))
-    .arg(tmp().join("function-sdk"))
-    .stderr(std::process::Stdio::inherit())
-    .output()
-    .expect("run scripts/function-sdk.sh");
-    assert!(out.status.success(), "installing the SDK failed");
-    String::from_utf8(out.stdout)
-        .expect("UTF-8")
-        .trim()
-        .to_string()
-}
-
 /// `hostile.py --behaviour <behaviour>` with `flags` on a port of its own.
 fn start(python: &str, behaviour: &str, flags: &[&str]) -> launch::Function {
     launch::start(
         &format!("serve-hostile-{behaviour}"),
-        &tmp().join("function-logs"),
+        &launch::tmp().join("function-logs"),
         |address| {
             let mut command = Command::new(python);
             command
@@ -53,13 +32,7 @@ fn start(python: &str, behaviour: &str, flags: &[&str]) -> launch::Function {
                 ))
                 .args(["--insecure", "--address", address, "--behaviour", behaviour])
                 .args(flags);
-            // SAFETY: prctl in the child before exec; nothing allocated or locked.
-            unsafe {
-                command.pre_exec(|| {
-                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                    Ok(())
-                });
-            }
+            launch::dies_with_its_starter(&mut command);
             command
         },
     )
@@ -86,7 +59,7 @@ fn composition(name: &str, function: &str, behaviour: &str) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_functions_never_keep_a_review_past_its_deadline_nor_deny_it() {
-    let python = python();
+    let python = launch::sdk_python();
     // 5 MiB answers need the SDK's send limit raised; the client's 4 MiB still refuses them.
     let hostile = start(&python, "ok", &["--max-send-message-size", "16"]);
     let crash = start(&python, "crash", &[]);

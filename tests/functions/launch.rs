@@ -167,3 +167,63 @@ fn listens(pid: u32, port: u16) -> Option<bool> {
             .is_ok_and(|target| inodes.iter().any(|i| target.as_os_str() == i.as_str()))
     }))
 }
+
+/// The test binary's scratch directory.
+pub fn tmp() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+}
+
+/// Runs an install script of `scripts/` with `dir` (under [`tmp`]) and returns what it
+/// printed: the path of the executable it installed.
+fn install(script: &str, dir: &str) -> String {
+    let out = Command::new(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("scripts")
+            .join(script),
+    )
+    .arg(tmp().join(dir))
+    .stderr(Stdio::inherit())
+    .output()
+    .unwrap_or_else(|e| panic!("run scripts/{script}: {e}"));
+    assert!(out.status.success(), "scripts/{script} failed");
+    String::from_utf8(out.stdout)
+        .expect("UTF-8")
+        .trim()
+        .to_string()
+}
+
+/// function-pythonic 0.6.3's executable, installed once per target directory
+/// (`scripts/function-pythonic.sh`).
+pub fn pythonic_executable() -> String {
+    install("function-pythonic.sh", "function-pythonic")
+}
+
+/// The Python of a virtual environment with crossplane-function-sdk-python 0.15.1
+/// (`scripts/function-sdk.sh`).
+pub fn sdk_python() -> String {
+    install("function-sdk.sh", "function-sdk")
+}
+
+/// Makes `command`'s process die with the thread that starts it (`PR_SET_PDEATHSIG`): a
+/// function started for a whole test binary, by a thread that never ends, ends with it.
+pub fn dies_with_its_starter(command: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: prctl in the child before exec; nothing allocated or locked.
+    unsafe {
+        command.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+}
+
+/// function-pythonic started with `grpc --address <address>` and `args`.
+pub fn start_pythonic(name: &str, args: &[&str]) -> Function {
+    let bin = pythonic_executable();
+    start(name, &tmp().join("function-logs"), |address| {
+        let mut command = Command::new(&bin);
+        command.args(["grpc", "--address", address]).args(args);
+        dies_with_its_starter(&mut command);
+        command
+    })
+}
