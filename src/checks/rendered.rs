@@ -93,15 +93,8 @@ pub fn composite_value(
     match composite {
         Composite::Real(v) => v.clone(),
         Composite::Mock(schema) => {
-            let type_ref = &c.spec.composite_type_ref;
             let hints = hints(c, steps);
-            let of = mock::Of {
-                api_version: &type_ref.api_version,
-                kind: &type_ref.kind,
-                composition: &c.metadata.name,
-                secrets_namespace: c.spec.write_connection_secrets_to_namespace.as_deref(),
-                hints: &hints,
-            };
+            let of = mock_of(c, &hints);
             mock::composite(schema, &of)
                 // A non-object XR schema is reported by the schema checks; render from the
                 // bare mock then.
@@ -146,16 +139,20 @@ pub fn observed_value(
     let Composite::Mock(schema) = composite else {
         return None;
     };
-    let type_ref = &c.spec.composite_type_ref;
     let hints = hints(c, steps);
-    let of = mock::Of {
+    mock::composite_full(schema, &mock_of(c, &hints)).ok()
+}
+
+/// What the mock XR of `c` is of.
+fn mock_of<'a>(c: &'a Composition, hints: &'a mock::Hints) -> mock::Of<'a> {
+    let type_ref = &c.spec.composite_type_ref;
+    mock::Of {
         api_version: &type_ref.api_version,
         kind: &type_ref.kind,
         composition: &c.metadata.name,
         secrets_namespace: c.spec.write_connection_secrets_to_namespace.as_deref(),
-        hints: &hints,
-    };
-    mock::composite_full(schema, &of).ok()
+        hints,
+    }
 }
 
 /// What [`check_taking`] found.
