@@ -16,7 +16,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 const DIR: &str = "testdata/functions/pythonic";
 
@@ -241,7 +241,7 @@ fn render_prints_what_the_function_answered_and_composed() {
     let deployment = &resources[0];
     assert_eq!(
         deployment["composedBy"],
-        serde_json::json!({"step": "create-deployment-and-service", "function": "function-pythonic"})
+        json!({"step": "create-deployment-and-service", "function": "function-pythonic"})
     );
     // Crossplane's metadata on what the function composed, in the XR's namespace.
     let meta = &deployment["object"]["metadata"];
@@ -261,7 +261,7 @@ fn render_prints_what_the_function_answered_and_composed() {
         steps[0]["answer"]["desired"]["resources"]["service"]["spec"]["ports"][0]["port"],
         8080
     );
-    assert_eq!(v["findings"], serde_json::json!([]));
+    assert_eq!(v["findings"], json!([]));
 }
 
 fn composition(file: &str) -> Value {
@@ -344,4 +344,30 @@ fn a_step_requiring_an_environment_config_gets_it_from_the_files_given() {
             ),
         ]
     );
+}
+
+#[test]
+fn a_step_requiring_a_schema_gets_the_one_the_validation_uses() {
+    let out = run(&[
+        "render",
+        "--crds",
+        &format!("{DIR}/cluster-xrd.yaml"),
+        "--function-address",
+        &format!("function-pythonic={}", pythonic()),
+        "--output",
+        "json",
+        &format!("{DIR}/settings-schema.yaml"),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    // Kubernetes v1.28.4's Deployment, embedded: its spec.replicas is an integer.
+    assert_eq!(
+        v["resources"][0]["object"]["data"],
+        json!({"replicas": "integer"})
+    );
+    assert_eq!(
+        v["functions"][0]["outcome"],
+        json!({"answered": {"calls": 2}})
+    );
+    assert_eq!(v["findings"], json!([]));
 }

@@ -118,10 +118,17 @@ pub fn check(
 ) -> Vec<Finding> {
     let xr = composite_value(c, steps, composite);
     let observed = calls.and_then(|_| observed_value(c, steps, composite));
-    let calls = calls.map(|k| render::Calls {
-        observed: observed.as_ref(),
-        ..k
+    let schemas = calls.map(|k| SchemasFrom {
+        inner: k.required,
+        source,
     });
+    let calls = calls
+        .zip(schemas.as_ref())
+        .map(|(k, schemas)| render::Calls {
+            observed: observed.as_ref(),
+            required: schemas,
+            ..k
+        });
     let rendered =
         render::render_calling(c, steps, &xr, source.functions().as_deref(), runtime, calls);
     Ctx::new(c, steps, composite, &xr, source, earlier, false, runtime)
@@ -141,6 +148,37 @@ pub fn observed_value(
     };
     let hints = hints(c, steps);
     mock::composite_full(schema, &mock_of(c, &hints)).ok()
+}
+
+/// A step's requirements answered by `inner`, its required schemas from the schemas the
+/// validation uses (the catalog's, the cluster's): the kind's `openAPIV3Schema`.
+pub struct SchemasFrom<'a> {
+    /// Answers the rest.
+    pub inner: &'a dyn function_steps::Required,
+    /// Where schemas come from.
+    pub source: &'a dyn SchemaSource,
+}
+
+impl function_steps::Required for SchemasFrom<'_> {
+    fn resources(
+        &self,
+        selector: &function_steps::ResourceSelector,
+    ) -> Result<Option<Vec<Value>>, String> {
+        self.inner.resources(selector)
+    }
+
+    fn schema(&self, api_version: &str, kind: &str) -> Option<Value> {
+        let (group, version) = split_api_version(api_version).unwrap_or(("", api_version));
+        match self
+            .source
+            .resolve(group, kind, version)
+            .ok()
+            .and_then(|i| i.schema)
+        {
+            Some(schema) => Some(schema.to_value()),
+            None => self.inner.schema(api_version, kind),
+        }
+    }
 }
 
 /// What the mock XR of `c` is of.
@@ -182,10 +220,17 @@ pub fn check_taking(
     // The mock reads the patches and the XR's schema, not the bases.
     let xr = composite_value(c, steps, composite);
     let observed = calls.and_then(|_| observed_value(c, steps, composite));
-    let calls = calls.map(|k| render::Calls {
-        observed: observed.as_ref(),
-        ..k
+    let schemas = calls.map(|k| SchemasFrom {
+        inner: k.required,
+        source,
     });
+    let calls = calls
+        .zip(schemas.as_ref())
+        .map(|(k, schemas)| render::Calls {
+            observed: observed.as_ref(),
+            required: schemas,
+            ..k
+        });
     let bases = render::TakenBases::take(c, steps);
     let (c, steps) = (&*c, &*steps);
     let rendered = render::render_taking(

@@ -148,16 +148,28 @@ pub fn run(args: &RenderArgs) -> u8 {
     let observed = calls
         .as_ref()
         .and_then(|_| rendered::observed_value(&composition, &steps, composite));
-    let call = calls.as_ref().map(|k| crate::render::Calls {
-        observed: observed.as_ref(),
-        keep_answers: args.steps,
-        ..k.calls()
+    let source = WithFunctions {
+        schemas: &catalog,
+        functions,
+    };
+    let schemas = calls.as_ref().map(|k| rendered::SchemasFrom {
+        inner: k.calls().required,
+        source: &source,
     });
+    let call = calls
+        .as_ref()
+        .zip(schemas.as_ref())
+        .map(|(k, schemas)| crate::render::Calls {
+            observed: observed.as_ref(),
+            keep_answers: args.steps,
+            required: schemas,
+            ..k.calls()
+        });
     let output = crate::render::render_calling(
         &composition,
         &steps,
         &xr,
-        functions.as_deref(),
+        source.functions.as_deref(),
         runtime,
         call,
     );
@@ -187,10 +199,6 @@ pub fn run(args: &RenderArgs) -> u8 {
         })
         .collect();
     let composite_xr = output.composite.clone();
-    let source = WithFunctions {
-        schemas: &catalog,
-        functions,
-    };
     let mut findings = rendered::check_rendered(
         &composition,
         &steps,

@@ -207,6 +207,140 @@ pub struct Schema {
 }
 
 impl Schema {
+    /// The schema as an `openAPIV3Schema` value (what a function's `required_schemas` get):
+    /// what [`Schema::from_value`] reads, written back; a [`Schema::quantity`] node as the
+    /// API server's OpenAPI has it (`x-kubernetes-int-or-string`).
+    pub fn to_value(&self) -> Value {
+        let mut m = Map::new();
+        let mut put = |key: &str, value: Value| {
+            m.insert(key.to_string(), value);
+        };
+        if let Some(t) = &self.type_ {
+            put("type", Value::String(t.clone()));
+        }
+        if !self.properties.is_empty() {
+            let properties: Map<String, Value> = self
+                .properties
+                .iter()
+                .map(|(k, v)| (k.clone(), v.to_value()))
+                .collect();
+            put("properties", Value::Object(properties));
+        }
+        match &self.additional_properties {
+            Some(AdditionalProperties::Bool(b)) => put("additionalProperties", Value::Bool(*b)),
+            Some(AdditionalProperties::Schema(s)) => put("additionalProperties", s.to_value()),
+            None => {}
+        }
+        match &self.items {
+            Some(Items::Schema(s)) => put("items", s.to_value()),
+            Some(Items::Tuple(t)) => put("items", t.iter().map(Schema::to_value).collect()),
+            None => {}
+        }
+        let strings = |v: &[String]| Value::Array(v.iter().cloned().map(Value::String).collect());
+        if !self.required.is_empty() {
+            put("required", strings(&self.required));
+        }
+        if self.nullable {
+            put("nullable", Value::Bool(true));
+        }
+        if let Some(d) = &self.default {
+            put("default", d.clone());
+        }
+        if !self.enum_values.is_empty() {
+            put("enum", Value::Array(self.enum_values.clone()));
+        }
+        for (key, text) in [
+            ("format", &self.format),
+            ("pattern", &self.pattern),
+            ("x-kubernetes-list-type", &self.list_type),
+            ("x-kubernetes-map-type", &self.map_type),
+        ] {
+            if let Some(t) = text {
+                put(key, Value::String(t.clone()));
+            }
+        }
+        for (key, n) in [
+            ("minimum", self.minimum),
+            ("maximum", self.maximum),
+            ("multipleOf", self.multiple_of),
+        ] {
+            if let Some(n) = n.and_then(serde_json::Number::from_f64) {
+                put(key, Value::Number(n));
+            }
+        }
+        for (key, n) in [
+            ("minLength", self.min_length),
+            ("maxLength", self.max_length),
+            ("minItems", self.min_items),
+            ("maxItems", self.max_items),
+            ("minProperties", self.min_properties),
+            ("maxProperties", self.max_properties),
+        ] {
+            if let Some(n) = n {
+                put(key, Value::from(n));
+            }
+        }
+        for (key, flag) in [
+            ("exclusiveMinimum", self.exclusive_minimum),
+            ("exclusiveMaximum", self.exclusive_maximum),
+            ("uniqueItems", self.unique_items),
+            (
+                "x-kubernetes-preserve-unknown-fields",
+                self.preserve_unknown_fields,
+            ),
+            (
+                "x-kubernetes-int-or-string",
+                self.int_or_string || self.quantity,
+            ),
+            ("x-kubernetes-embedded-resource", self.embedded_resource),
+        ] {
+            if flag {
+                put(key, Value::Bool(true));
+            }
+        }
+        if !self.list_map_keys.is_empty() {
+            put("x-kubernetes-list-map-keys", strings(&self.list_map_keys));
+        }
+        if !self.validations.is_empty() {
+            let rules = self
+                .validations
+                .iter()
+                .map(|r| {
+                    let mut rule = Map::new();
+                    rule.insert("rule".into(), Value::String(r.rule.clone()));
+                    for (key, text) in [
+                        ("message", &r.message),
+                        ("messageExpression", &r.message_expression),
+                        ("reason", &r.reason),
+                        ("fieldPath", &r.field_path),
+                    ] {
+                        if let Some(t) = text {
+                            rule.insert(key.into(), Value::String(t.clone()));
+                        }
+                    }
+                    if let Some(o) = r.optional_old_self {
+                        rule.insert("optionalOldSelf".into(), Value::Bool(o));
+                    }
+                    Value::Object(rule)
+                })
+                .collect();
+            put("x-kubernetes-validations", Value::Array(rules));
+        }
+        for (key, list) in [
+            ("allOf", &self.all_of),
+            ("anyOf", &self.any_of),
+            ("oneOf", &self.one_of),
+        ] {
+            if !list.is_empty() {
+                put(key, list.iter().map(Schema::to_value).collect());
+            }
+        }
+        if let Some(not) = &self.not {
+            put("not", not.to_value());
+        }
+        Value::Object(m)
+    }
+
     /// Parses a schema (an `openAPIV3Schema` value); error locations are relative to it.
     pub fn from_value(value: &Value) -> Result<Schema, SchemaError> {
         Self::from_value_at(value, "")
@@ -575,6 +709,29 @@ fn parse_keywords(s: &mut Schema, obj: &Map<String, Value>, path: &str) -> Resul
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_schema_written_back_reads_the_same() {
+        let value = json!({
+            "type": "object", "required": ["spec"], "x-kubernetes-preserve-unknown-fields": true,
+            "properties": {"spec": {"type": "object",
+                "x-kubernetes-validations": [{"rule": "self.a > 0", "message": "a", "reason": "FieldValueInvalid"}],
+                "properties": {
+                    "a": {"type": "integer", "minimum": 1, "maximum": 10, "default": 3},
+                    "b": {"type": "string", "enum": ["x", "y"], "pattern": "^[a-z]$", "maxLength": 1},
+                    "c": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["n"],
+                          "items": {"type": "object", "required": ["n"], "properties": {"n": {"type": "string"}}}},
+                    "d": {"type": "object", "additionalProperties": {"type": "string"}},
+                    "e": {"x-kubernetes-int-or-string": true, "anyOf": [{"type": "integer"}, {"type": "string"}]}}}}
+        });
+        let schema = Schema::from_value(&value).expect("a schema");
+        let again = Schema::from_value(&schema.to_value()).expect("written back");
+        assert_eq!(again, schema);
+        assert_eq!(
+            schema.to_value()["properties"]["spec"]["properties"]["a"],
+            json!({"type": "integer", "minimum": 1.0, "maximum": 10.0, "default": 3})
+        );
+    }
     use serde_json::json;
 
     /// Properties iterate in the order of their names, whatever order the CRD lists them
