@@ -1202,3 +1202,63 @@ fn a_fatal_result_stops_the_pipeline_and_an_unknown_function_stays_opaque() {
         [("bucket".into(), false), ("after".into(), false)]
     );
 }
+
+#[test]
+fn what_a_step_composes_without_its_credentials_or_after_such_a_step_depends_on_them() {
+    let (mut c, steps) = function_pipeline();
+    // A second step of `fn`, last.
+    let mut second = c.spec.pipeline[1].clone();
+    second.step = "again".into();
+    c.spec.pipeline.push(second);
+    let mut with_credentials = model(json!({
+        "apiVersion": "apiextensions.crossplane.io/v1", "kind": "Composition",
+        "metadata": {"name": "c"},
+        "spec": {"compositeTypeRef": {"apiVersion": "example.org/v1", "kind": "XDb"},
+            "mode": "Pipeline",
+            "pipeline": [{"step": "mine", "functionRef": {"name": "fn"},
+                "credentials": [{"name": "cloud", "source": "Secret",
+                    "secretRef": {"namespace": "crossplane-system", "name": "cloud"}}]}]}
+    }));
+    c.spec.pipeline[1] = with_credentials.spec.pipeline.remove(0);
+    let adds = Answering(|desired: &BTreeMap<String, Map<String, Value>>| {
+        let mut resources = desired.clone();
+        let n = resources.len();
+        resources.insert(
+            format!("extra-{n}"),
+            json!({"apiVersion": "v1", "kind": "ConfigMap"})
+                .as_object()
+                .cloned()
+                .unwrap_or_default(),
+        );
+        fs::StepAnswer {
+            desired_resources: resources,
+            ..Default::default()
+        }
+    });
+    let calls = render::Calls {
+        runner: &adds,
+        required: &fs::NothingRequired,
+        observed: None,
+        keep_answers: false,
+    };
+    let r = render::render_calling(
+        &c,
+        &steps,
+        &function_xr(),
+        None,
+        render::Runtime::V2,
+        Some(calls),
+    );
+    assert_eq!(r.function_runs.len(), 2);
+    assert_eq!(r.function_runs[0].credentials_withheld, ["cloud"]);
+    assert!(r.function_runs.iter().all(|run| run.depends));
+    let depends: Vec<(String, bool)> = r
+        .resources
+        .iter()
+        .filter_map(|r| Some((r.name.clone()?, r.made_by.as_ref()?.depends)))
+        .collect();
+    assert_eq!(
+        depends,
+        [("extra-1".to_string(), true), ("extra-3".to_string(), true)]
+    );
+}

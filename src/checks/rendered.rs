@@ -967,6 +967,20 @@ impl Ctx<'_> {
                 unanswered,
                 ..
             } => {
+                if !run.credentials_withheld.is_empty() {
+                    out.push(Finding::advisory(
+                        Stage::Rendered,
+                        FieldError::new(
+                            ErrorType::NotRendered,
+                            run.at.child("credentials").as_str(),
+                            BadValue::Omit,
+                            format!(
+                                "{named} was called without its credentials ({}): this tool never sends a Secret's data, which Crossplane does; what it composed may depend on them, so its findings are warnings",
+                                run.credentials_withheld.join(", ")
+                            ),
+                        ),
+                    ));
+                }
                 if !unanswered.is_empty() {
                     out.push(Finding::advisory(
                         Stage::Rendered,

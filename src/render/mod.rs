@@ -114,8 +114,11 @@ pub struct FunctionRun {
     /// The answer, with [`Calls::keep_answers`] (`render --steps`).
     pub answer: Option<function_steps::StepAnswer>,
     /// What it answered may depend on what this tool could not give it or a step before
-    /// it: required resources or schemas.
+    /// it: required resources or schemas, credentials.
     pub depends: bool,
+    /// The names of its credentials of source `Secret`, which Crossplane sends (the Secret's
+    /// data) and this tool never does.
+    pub credentials_withheld: Vec<String>,
 }
 
 /// What a render needs to run the steps of functions other than patch-and-transform.
@@ -739,6 +742,7 @@ fn run_function(
         outcome,
         answer: None,
         depends: false,
+        credentials_withheld: Vec::new(),
     };
     let address = match calls.runner.address(function) {
         Ok(address) => address,
@@ -782,12 +786,21 @@ fn run_function(
     );
     let fatal = matches!(&outcome, StepOutcome::Answered { results, .. }
         if results.iter().any(|r| r.severity == ResultSeverity::Fatal));
+    // Credentials are never sent: a function that needs them answers without.
+    let withheld: Vec<String> = step
+        .credentials
+        .iter()
+        .filter(|c| c.source == model::CREDENTIAL_SOURCE_SECRET)
+        .map(|c| c.name.clone())
+        .collect();
     let depends = thread.uncertain
+        || !withheld.is_empty()
         || matches!(&outcome, StepOutcome::Answered { unanswered, .. }
         if !unanswered.is_empty());
     thread.uncertain = depends;
     let mut record = run(address, outcome);
     record.depends = depends;
+    record.credentials_withheld = withheld;
     if calls.keep_answers {
         record.answer = answer.clone();
     }
