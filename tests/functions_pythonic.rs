@@ -371,3 +371,42 @@ fn a_step_requiring_a_schema_gets_the_one_the_validation_uses() {
     );
     assert_eq!(v["findings"], json!([]));
 }
+
+#[test]
+fn an_observed_resource_keeps_its_name_and_an_unnamed_one_is_refused() {
+    let render = |observed: &str| {
+        run(&[
+            "render",
+            "--crds",
+            &format!("{DIR}/xrd.yaml"),
+            "--function-address",
+            &format!("function-pythonic={}", pythonic()),
+            "--observed-resources",
+            observed,
+            "--output",
+            "json",
+            &format!("{DIR}/app.yaml"),
+        ])
+    };
+    let out = render(&format!("{DIR}/observed.yaml"));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let meta = |i: usize| v["resources"][i]["object"]["metadata"].clone();
+    assert_eq!(meta(0)["name"], "app-mock-7f3a1");
+    assert_eq!(meta(1)["name"], Value::Null);
+    assert_eq!(meta(1)["generateName"], "app-mock-");
+    // Crossplane refuses a composed resource without its name annotation.
+    let out = render(&format!("{DIR}/xrd.yaml"));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("an observed resource needs the annotation crossplane.io/composition-resource-name naming it"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -1069,6 +1069,7 @@ fn a_functions_answer_replaces_what_the_steps_before_it_left() {
             required: &fs::NothingRequired,
             observed: None,
             keep_answers: false,
+            observed_resources: None,
         }
     }
     // Passed on unchanged, `bucket` keeps its template's record; what is new is the
@@ -1173,6 +1174,7 @@ fn a_fatal_result_stops_the_pipeline_and_an_unknown_function_stays_opaque() {
         required: &fs::NothingRequired,
         observed: None,
         keep_answers: false,
+        observed_resources: None,
     };
     let r = render::render_calling(
         &c,
@@ -1240,6 +1242,7 @@ fn what_a_step_composes_without_its_credentials_or_after_such_a_step_depends_on_
         required: &fs::NothingRequired,
         observed: None,
         keep_answers: false,
+        observed_resources: None,
     };
     let r = render::render_calling(
         &c,

@@ -212,6 +212,7 @@ fn audit_listed(
     let options = Options::admitted(args.check.mode.into(), !args.check.no_render);
     let mut errors = Vec::new();
     let required = args.check.functions.required_objects(&mut errors);
+    let observed = args.check.functions.observed_resources(&mut errors);
     if let Some(e) = errors.first() {
         return Err(e.to_string());
     }
@@ -230,7 +231,8 @@ fn audit_listed(
     let calls = FunctionCalls::new(
         FunctionCaller::new(Arc::new(FirstOf(resolvers)), runtime.clone()),
         required,
-    );
+    )
+    .with_observed(observed);
     let calls = Some(calls);
     let mut results = Vec::new();
     loop {

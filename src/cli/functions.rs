@@ -57,6 +57,15 @@ pub(super) struct FunctionFiles {
         value_delimiter = ','
     )]
     pub(super) required: Vec<PathBuf>,
+
+    /// A file or directory (recursive) of the composed resources that exist already, as `crossplane render --observed-resources` takes them: each is observed by its annotation crossplane.io/composition-resource-name, and keeps its name and namespace. Repeat the flag for more.
+    #[arg(
+        long = "observed-resources",
+        value_name = "PATH",
+        env = "COMPOSITION_WEBHOOK_OBSERVED_RESOURCES",
+        value_delimiter = ','
+    )]
+    pub(super) observed: Vec<PathBuf>,
 }
 
 /// `NAME=ADDRESS`.
@@ -81,8 +90,11 @@ impl FunctionFiles {
             return None;
         }
         let required = self.required_objects(errors);
+        let observed = self.observed_resources(errors);
         match FunctionCaller::with_own_runtime(Arc::new(addresses)) {
-            Ok(caller) => Some(FunctionCalls::new(caller, Box::new(required))),
+            Ok(caller) => {
+                Some(FunctionCalls::new(caller, Box::new(required)).with_observed(observed))
+            }
             Err(e) => {
                 errors.push(DocumentError::Invalid {
                     file: "--function-address".to_string(),
@@ -91,6 +103,36 @@ impl FunctionFiles {
                 None
             }
         }
+    }
+
+    /// The objects of `--observed-resources`, by their composition-resource-name; one
+    /// without it is an input error, as Crossplane refuses to compose with it.
+    pub(super) fn observed_resources(
+        &self,
+        errors: &mut Vec<DocumentError>,
+    ) -> std::collections::BTreeMap<String, serde_json::Map<String, Value>> {
+        let mut observed = std::collections::BTreeMap::new();
+        for doc in load_all(&self.observed, errors) {
+            let name = doc
+                .value
+                .pointer("/metadata/annotations")
+                .and_then(|a| a.get(crate::render::ANNOTATION_RESOURCE_NAME))
+                .and_then(Value::as_str)
+                .map(str::to_string);
+            match (name, doc.value.as_object()) {
+                (Some(name), Some(object)) => {
+                    observed.insert(name, object.clone());
+                }
+                _ => errors.push(DocumentError::Invalid {
+                    file: doc.source.clone(),
+                    message: format!(
+                        "an observed resource needs the annotation {} naming it",
+                        crate::render::ANNOTATION_RESOURCE_NAME
+                    ),
+                }),
+            }
+        }
+        observed
     }
 
     /// The objects of `--required-resources`.

@@ -405,6 +405,7 @@ pub(super) fn run(args: &ServeArgs) -> u8 {
     }
     let mut errors = Vec::new();
     let required = args.functions.required_objects(&mut errors);
+    let observed = args.functions.observed_resources(&mut errors);
     if let Some(e) = errors.first() {
         tracing::error!(error = %e, "cannot load --required-resources");
         return EXIT_INPUT_ERROR;
@@ -582,7 +583,9 @@ pub(super) fn run(args: &ServeArgs) -> u8 {
                 Arc::new(FirstOf(resolvers)),
                 tokio::runtime::Handle::current(),
             );
-            config.function_calls = Some(Arc::new(FunctionCalls::new(caller, required)));
+            config.function_calls = Some(Arc::new(
+                FunctionCalls::new(caller, required).with_observed(observed),
+            ));
         }
         match server::run(config, schemas, metrics, server::shutdown_signal()).await {
             Ok(()) => EXIT_ALLOWED,

@@ -28,6 +28,8 @@ pub struct StepRequest<'a> {
     pub step: &'a str,
     /// The observed composite resource (the mock, or a real XR).
     pub observed_composite: &'a Map<String, Value>,
+    /// The observed composed resources, by name (`--observed-resources`; none in a review).
+    pub observed_resources: &'a BTreeMap<String, Map<String, Value>>,
     /// The desired composite resource the steps before left (only its status counts).
     pub desired_composite: Option<&'a Map<String, Value>>,
     /// The desired composed resources the steps before left, by name.
@@ -291,7 +293,7 @@ pub fn run_step(
     function: &str,
     step: &str,
     input: Option<&Value>,
-    observed: &Map<String, Value>,
+    observed: (&Map<String, Value>, &BTreeMap<String, Map<String, Value>>),
     desired: &BTreeMap<String, Map<String, Value>>,
     thread: &Thread,
     deadline: Option<Instant>,
@@ -305,7 +307,8 @@ pub fn run_step(
     for call in 1..=MAX_CALLS_PER_STEP {
         let request = StepRequest {
             step,
-            observed_composite: observed,
+            observed_composite: observed.0,
+            observed_resources: observed.1,
             desired_composite: thread.composite.as_ref(),
             desired_resources: desired,
             input,
@@ -440,7 +443,7 @@ mod tests {
             "f",
             "s",
             None,
-            &observed,
+            (&observed, &BTreeMap::new()),
             &BTreeMap::new(),
             &Thread::new(),
             None,

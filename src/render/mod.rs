@@ -133,6 +133,9 @@ pub struct Calls<'a> {
     pub observed: Option<&'a Value>,
     /// Keep each step's answer in its [`FunctionRun`], to print it.
     pub keep_answers: bool,
+    /// The observed composed resources, by their `crossplane.io/composition-resource-name`
+    /// (`--observed-resources`); `None`: none, as for a new XR.
+    pub observed_resources: Option<&'a BTreeMap<String, Map<String, Value>>>,
 }
 
 impl std::fmt::Debug for Calls<'_> {
@@ -773,13 +776,15 @@ fn run_function(
     if crate::budget::check().is_err() {
         return Ran::NotRun;
     }
+    let none = BTreeMap::new();
+    let observed_resources = calls.observed_resources.unwrap_or(&none);
     let (answer, outcome) = function_steps::run_step(
         calls.runner,
         calls.required,
         function,
         &step.step,
         step.input.as_ref(),
-        observed,
+        (observed, observed_resources),
         &desired,
         thread,
         crate::budget::deadline(),
@@ -838,6 +843,26 @@ fn run_function(
     }
     for (name, object) in answered {
         resources.push(composed_by(&at, &made_by, name, object, &stamp, runtime));
+    }
+    // An observed resource's name, namespace and generateName are kept, whatever a step says.
+    for r in resources.iter_mut().filter(|r| r.made_by.is_some()) {
+        let observed = r.name.as_ref().and_then(|n| observed_resources.get(n));
+        if let (Some(observed), Some(meta)) = (
+            observed
+                .and_then(|o| member(o, "metadata"))
+                .and_then(Value::as_object),
+            r.object
+                .as_mut()
+                .and_then(Value::as_object_mut)
+                .and_then(|o| member_mut(o, "metadata"))
+                .and_then(Value::as_object_mut),
+        ) {
+            for key in ["name", "namespace", "generateName"] {
+                if let Some(v) = member(observed, key) {
+                    meta.insert(key.into(), v.clone());
+                }
+            }
+        }
     }
     out.resources = resources;
     Ran::Composed

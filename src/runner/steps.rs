@@ -85,6 +85,7 @@ impl Resolve for Addresses {
 pub struct FunctionCalls {
     caller: FunctionCaller,
     required: Box<dyn Required + Send + Sync>,
+    observed: BTreeMap<String, Map<String, Value>>,
 }
 
 impl std::fmt::Debug for FunctionCalls {
@@ -98,7 +99,17 @@ impl std::fmt::Debug for FunctionCalls {
 impl FunctionCalls {
     /// Calls through `caller`, requirements answered by `required`.
     pub fn new(caller: FunctionCaller, required: Box<dyn Required + Send + Sync>) -> Self {
-        FunctionCalls { caller, required }
+        FunctionCalls {
+            caller,
+            required,
+            observed: BTreeMap::new(),
+        }
+    }
+
+    /// The same calls, with these observed composed resources (by name).
+    pub fn with_observed(mut self, observed: BTreeMap<String, Map<String, Value>>) -> Self {
+        self.observed = observed;
+        self
     }
 
     /// The core's view of them.
@@ -108,6 +119,7 @@ impl FunctionCalls {
             required: self.required.as_ref(),
             observed: None,
             keep_answers: false,
+            observed_resources: (!self.observed.is_empty()).then_some(&self.observed),
         }
     }
 }
