@@ -284,6 +284,15 @@ impl Thread {
     }
 }
 
+/// What every step of a pipeline observes.
+#[derive(Debug, Clone, Copy)]
+pub struct Observed<'a> {
+    /// The composite resource.
+    pub composite: &'a Map<String, Value>,
+    /// The composed resources, by name.
+    pub resources: &'a BTreeMap<String, Map<String, Value>>,
+}
+
 /// Runs one step: the calls its requirements take, each answered by `required`. Returns the
 /// last answer (`None` when it failed) and what happened.
 #[allow(clippy::too_many_arguments)]
@@ -293,7 +302,7 @@ pub fn run_step(
     function: &str,
     step: &str,
     input: Option<&Value>,
-    observed: (&Map<String, Value>, &BTreeMap<String, Map<String, Value>>),
+    observed: Observed<'_>,
     desired: &BTreeMap<String, Map<String, Value>>,
     thread: &Thread,
     deadline: Option<Instant>,
@@ -307,8 +316,8 @@ pub fn run_step(
     for call in 1..=MAX_CALLS_PER_STEP {
         let request = StepRequest {
             step,
-            observed_composite: observed.0,
-            observed_resources: observed.1,
+            observed_composite: observed.composite,
+            observed_resources: observed.resources,
             desired_composite: thread.composite.as_ref(),
             desired_resources: desired,
             input,
@@ -443,7 +452,10 @@ mod tests {
             "f",
             "s",
             None,
-            (&observed, &BTreeMap::new()),
+            Observed {
+                composite: &observed,
+                resources: &BTreeMap::new(),
+            },
             &BTreeMap::new(),
             &Thread::new(),
             None,

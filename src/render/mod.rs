@@ -784,7 +784,10 @@ fn run_function(
         function,
         &step.step,
         step.input.as_ref(),
-        (observed, observed_resources),
+        function_steps::Observed {
+            composite: observed,
+            resources: observed_resources,
+        },
         &desired,
         thread,
         crate::budget::deadline(),
