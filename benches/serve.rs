@@ -17,7 +17,11 @@
 //! `testdata/example` (platform-ref-gcp network, 2 resources) is used instead.
 //! `SERVE_BENCH_COMPOSITION=<file as in manifest.json>` picks another corpus Composition,
 //! and `SERVE_BENCH_COMPOSITION=testdata/<file>` one of the bench's testdata cases (among
-//! them `testdata/v2/app/composition.yaml`, a Crossplane v2 Pipeline), corpus or not.
+//! them `testdata/v2/app/composition.yaml`, a Crossplane v2 Pipeline), corpus or not; a
+//! Composition under `testdata/bench/` is validated against the YAML files of its folder
+//! that hold no Composition (`testdata/bench/pythonic-pt/composition.yaml`: a
+//! function-patch-and-transform step and a function-pythonic step; `composition-pt.yaml`
+//! beside it, the same without the pythonic step).
 //!
 //! The server keeps a verdict cache (a Composition reviewed before, with the same schemas,
 //! gets the same answer without validation), so each level is measured twice: **cold**, every
@@ -51,6 +55,13 @@
 //! - `SERVE_BENCH_CLIENT_THREADS` (`--client-threads`): the generator's runtime threads
 //!   (default: one per core);
 //! - `SERVE_BENCH_BIN`: another `composition-webhook` binary to measure (to compare builds);
+//! - `SERVE_BENCH_SERVE_ARGS`: more arguments for `serve`, split at whitespace (e.g.
+//!   `--function-calls off`, `--no-render`);
+//! - `SERVE_BENCH_PYTHONIC=1`: also install (`scripts/function-pythonic.sh`, once per target
+//!   directory) and start function-pythonic 0.6.3 on a loopback port, and start the server
+//!   with `--function-address function-pythonic=<its address>`; each level then also prints
+//!   the function's CPU time per review (a review whose pipeline called a function is not
+//!   kept in the verdict cache, so warm levels call it too);
 //! - `SERVE_BENCH_DUMP=<dir>`: also write every request of a level (warm-up included) to
 //!   `<dir>/lat-<concurrency>-<cold|warm>.txt`, one line each: when it ended and how long it
 //!   took, in µs since the level started (to see whether a tail is spread out or bunched);
@@ -83,6 +94,8 @@ mod webhook;
 
 #[path = "../tests/common/manifest.rs"]
 mod manifest;
+#[path = "common/pythonic.rs"]
+mod pythonic;
 #[path = "../tests/common/training.rs"]
 mod training;
 use training::{TESTDATA_CASES, TestdataCase};
@@ -294,8 +307,12 @@ struct Case {
     schema_files: Vec<PathBuf>,
 }
 
-/// The `TESTDATA_CASES` entry of `file`.
+/// The `TESTDATA_CASES` entry of `file`, or a Composition under `testdata/bench/` with the
+/// YAML files of its folder that hold no Composition as its schemas.
 fn testdata_case(file: &str) -> Case {
+    if file.starts_with("testdata/bench/") {
+        return bench_case(file);
+    }
     let case = TESTDATA_CASES
         .iter()
         .find(|c| c.file == file)
@@ -308,6 +325,46 @@ fn testdata_case(file: &str) -> Case {
         label: format!("{file} ({})", case.what),
         composition,
         schema_files: case.schemas.iter().map(|f| project_dir().join(f)).collect(),
+    }
+}
+
+/// A Composition under `testdata/bench/`: its schemas the folder's other YAML files.
+fn bench_case(file: &str) -> Case {
+    let path = project_dir().join(file);
+    let composition = webhook::yaml_documents(&path)
+        .into_iter()
+        .find(|v| v["kind"] == "Composition")
+        .unwrap_or_else(|| panic!("{file}: no Composition"));
+    let dir = path.parent().expect("a folder");
+    let mut schema_files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.expect("an entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .filter(|p| {
+            !webhook::yaml_documents(p)
+                .iter()
+                .any(|v| v["kind"] == "Composition")
+        })
+        .collect();
+    schema_files.sort();
+    let names: Vec<String> = schema_files
+        .iter()
+        .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .collect();
+    let steps: Vec<&str> = composition["spec"]["pipeline"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s["functionRef"]["name"].as_str())
+        .collect();
+    Case {
+        label: format!(
+            "{file} (steps: {}; schemas: {})",
+            steps.join(", "),
+            names.join(", ")
+        ),
+        composition,
+        schema_files,
     }
 }
 
@@ -789,6 +846,7 @@ fn start_server(
     schema_files: &[PathBuf],
     pin_core: Option<usize>,
     workers: Option<usize>,
+    extra: &[String],
 ) -> webhook::Server {
     let bin = server_binary();
     let program = match pin_core {
@@ -804,6 +862,7 @@ fn start_server(
     if let Some(w) = workers {
         cmd.args(["--workers", &w.to_string()]);
     }
+    cmd.args(extra);
     webhook::Server::start_self_signed(cmd, &[])
 }
 
@@ -1041,6 +1100,8 @@ struct Level {
     first_errors: Vec<String>,
     server_cpu_per_review: Duration,
     client_cpu_per_review: Duration,
+    /// The function's (`SERVE_BENCH_PYTHONIC`), when one runs.
+    function_cpu_per_review: Option<Duration>,
     rss_kib: u64,
     hwm_kib: u64,
 }
@@ -1061,6 +1122,7 @@ async fn run_level(
     bodies: Bodies,
     settings: &Settings,
     ticks: f64,
+    function_pid: Option<u32>,
 ) -> Level {
     let client = server.client();
     let cache_before = cache_lookups(server).await;
@@ -1094,10 +1156,14 @@ async fn run_level(
     let round = Duration::from_secs_f64(settings.seconds);
     tokio::time::sleep_until((epoch + warmup).into()).await;
     let server_pid = server.pid().to_string();
+    let function_pid = function_pid.map(|p| p.to_string());
+    let function_cpu = || function_pid.as_deref().map(|p| cpu_time(p, ticks));
     let (server_cpu0, client_cpu0) = (cpu_time(&server_pid, ticks), cpu_time("self", ticks));
+    let function_cpu0 = function_cpu();
     let measured_end = epoch + warmup + round * settings.rounds as u32;
     tokio::time::sleep_until(measured_end.into()).await;
     let (server_cpu1, client_cpu1) = (cpu_time(&server_pid, ticks), cpu_time("self", ticks));
+    let function_cpu1 = function_cpu();
     stop.store(true, Ordering::Relaxed);
 
     let mut samples = Vec::new();
@@ -1155,6 +1221,9 @@ async fn run_level(
         first_errors,
         server_cpu_per_review: per_review(server_cpu1.saturating_sub(server_cpu0)),
         client_cpu_per_review: per_review(client_cpu1.saturating_sub(client_cpu0)),
+        function_cpu_per_review: function_cpu0
+            .zip(function_cpu1)
+            .map(|(a, b)| per_review(b.saturating_sub(a))),
         rss_kib,
         hwm_kib,
     }
@@ -1195,6 +1264,7 @@ fn measure(
     settings: &Settings,
     pinned: bool,
     ticks: f64,
+    serve: &ServeExtras,
 ) -> usize {
     if pinned && !pin_self(0) {
         eprintln!("note: taskset -p failed; the generator is not pinned");
@@ -1207,7 +1277,12 @@ fn measure(
         .enable_all()
         .build()
         .expect("runtime");
-    let mut server = start_server(&case.schema_files, pinned.then_some(1), settings.workers);
+    let mut server = start_server(
+        &case.schema_files,
+        pinned.then_some(1),
+        settings.workers,
+        &serve.args,
+    );
     let rss_start = server.rss_kib();
     let load_before = loadavg();
     let what = if pinned {
@@ -1236,6 +1311,7 @@ fn measure(
                 bodies,
                 settings,
                 ticks,
+                serve.function_pid,
             ));
             levels.push(level);
         }
@@ -1294,6 +1370,14 @@ fn measure(
             l.rss_kib as f64 / 1024.0,
             l.hwm_kib as f64 / 1024.0,
         );
+        if let Some(cpu) = l.function_cpu_per_review {
+            println!(
+                "   {:>4} | {:>4} | function-pythonic CPU per review: {:.0} µs",
+                l.concurrency,
+                l.bodies.name(),
+                cpu.as_secs_f64() * 1e6
+            );
+        }
         errors += l.errors;
         for e in &l.first_errors {
             println!("        error: {e}");
@@ -1422,9 +1506,38 @@ fn bench(case: &Case, settings: &Settings) -> usize {
         println!("note: pinning needs taskset and 2 CPUs; measuring unpinned only");
         modes = vec![false];
     }
+    let (serve, _function) = serve_extras();
+    if !serve.args.is_empty() {
+        println!("   more serve arguments: {}", serve.args.join(" "));
+    }
     let mut errors = 0;
     for pinned in modes {
-        errors += measure(case, &template, settings, pinned, ticks);
+        errors += measure(case, &template, settings, pinned, ticks, &serve);
     }
     errors
+}
+
+/// What the server is started with beyond the schemas: `SERVE_BENCH_SERVE_ARGS`, and the
+/// function `SERVE_BENCH_PYTHONIC` starts.
+struct ServeExtras {
+    args: Vec<String>,
+    function_pid: Option<u32>,
+}
+
+/// The extras, and the function process they name (kept running while it is held).
+fn serve_extras() -> (ServeExtras, Option<pythonic::Pythonic>) {
+    let mut args: Vec<String> = std::env::var("SERVE_BENCH_SERVE_ARGS")
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
+    let wanted = std::env::var("SERVE_BENCH_PYTHONIC")
+        .is_ok_and(|v| !matches!(v.as_str(), "" | "0" | "false" | "off"));
+    let function = wanted.then(pythonic::start);
+    if let Some(f) = &function {
+        args.push("--function-address".into());
+        args.push(format!("{}={}", pythonic::NAME, f.address()));
+    }
+    let function_pid = function.as_ref().and_then(|f| f.pid);
+    (ServeExtras { args, function_pid }, function)
 }
