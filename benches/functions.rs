@@ -122,6 +122,7 @@ fn validate(catalog: &Catalog, runner: &Timed, composition: &Value) -> Report {
         required: &NothingRequired,
         observed: None,
         keep_answers: false,
+        observed_resources: None,
     };
     Validator::new(catalog, Options::admitted(Mode::Loose, true))
         .with_calls(calls)
