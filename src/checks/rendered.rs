@@ -117,22 +117,13 @@ pub fn check(
     calls: Option<render::Calls<'_>>,
 ) -> Vec<Finding> {
     let xr = composite_value(c, steps, composite);
-    let observed = calls.and_then(|_| observed_value(c, steps, composite));
-    let schemas = calls.map(|k| SchemasFrom {
-        inner: k.required,
-        source,
-    });
-    let calls = calls
-        .zip(schemas.as_ref())
-        .map(|(k, schemas)| render::Calls {
-            observed: observed.as_ref(),
-            required: schemas,
-            ..k
-        });
+    let prepared = CallContext::new(c, steps, composite, source, calls);
+    let calls = prepared.calls();
+    let observed = prepared.observed();
     let rendered =
         render::render_calling(c, steps, &xr, source.functions().as_deref(), runtime, calls);
     Ctx::new(c, steps, composite, &xr, source, earlier, false, runtime)
-        .observing(observed.as_ref())
+        .observing(observed)
         .check(rendered)
 }
 
@@ -148,6 +139,51 @@ pub fn observed_value(
     };
     let hints = hints(c, steps);
     mock::composite_full(schema, &mock_of(c, &hints)).ok()
+}
+
+/// What running a render's function steps needs beside the render: the composite resource
+/// they observe ([`observed_value`]) and their required schemas from `source`
+/// ([`SchemasFrom`]).
+pub struct CallContext<'a> {
+    calls: Option<render::Calls<'a>>,
+    observed: Option<Value>,
+    schemas: Option<SchemasFrom<'a>>,
+}
+
+impl<'a> CallContext<'a> {
+    /// For `calls` (none: nothing is prepared) rendering `c` from `composite`.
+    pub fn new(
+        c: &Composition,
+        steps: &[PatchAndTransformStep],
+        composite: Composite<'_>,
+        source: &'a dyn SchemaSource,
+        calls: Option<render::Calls<'a>>,
+    ) -> Self {
+        CallContext {
+            observed: calls.and_then(|_| observed_value(c, steps, composite)),
+            schemas: calls.map(|k| SchemasFrom {
+                inner: k.required,
+                source,
+            }),
+            calls,
+        }
+    }
+
+    /// The calls, observing [`CallContext::observed`], schemas answered from the source.
+    pub fn calls(&self) -> Option<render::Calls<'_>> {
+        self.calls
+            .zip(self.schemas.as_ref())
+            .map(|(k, schemas)| render::Calls {
+                observed: self.observed.as_ref(),
+                required: schemas,
+                ..k
+            })
+    }
+
+    /// The composite resource the functions observe, when not the one rendered from.
+    pub fn observed(&self) -> Option<&Value> {
+        self.observed.as_ref()
+    }
 }
 
 /// A step's requirements answered by `inner`, its required schemas from the schemas the
@@ -219,18 +255,9 @@ pub fn check_taking(
 ) -> Taken {
     // The mock reads the patches and the XR's schema, not the bases.
     let xr = composite_value(c, steps, composite);
-    let observed = calls.and_then(|_| observed_value(c, steps, composite));
-    let schemas = calls.map(|k| SchemasFrom {
-        inner: k.required,
-        source,
-    });
-    let calls = calls
-        .zip(schemas.as_ref())
-        .map(|(k, schemas)| render::Calls {
-            observed: observed.as_ref(),
-            required: schemas,
-            ..k
-        });
+    let prepared = CallContext::new(c, steps, composite, source, calls);
+    let calls = prepared.calls();
+    let observed = prepared.observed();
     let bases = render::TakenBases::take(c, steps);
     let (c, steps) = (&*c, &*steps);
     let rendered = render::render_taking(
@@ -242,8 +269,8 @@ pub fn check_taking(
         runtime,
         calls,
     );
-    let ctx = Ctx::new(c, steps, composite, &xr, source, earlier, true, runtime)
-        .observing(observed.as_ref());
+    let ctx =
+        Ctx::new(c, steps, composite, &xr, source, earlier, true, runtime).observing(observed);
     let findings = ctx.check(rendered);
     Taken {
         findings,

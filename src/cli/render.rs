@@ -145,26 +145,22 @@ pub fn run(args: &RenderArgs) -> u8 {
         None => Composite::Mock(xr_schema.as_deref()),
     };
     let xr = rendered::composite_value(&composition, &steps, composite);
-    let observed = calls
-        .as_ref()
-        .and_then(|_| rendered::observed_value(&composition, &steps, composite));
     let source = WithFunctions {
         schemas: &catalog,
         functions,
     };
-    let schemas = calls.as_ref().map(|k| rendered::SchemasFrom {
-        inner: k.calls().required,
-        source: &source,
-    });
-    let call = calls
-        .as_ref()
-        .zip(schemas.as_ref())
-        .map(|(k, schemas)| crate::render::Calls {
-            observed: observed.as_ref(),
+    let prepared = rendered::CallContext::new(
+        &composition,
+        &steps,
+        composite,
+        &source,
+        calls.as_ref().map(|k| crate::render::Calls {
             keep_answers: args.steps,
-            required: schemas,
             ..k.calls()
-        });
+        }),
+    );
+    let call = prepared.calls();
+    let observed = prepared.observed();
     let output = crate::render::render_calling(
         &composition,
         &steps,
@@ -208,7 +204,7 @@ pub fn run(args: &RenderArgs) -> u8 {
         &source,
         &[],
         runtime,
-        observed.as_ref(),
+        observed,
     );
     crate::mode::apply_mode(crate::mode::Mode::Strict, &mut findings);
     match json_resources {

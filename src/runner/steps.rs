@@ -200,12 +200,6 @@ impl FunctionCaller {
         Ok(caller)
     }
 
-    /// The same caller, each call at most `max_call` (within the validation's deadline).
-    pub fn with_max_call(mut self, max_call: Duration) -> Self {
-        self.max_call = max_call;
-        self
-    }
-
     /// The client of `function` at `resolved`, made anew when its address changed.
     fn client(&self, function: &str, resolved: Resolved) -> Result<Arc<FunctionClient>, RunError> {
         let mut clients = self.clients.lock().unwrap_or_else(PoisonError::into_inner);
